@@ -1,0 +1,42 @@
+"""Problems found while checking configuration, reported all at once.
+
+Every gate in this project (construct validation at synth, the manifest's compatibility gate, the
+`cdk-adapters validate` command and the serving container's register-time check) collects
+`Problem`s instead of raising on the first one, so a user fixes everything in one round trip.
+This module is standard-library only: the serving container imports it without aws-cdk-lib.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong, naming what it is about (`subject`) and which setting (`field`)."""
+
+    subject: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.field}: {self.message}"
+
+
+class ConfigurationError(ValueError):
+    """Raised with every problem found, one per line, so none is hidden behind the first."""
+
+    def __init__(self, problems: Iterable[Problem], heading: str = "invalid configuration") -> None:
+        self.problems = tuple(problems)
+        if not self.problems:
+            raise ValueError("ConfigurationError needs at least one problem")
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(f"{heading} ({len(self.problems)} problem(s)):\n{lines}")
+
+
+def raise_if_any(problems: Iterable[Problem], heading: str = "invalid configuration") -> None:
+    """Raise `ConfigurationError` when `problems` is not empty."""
+    collected = list(problems)
+    if collected:
+        raise ConfigurationError(collected, heading)
