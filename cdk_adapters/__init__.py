@@ -1,0 +1,25 @@
+"""cdk-adapters: serve many LoRA adapters of one base model from one SageMaker endpoint.
+
+Exports are resolved lazily so that the standard-library parts (the compatibility gate, the
+pinned image facts) import without aws-cdk-lib, as the serving container does.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    # name -> module that defines it
+    "Problem": "cdk_adapters.problems",
+    "ConfigurationError": "cdk_adapters.problems",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cdk_adapters' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

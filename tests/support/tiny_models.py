@@ -1,0 +1,138 @@
+"""Tiny Llama base models and real PEFT LoRA adapters, built offline in seconds.
+
+Nothing is downloaded: the tokenizer is trained on a few sentences, the model has random weights
+(hidden 64, 2 layers, 2 heads of size 32, a size vLLM's CPU attention supports), and adapters are
+made by PEFT with `init_lora_weights=False` so that each one really changes the output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Sequence
+
+TINY_BASE_MODEL_ID = "cdk-adapters-tests/tiny-llama"
+TINY_BASE_REVISION = "0000000000000000000000000000000000000001"
+
+_CORPUS = [
+    "The support team triages tickets by urgency and product area.",
+    "Invoices are due thirty days after the billing date.",
+    "Bonjour, merci de votre message. Nous revenons vers vous rapidement.",
+    "Route the request to the adapter that was fine-tuned for this tenant.",
+    "Summaries should be short, factual and polite.",
+    "user assistant system: 0123456789 ?!.,;:-()[]{}'\"",
+]
+
+_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "<|{{ message['role'] }}|>{{ message['content'] }}\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def build_tokenizer():
+    """A byte-level BPE tokenizer of about 300 tokens with a chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<s>", "</s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_CORPUS, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+    fast.chat_template = _CHAT_TEMPLATE
+    return fast
+
+
+def build_base_model(out_dir: Path, *, seed: int = 0) -> Path:
+    """Write a random tiny Llama (config, safetensors, tokenizer) to `out_dir` and return it."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    out_dir = Path(out_dir)
+    tokenizer = build_tokenizer()
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        vocab_size=len(tokenizer),
+        max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+        dtype="float32",
+    )
+    model = LlamaForCausalLM(config).to(torch.float32)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
+def build_lora_adapter(
+    base_dir: Path,
+    out_dir: Path,
+    *,
+    seed: int,
+    rank: int = 8,
+    alpha: int = 16,
+    target_modules: Sequence[str] = DEFAULT_TARGET_MODULES,
+    base_model_name_or_path: str = TINY_BASE_MODEL_ID,
+    revision: str | None = TINY_BASE_REVISION,
+    use_dora: bool = False,
+    modules_to_save: Iterable[str] | None = None,
+    rank_pattern: dict[str, int] | None = None,
+    save_embedding_layers: bool = False,
+) -> Path:
+    """Train-free PEFT LoRA adapter with non-zero weights (different per `seed`), saved to `out_dir`."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    out_dir = Path(out_dir)
+    torch.manual_seed(seed)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        target_modules=list(target_modules),
+        lora_dropout=0.0,
+        bias="none",
+        task_type="CAUSAL_LM",
+        init_lora_weights=False,
+        use_dora=use_dora,
+        modules_to_save=list(modules_to_save) if modules_to_save else None,
+        rank_pattern=dict(rank_pattern or {}),
+    )
+    model = get_peft_model(base, config)
+    # PEFT's random init is small; scale B up so each adapter visibly changes greedy output.
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.mul_(20.0)
+    model.save_pretrained(out_dir, safe_serialization=True, save_embedding_layers=save_embedding_layers)
+    _set_base_identity(out_dir, base_model_name_or_path, revision)
+    return out_dir
+
+
+def _set_base_identity(adapter_dir: Path, base_id: str, revision: str | None) -> None:
+    """PEFT records the local path it loaded from; record the published base id instead."""
+    config_path = adapter_dir / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    config["base_model_name_or_path"] = base_id
+    config["revision"] = revision
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
