@@ -1,0 +1,22 @@
+"""LoRA ranks vLLM can be configured to serve.
+
+vLLM's ``--max-lora-rank`` accepts only these values; an adapter whose rank exceeds the
+configured maximum is refused at load time.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+ALLOWED_MAX_LORA_RANKS: tuple[int, ...] = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def smallest_allowed_max_lora_rank(ranks: Iterable[int]) -> int:
+    """The smallest ``--max-lora-rank`` vLLM accepts that covers every rank given."""
+    highest = max(ranks, default=1)
+    for allowed in ALLOWED_MAX_LORA_RANKS:
+        if allowed >= highest:
+            return allowed
+    raise ValueError(
+        f"rank {highest} exceeds the largest max_lora_rank vLLM accepts ({ALLOWED_MAX_LORA_RANKS[-1]})"
+    )
