@@ -23,7 +23,7 @@ help:
 $(VENV)/.base: requirements.txt constraints.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt setuptools
+	$(PIP) install --quiet --disable-pip-version-check pip==24.3.1 setuptools==77.0.3
 	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -r requirements.txt
 	$(PIP) install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $@
