@@ -1,6 +1,39 @@
 """The compatibility gate: one implementation used at synth, by `cdk-adapters validate`, and by
-the serving container when SageMaker registers an adapter. Standard-library only."""
+the serving container when SageMaker registers an adapter. Standard-library only (plus
+`cdk_adapters.problems`): the container imports it without aws-cdk-lib, pydantic or torch."""
 
+from cdk_adapters.compat.adapter_contents import AdapterContents
+from cdk_adapters.compat.adapter_facts import AdapterFacts
+from cdk_adapters.compat.base_model import BaseModelFacts
+from cdk_adapters.compat.checks import ADAPTER_CHECKS, AdapterCheck
+from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter
+from cdk_adapters.compat.gate import (
+    check_adapter_archive,
+    check_adapter_contents,
+    check_adapter_dir,
+    check_adapter_facts,
+    check_co_hosted,
+    covering_max_lora_rank,
+)
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS, smallest_allowed_max_lora_rank
+from cdk_adapters.compat.safetensors_header import SafetensorsHeaderError, read_safetensors_header
 
-__all__ = ["ALLOWED_MAX_LORA_RANKS", "smallest_allowed_max_lora_rank"]
+__all__ = [
+    "ADAPTER_CHECKS",
+    "ALLOWED_MAX_LORA_RANKS",
+    "CO_HOSTED_CHECKS",
+    "AdapterCheck",
+    "AdapterContents",
+    "AdapterFacts",
+    "BaseModelFacts",
+    "CoHostedAdapter",
+    "SafetensorsHeaderError",
+    "check_adapter_archive",
+    "check_adapter_contents",
+    "check_adapter_dir",
+    "check_adapter_facts",
+    "check_co_hosted",
+    "covering_max_lora_rank",
+    "read_safetensors_header",
+    "smallest_allowed_max_lora_rank",
+]

@@ -1,0 +1,199 @@
+"""The summary of an adapter that the gate reasons about, and that the lock file records.
+
+Facts come from an adapter's files at validate/publish time and from the committed lock entry at
+synth time, so synth of an ``s3://`` source stays offline yet runs the same checks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from cdk_adapters.compat.adapter_contents import AdapterContents
+from cdk_adapters.compat.safetensors_header import TensorInfo
+
+LORA_PARTS = ("lora_A", "lora_B", "lora_embedding_A", "lora_embedding_B")
+_PEFT_PREFIX = "base_model.model."
+
+EMBEDDING_MODULES = frozenset(
+    {"embed_tokens", "lm_head", "wte", "wpe", "word_embeddings", "embed_in", "embed_out", "tok_embeddings", "output"}
+)
+"""Leaf names of input/output embedding layers across common architectures."""
+
+VISION_COMPONENTS = frozenset(
+    {
+        "vision_tower",
+        "vision_model",
+        "vision_encoder",
+        "visual",
+        "vision",
+        "image_encoder",
+        "multi_modal_projector",
+        "mm_projector",
+        "vision_projection",
+        "connector",
+        "merger",
+        "aligner",
+        "resampler",
+        "vision_resampler",
+        "img_projection",
+    }
+)
+"""Path components that mark a vision tower or the connector that feeds it to the language model."""
+
+
+@dataclass(frozen=True)
+class LoraPair:
+    """One adapted module: its path, and the shapes of its A and B matrices (either may be missing)."""
+
+    module_path: str
+    a: TensorInfo | None
+    b: TensorInfo | None
+    embedding: bool
+
+    @property
+    def leaf(self) -> str:
+        return self.module_path.rsplit(".", 1)[-1]
+
+    @property
+    def ranks(self) -> set[int]:
+        ranks = set()
+        if self.a is not None and len(self.a.shape) == 2:
+            ranks.add(self.a.shape[0])
+        if self.b is not None and len(self.b.shape) == 2:
+            ranks.add(self.b.shape[1])
+        return ranks
+
+    @property
+    def is_vision(self) -> bool:
+        return any(part in VISION_COMPONENTS for part in self.module_path.split("."))
+
+
+def module_path_of(tensor_name: str) -> tuple[str, str] | None:
+    """``(module path, lora part)`` for a LoRA tensor name, or None for any other tensor."""
+    parts = tensor_name.split(".")
+    for index, part in enumerate(parts):
+        if part in LORA_PARTS:
+            path = ".".join(parts[:index])
+            if path.startswith(_PEFT_PREFIX):
+                path = path[len(_PEFT_PREFIX) :]
+            return path, part
+    return None
+
+
+def lora_pairs(tensors: Mapping[str, TensorInfo]) -> list[LoraPair]:
+    """Group LoRA tensors by the module they adapt, in name order."""
+    found: dict[str, dict[str, TensorInfo]] = {}
+    for name in sorted(tensors):
+        parsed = module_path_of(name)
+        if parsed is None:
+            continue
+        path, part = parsed
+        found.setdefault(path, {})[part] = tensors[name]
+    pairs = []
+    for path, parts in found.items():
+        embedding = "lora_embedding_A" in parts or "lora_embedding_B" in parts
+        pairs.append(
+            LoraPair(
+                module_path=path,
+                a=parts.get("lora_embedding_A" if embedding else "lora_A"),
+                b=parts.get("lora_embedding_B" if embedding else "lora_B"),
+                embedding=embedding,
+            )
+        )
+    return pairs
+
+
+def pattern_rank(config: Mapping[str, Any], module_path: str) -> int | None:
+    """The rank PEFT gives `module_path`: the first matching `rank_pattern` key, else `r`."""
+    for key, rank in (config.get("rank_pattern") or {}).items():
+        if re.match(rf"(.*\.)?({key})$", module_path):
+            return _as_int(rank)
+    return _as_int(config.get("r"))
+
+
+def _as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def generalise(module_path: str) -> str:
+    """``model.layers.3.self_attn.q_proj`` -> ``model.layers.*.self_attn.q_proj``."""
+    return ".".join("*" if part.isdigit() else part for part in module_path.split("."))
+
+
+@dataclass(frozen=True)
+class AdapterFacts:
+    """What the checks need to know about one adapter; serialisable into a lock entry."""
+
+    peft_type: str | None
+    rank: int | None
+    max_rank: int | None
+    alpha: float | None
+    target_modules: tuple[str, ...]
+    base_model_name_or_path: str | None
+    revision: str | None
+    use_dora: bool = False
+    modules_to_save: tuple[str, ...] = ()
+    bias: str = "none"
+    trainable_token_indices: bool = False
+    vision_modules: tuple[str, ...] = ()
+
+    @classmethod
+    def from_contents(cls, contents: AdapterContents) -> "AdapterFacts | None":
+        """Facts from the config, refined by the weights header when it is readable."""
+        config = contents.config
+        if config is None:
+            return None
+        rank = _as_int(config.get("r"))
+        declared_ranks = [rank] if rank is not None else []
+        declared_ranks += [value for value in (config.get("rank_pattern") or {}).values() if _as_int(value)]
+        header = contents.weights_header
+        pairs = lora_pairs(header.tensors) if header is not None else []
+        if pairs:
+            targets = sorted({pair.leaf for pair in pairs})
+            tensor_ranks = [r for pair in pairs for r in pair.ranks]
+            max_rank = max(tensor_ranks + ([rank] if rank is not None else []))
+            vision = sorted({generalise(pair.module_path) for pair in pairs if pair.is_vision})
+        else:
+            targets = _declared_targets(config)
+            max_rank = max(declared_ranks) if declared_ranks else None
+            vision = sorted(t for t in targets if any(p in VISION_COMPONENTS for p in t.split(".")))
+        alpha = config.get("lora_alpha")
+        return cls(
+            peft_type=config.get("peft_type"),
+            rank=rank,
+            max_rank=max_rank,
+            alpha=alpha if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) else None,
+            target_modules=tuple(targets),
+            base_model_name_or_path=config.get("base_model_name_or_path"),
+            revision=config.get("revision"),
+            use_dora=bool(config.get("use_dora")),
+            modules_to_save=tuple(config.get("modules_to_save") or ()),
+            bias=str(config.get("bias") or "none"),
+            trainable_token_indices=bool(config.get("trainable_token_indices")),
+            vision_modules=tuple(vision),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key, value in data.items():
+            if isinstance(value, tuple):
+                data[key] = list(value)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "AdapterFacts":
+        values = dict(data)
+        for key in ("target_modules", "modules_to_save", "vision_modules"):
+            values[key] = tuple(values.get(key) or ())
+        return cls(**values)
+
+
+def _declared_targets(config: Mapping[str, Any]) -> list[str]:
+    targets = config.get("target_modules")
+    if isinstance(targets, str):
+        return [targets]
+    if isinstance(targets, list):
+        return sorted({str(t) for t in targets})
+    return []

@@ -1,0 +1,41 @@
+"""The gate's rules, one per module (cdk-nag style). Order is the order problems are reported in."""
+
+from __future__ import annotations
+
+from cdk_adapters.compat.checks import (
+    adapter_config,
+    archive_layout,
+    base_identity,
+    dora,
+    embedding_targets,
+    lora_bias,
+    merged_weights,
+    modules_to_save,
+    rank_limit,
+    size_bound,
+    target_modules_in_base,
+    tensor_shapes,
+    vision_modules,
+    weights_file,
+)
+from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext
+
+ADAPTER_CHECKS: tuple[AdapterCheck, ...] = (
+    archive_layout.CHECK,
+    adapter_config.CHECK,
+    weights_file.CHECK,
+    rank_limit.CHECK,
+    dora.CHECK,
+    modules_to_save.CHECK,
+    lora_bias.CHECK,
+    embedding_targets.CHECK,
+    vision_modules.CHECK,
+    target_modules_in_base.CHECK,
+    base_identity.CHECK,
+    tensor_shapes.CHECK,
+    merged_weights.CHECK,
+    size_bound.CHECK,
+)
+"""Checks for one adapter, run by every gate (synth, `cdk-adapters validate`, the container)."""
+
+__all__ = ["ADAPTER_CHECKS", "AdapterCheck", "AdapterCheckContext"]

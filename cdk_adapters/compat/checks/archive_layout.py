@@ -1,0 +1,37 @@
+"""Files must sit at the archive root: SageMaker extracts the archive and hands vLLM that folder."""
+
+from __future__ import annotations
+
+from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG
+from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext
+
+
+def _run(context: AdapterCheckContext):
+    contents = context.contents
+    kind = "archive" if contents.is_archive else "directory"
+    if contents.root:
+        advice = (
+            f"re-create the archive from inside that folder (cdk-adapters package {contents.root} -o adapter.tar.gz)"
+            if contents.is_archive
+            else f"point the source at {contents.root}/ instead"
+        )
+        yield context.problem(
+            "source",
+            f"the {kind} nests the adapter under '{contents.root}/' but {ADAPTER_CONFIG} must sit at its "
+            f"top level (SageMaker passes the extracted top folder to vLLM); {advice}",
+        )
+    for member in contents.unsafe_members:
+        yield context.problem(
+            "source",
+            f"archive member '{member}' is a link, a device or a path outside the archive; "
+            "package regular files only (cdk-adapters package DIR -o FILE)",
+        )
+
+
+CHECK = AdapterCheck(
+    id="archive-layout",
+    description="adapter files sit at the top of the directory or archive; no links or escaping paths",
+    run=_run,
+    needs_contents=True,
+    needs_facts=False,
+)

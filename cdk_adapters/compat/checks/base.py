@@ -1,0 +1,58 @@
+"""The shape of one gate check, in the manner of a cdk-nag rule: one concern per module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from cdk_adapters.compat.adapter_contents import AdapterContents
+from cdk_adapters.compat.adapter_facts import AdapterFacts
+from cdk_adapters.compat.base_model import BaseModelFacts
+from cdk_adapters.problems import Problem
+
+
+@dataclass(frozen=True)
+class AdapterCheckContext:
+    """Everything a check may look at for one adapter.
+
+    `contents` is None when the adapter is known only through its lock entry (an ``s3://`` source
+    at synth): checks that need the files then ran when the archive was published or locked.
+    `max_lora_rank` None means "derive it": only vLLM's largest allowed rank bounds the adapter.
+    """
+
+    name: str
+    base: BaseModelFacts
+    facts: AdapterFacts | None
+    contents: AdapterContents | None
+    max_lora_rank: int | None
+    allow_vision_modules: bool = False
+
+    @property
+    def subject(self) -> str:
+        return f"adapter '{self.name}'"
+
+    def problem(self, field: str, message: str) -> Problem:
+        return Problem(subject=self.subject, field=field, message=message)
+
+
+@dataclass(frozen=True)
+class AdapterCheck:
+    """One rule. `needs_contents` rules run only where the files are at hand."""
+
+    id: str
+    description: str
+    run: Callable[[AdapterCheckContext], Iterable[Problem]]
+    needs_contents: bool = False
+    needs_facts: bool = True
+
+    def __call__(self, context: AdapterCheckContext) -> list[Problem]:
+        if self.needs_contents and context.contents is None:
+            return []
+        if self.needs_facts and context.facts is None:
+            return []
+        return list(self.run(context))
+
+
+def listed(names) -> str:
+    """``['a', 'b']`` -> ``a, b``: module lists in messages, sorted for stable output."""
+    return ", ".join(sorted(names)) or "(none)"

@@ -1,0 +1,114 @@
+"""The compatibility gate's entry points: one adapter (directory, archive or lock facts) and a fleet.
+
+Every function returns all problems at once; callers decide whether to raise
+(`cdk_adapters.problems.raise_if_any`) or to answer 4xx (the serving container).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from cdk_adapters.compat.adapter_contents import AdapterContents
+from cdk_adapters.compat.adapter_facts import AdapterFacts
+from cdk_adapters.compat.base_model import BaseModelFacts
+from cdk_adapters.compat.checks import ADAPTER_CHECKS, AdapterCheckContext
+from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter
+from cdk_adapters.compat.ranks import smallest_allowed_max_lora_rank
+from cdk_adapters.problems import Problem
+
+
+def check_adapter_contents(
+    name: str,
+    contents: AdapterContents,
+    *,
+    base: BaseModelFacts,
+    max_lora_rank: int | None,
+    allow_vision_modules: bool = False,
+) -> list[Problem]:
+    """Run every adapter check on files already read (directory or archive)."""
+    return _run(
+        AdapterCheckContext(
+            name=name,
+            base=base,
+            facts=AdapterFacts.from_contents(contents),
+            contents=contents,
+            max_lora_rank=max_lora_rank,
+            allow_vision_modules=allow_vision_modules,
+        )
+    )
+
+
+def check_adapter_dir(
+    name: str,
+    path: Path,
+    *,
+    base: BaseModelFacts,
+    max_lora_rank: int,
+    allow_vision_modules: bool = False,
+) -> list[Problem]:
+    """Check a PEFT output directory (or the folder SageMaker extracted an archive into).
+
+    Reads only the file list, adapter_config.json and the safetensors header: fast enough to run
+    on every ``POST /adapters``.
+    """
+    return check_adapter_contents(
+        name,
+        AdapterContents.from_dir(path),
+        base=base,
+        max_lora_rank=max_lora_rank,
+        allow_vision_modules=allow_vision_modules,
+    )
+
+
+def check_adapter_archive(
+    name: str,
+    path: Path,
+    *,
+    base: BaseModelFacts,
+    max_lora_rank: int | None,
+    allow_vision_modules: bool = False,
+) -> list[Problem]:
+    """Check a ``.tar.gz`` adapter archive in place, including its layout and size."""
+    return check_adapter_contents(
+        name,
+        AdapterContents.from_archive(path),
+        base=base,
+        max_lora_rank=max_lora_rank,
+        allow_vision_modules=allow_vision_modules,
+    )
+
+
+def check_adapter_facts(
+    name: str,
+    facts: AdapterFacts,
+    *,
+    base: BaseModelFacts,
+    max_lora_rank: int | None,
+    allow_vision_modules: bool = False,
+) -> list[Problem]:
+    """Check an adapter known only through its lock entry (file-level checks ran when it was locked)."""
+    return _run(
+        AdapterCheckContext(
+            name=name,
+            base=base,
+            facts=facts,
+            contents=None,
+            max_lora_rank=max_lora_rank,
+            allow_vision_modules=allow_vision_modules,
+        )
+    )
+
+
+def check_co_hosted(adapters: Sequence[CoHostedAdapter]) -> list[Problem]:
+    """Checks across adapters sharing one endpoint: unique names, -v<N> suffix, same target modules."""
+    return [problem for check in CO_HOSTED_CHECKS for problem in check(adapters)]
+
+
+def covering_max_lora_rank(facts: Iterable[AdapterFacts]) -> int:
+    """The smallest ``--max-lora-rank`` vLLM accepts that serves every adapter given."""
+    return smallest_allowed_max_lora_rank(f.max_rank for f in facts if f.max_rank is not None)
+
+
+def _run(context: AdapterCheckContext) -> list[Problem]:
+    return [problem for check in ADAPTER_CHECKS for problem in check(context)]
