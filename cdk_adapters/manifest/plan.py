@@ -1,0 +1,173 @@
+"""The manifest's compatibility gate: every adapter checked, every problem at once, before any construct.
+
+`plan_manifest` is what synth and `cdk-adapters validate MANIFEST` run. It returns a
+`ManifestPlan`: the adapters with their facts, and the serving limits vLLM needs (including the
+derived ``max_lora_rank`` when the manifest leaves it unset). It imports no aws-cdk-lib.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdk_adapters.compat import (
+    AdapterFacts,
+    BaseModelFacts,
+    CoHostedAdapter,
+    check_adapter_facts,
+    covering_max_lora_rank,
+)
+from cdk_adapters.compat.adapter_contents import AdapterContents
+from cdk_adapters.compat.checks.co_hosted import identical_target_modules, unique_names, version_suffix
+from cdk_adapters.compat.gate import check_adapter_contents
+from cdk_adapters.manifest.loader import LoadedManifest
+from cdk_adapters.manifest.lock import LockEntry
+from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest
+from cdk_adapters.names import validate_adapter_name
+from cdk_adapters.problems import Problem, raise_if_any
+
+if TYPE_CHECKING:
+    from cdk_adapters.vllm_options import VllmOptions
+
+
+@dataclass(frozen=True)
+class PlannedAdapter:
+    """One manifest row after the gate: its facts and either a local directory or a lock entry."""
+
+    row: AdapterRow
+    facts: AdapterFacts
+    local_dir: Path | None = None
+    lock_entry: LockEntry | None = None
+
+    @property
+    def name(self) -> str:
+        return self.row.name
+
+
+@dataclass(frozen=True)
+class ManifestPlan:
+    """A manifest that passed the gate, ready to be added to a `MultiAdapterEndpoint`."""
+
+    loaded: LoadedManifest
+    base: BaseModelFacts
+    adapters: tuple[PlannedAdapter, ...]
+    max_lora_rank: int
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.loaded.manifest
+
+    @property
+    def max_loras(self) -> int:
+        return self.manifest.serving.max_loras
+
+    @property
+    def max_cpu_loras(self) -> int | None:
+        return self.manifest.serving.max_cpu_loras
+
+    def vllm_options(self, options: "VllmOptions | None" = None) -> "VllmOptions":
+        """`options` (default `VllmOptions()`) with the manifest's LoRA limits put in."""
+        from cdk_adapters.vllm_options import VllmOptions
+
+        return replace(
+            options or VllmOptions(),
+            max_loras=self.max_loras,
+            max_cpu_loras=self.max_cpu_loras,
+            max_lora_rank=self.max_lora_rank,
+        )
+
+
+def base_facts(spec: BaseModelSpec) -> BaseModelFacts:
+    return BaseModelFacts(
+        model_id=spec.id,
+        revision=spec.revision,
+        module_names=frozenset(spec.module_names),
+        hidden_size=spec.hidden_size,
+        vision_language=spec.vision_language,
+    )
+
+
+def check_manifest(loaded: LoadedManifest) -> tuple[list[Problem], ManifestPlan | None]:
+    """Every problem in the manifest and its adapters, and the plan when there are none."""
+    manifest = loaded.manifest
+    base = base_facts(manifest.base_model)
+    limit = manifest.serving.max_lora_rank
+    allow_vision = manifest.base_model.allow_vision_modules
+    problems: list[Problem] = []
+    planned: list[PlannedAdapter] = []
+    for row in manifest.adapters:
+        subject = f"adapter '{row.name}'"
+        problems += validate_adapter_name(row.name, subject)
+        if row.is_s3:
+            entry = loaded.lock.adapters.get(row.name)
+            if entry is None:
+                problems.append(
+                    Problem(
+                        subject,
+                        "source",
+                        f"has no entry in {loaded.lock_path}; run `cdk-adapters lock --manifest {loaded.path}` "
+                        "(or publish it with `cdk-adapters publish`) and commit the lock file",
+                    )
+                )
+                continue
+            if entry.uri != row.source:
+                problems.append(
+                    Problem(
+                        subject,
+                        "source",
+                        f"is {row.source} but its lock entry records {entry.uri}; a published name never "
+                        "moves: publish a new version (-v<N+1>) or run `cdk-adapters lock` if the row is right",
+                    )
+                )
+                continue
+            facts = entry.facts()
+            problems += check_adapter_facts(
+                row.name, facts, base=base, max_lora_rank=limit, allow_vision_modules=allow_vision
+            )
+            planned.append(PlannedAdapter(row=row, facts=facts, lock_entry=entry))
+        else:
+            directory = loaded.resolve_local(row.source)
+            if not directory.is_dir():
+                problems.append(
+                    Problem(subject, "source", f"local directory {directory} does not exist (paths are relative to the manifest)")
+                )
+                continue
+            contents = AdapterContents.from_dir(directory)
+            problems += check_adapter_contents(
+                row.name, contents, base=base, max_lora_rank=limit, allow_vision_modules=allow_vision
+            )
+            facts = AdapterFacts.from_contents(contents)
+            if facts is not None:
+                planned.append(PlannedAdapter(row=row, facts=facts, local_dir=directory))
+    every_row = [CoHostedAdapter(name=row.name, target_modules=()) for row in manifest.adapters]
+    problems += list(unique_names(every_row)) + list(version_suffix(every_row))
+    problems += identical_target_modules(
+        [
+            CoHostedAdapter(
+                name=adapter.name,
+                target_modules=adapter.facts.target_modules,
+                target_modules_differ_reason=adapter.row.target_modules_differ_reason,
+            )
+            for adapter in planned
+        ]
+    )
+    if problems:
+        return _deduplicated(problems), None
+    rank = limit if limit is not None else covering_max_lora_rank(adapter.facts for adapter in planned)
+    return [], ManifestPlan(loaded=loaded, base=base, adapters=tuple(planned), max_lora_rank=rank)
+
+
+def plan_manifest(loaded: LoadedManifest) -> ManifestPlan:
+    """`check_manifest`, raising one `ConfigurationError` with every problem."""
+    problems, plan = check_manifest(loaded)
+    raise_if_any(problems, heading=f"manifest {loaded.path} failed the compatibility gate")
+    assert plan is not None
+    return plan
+
+
+def _deduplicated(problems: list[Problem]) -> list[Problem]:
+    return list(dict.fromkeys(problems))
+
+
+__all__ = ["ManifestPlan", "PlannedAdapter", "base_facts", "check_manifest", "plan_manifest"]

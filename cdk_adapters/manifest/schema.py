@@ -1,0 +1,144 @@
+"""The adapter manifest's schema: one base model, serving limits, one row per adapter.
+
+Unknown keys are errors everywhere (``extra="forbid"``): a misspelt ``max_lora_rnak`` must not
+silently fall back to a default. Cross-field rules that need the adapters' files (ranks, target
+modules, base identity) live in the compatibility gate, not here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
+
+S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>\S*)$")
+MANIFEST_VERSION = 1
+
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BaseModelSpec(_Strict):
+    """The shared base model and the facts the gate compares every adapter with."""
+
+    id: NonEmpty
+    """Hugging Face id the adapters were trained on, e.g. ``meta-llama/Llama-3.1-8B-Instruct``."""
+    revision: NonEmpty
+    """Pinned commit of that id; adapters recording another revision are refused."""
+    artifact: NonEmpty
+    """``s3://bucket/prefix/`` (uncompressed weights, fast start) or ``s3://bucket/key.tar.gz``."""
+    hidden_size: int = Field(gt=0)
+    """``hidden_size`` from the model's config.json."""
+    module_names: list[NonEmpty] = Field(min_length=1)
+    """Leaf modules with 2-D weights (``q_proj``, ``down_proj`` ...); `cdk-adapters base-facts DIR` prints them."""
+    vision_language: bool = False
+    """The base is a vision-language model."""
+    allow_vision_modules: bool = False
+    """Admit adapters that target the vision tower or connector (needs multimodal LoRA in vLLM)."""
+
+    @field_validator("artifact")
+    @classmethod
+    def _artifact_is_s3(cls, value: str) -> str:
+        match = S3_URI.match(value)
+        if not match or not match["key"]:
+            raise ValueError("must be s3://<bucket>/<prefix>/ or s3://<bucket>/<key>.tar.gz")
+        if not (value.endswith("/") or value.endswith(".tar.gz")):
+            raise ValueError("must end with '/' (an uncompressed S3 prefix) or '.tar.gz' (one archive)")
+        return value
+
+    @field_validator("module_names")
+    @classmethod
+    def _unique_modules(cls, value: list[str]) -> list[str]:
+        duplicates = sorted({name for name in value if value.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"lists {', '.join(duplicates)} more than once")
+        return value
+
+
+class ServingLimits(_Strict):
+    """vLLM's LoRA capacity: GPU-resident adapters, host cache, and the highest rank."""
+
+    max_loras: int = Field(default=4, ge=1)
+    """Adapters on the GPU at once; a batch mixes at most this many."""
+    max_cpu_loras: int | None = Field(default=None, ge=1)
+    """Adapters cached in host memory (>= max_loras). Default: vLLM's (= max_loras)."""
+    max_lora_rank: int | None = None
+    """Highest rank served; one of 1, 8, 16, 32, 64, 128, 256, 320, 512. Default: the smallest that covers every adapter."""
+
+    @field_validator("max_lora_rank")
+    @classmethod
+    def _allowed_rank(cls, value: int | None) -> int | None:
+        if value is not None and value not in ALLOWED_MAX_LORA_RANKS:
+            raise ValueError(f"vLLM accepts only {', '.join(map(str, ALLOWED_MAX_LORA_RANKS))}")
+        return value
+
+    @model_validator(mode="after")
+    def _cache_holds_resident(self) -> "ServingLimits":
+        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
+            raise ValueError(
+                f"max_cpu_loras ({self.max_cpu_loras}) must be >= max_loras ({self.max_loras}): "
+                "the host cache holds every adapter that is on the GPU"
+            )
+        return self
+
+
+class AdapterRow(_Strict):
+    """One adapter: a versioned name, where it comes from, and who owns it."""
+
+    name: NonEmpty
+    """Versioned name such as ``support-triage-v3``; callers pass it as InferenceComponentName's suffix."""
+    source: NonEmpty
+    """``s3://bucket/key.tar.gz`` (published; needs a lock entry) or a local PEFT output directory
+    (relative to the manifest file), packaged deterministically at synth."""
+    owner: str | None = None
+    """Team or person to ask about this adapter."""
+    tags: dict[NonEmpty, str] = Field(default_factory=dict)
+    """Free-form labels (tenant, cost centre); not sent to AWS."""
+    include_tokenizer: bool = False
+    """Local sources only: package tokenizer files saved beside the adapter too."""
+    target_modules_differ_reason: NonEmpty | None = None
+    """Why this adapter may target other modules than its co-hosted peers (opts out of that check)."""
+
+    @property
+    def is_s3(self) -> bool:
+        return self.source.startswith("s3://")
+
+    @field_validator("source")
+    @classmethod
+    def _source_form(cls, value: str) -> str:
+        if value.startswith("s3://"):
+            match = S3_URI.match(value)
+            if not match or not match["key"].endswith(".tar.gz"):
+                raise ValueError("an S3 source must be s3://<bucket>/<key>.tar.gz (what cdk-adapters publish prints)")
+        elif "://" in value:
+            raise ValueError("must be s3://<bucket>/<key>.tar.gz or a local directory path")
+        return value
+
+    @model_validator(mode="after")
+    def _tokenizer_only_local(self) -> "AdapterRow":
+        if self.include_tokenizer and self.is_s3:
+            raise ValueError("include_tokenizer applies to local sources only; a published archive is packaged already")
+        return self
+
+
+class Manifest(_Strict):
+    """The whole manifest file."""
+
+    version: int = MANIFEST_VERSION
+    """Schema version; only 1 exists."""
+    base_model: BaseModelSpec
+    serving: ServingLimits = Field(default_factory=ServingLimits)
+    adapters: list[AdapterRow] = Field(default_factory=list)
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value != MANIFEST_VERSION:
+            raise ValueError(f"only manifest version {MANIFEST_VERSION} exists")
+        return value

@@ -1,0 +1,95 @@
+"""Putting a checked manifest into a `MultiAdapterEndpoint`: base model, serving limits, adapters.
+
+Only a `ManifestPlan` (a manifest that passed the gate) can be wired, so every problem has been
+reported before the first construct is created. Local adapter directories are packaged
+deterministically into content-addressed archives and shipped as CDK assets; ``s3://`` sources
+are referenced as published.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter
+from cdk_adapters.manifest.schema import S3_URI, BaseModelSpec
+from cdk_adapters.model_data import ModelData
+from cdk_adapters.packaging import package_adapter
+
+if TYPE_CHECKING:
+    from cdk_adapters.endpoint import MultiAdapterEndpoint
+    from cdk_adapters.inference_component import AdapterInferenceComponent
+    from cdk_adapters.vllm_options import VllmOptions
+
+DEFAULT_PACKAGE_DIR = Path(tempfile.gettempdir()) / "cdk-adapters-packages"
+"""Where synth writes archives of local adapter directories; file names carry the content hash."""
+
+
+def model_data_for(scope: Construct, spec: BaseModelSpec, *, id: str = "BaseModelWeights") -> ModelData:
+    """`ModelData` for the manifest's ``base_model.artifact`` (an S3 prefix or a ``.tar.gz``)."""
+    match = S3_URI.match(spec.artifact)
+    assert match, "the schema accepts only s3:// artifacts"
+    bucket = s3.Bucket.from_bucket_name(scope, id, match["bucket"])
+    if spec.artifact.endswith(".tar.gz"):
+        return ModelData.from_s3_archive(bucket, match["key"])
+    return ModelData.from_s3_prefix(bucket, match["key"])
+
+
+def endpoint_props(scope: Construct, plan: ManifestPlan, *, vllm: "VllmOptions | None" = None) -> dict[str, Any]:
+    """Keyword arguments for `MultiAdapterEndpoint` taken from the manifest.
+
+    ``MultiAdapterEndpoint(stack, "Endpoint", **endpoint_props(stack, plan), instance_type=...)``
+    """
+    return {
+        "model_data": model_data_for(scope, plan.manifest.base_model),
+        "vllm": plan.vllm_options(vllm),
+        "base_model_id": plan.manifest.base_model.id,
+        "base_model_revision": plan.manifest.base_model.revision,
+    }
+
+
+def add_manifest_adapters(
+    endpoint: "MultiAdapterEndpoint",
+    plan: ManifestPlan,
+    *,
+    package_dir: Path | None = None,
+    encryption_key: kms.IKey | None = None,
+) -> dict[str, "AdapterInferenceComponent"]:
+    """Add one adapter inference component per manifest row, in manifest order.
+
+    :param package_dir: where local directories are packaged. Default `DEFAULT_PACKAGE_DIR`.
+    :param encryption_key: KMS key of the bucket holding ``s3://`` adapters, when it is a customer
+        managed key; the endpoint's role is granted ``kms:Decrypt`` on it.
+    """
+    package_dir = Path(package_dir) if package_dir is not None else DEFAULT_PACKAGE_DIR
+    return {
+        adapter.name: endpoint.add_adapter(
+            adapter.name, artifact=_artifact_for(adapter, package_dir, encryption_key)
+        )
+        for adapter in plan.adapters
+    }
+
+
+def package_local_adapter(adapter: PlannedAdapter, package_dir: Path) -> Path:
+    """Package a local source to ``<package_dir>/<name>-<sha256[:16]>.tar.gz`` (content-addressed)."""
+    assert adapter.local_dir is not None
+    package_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=package_dir) as scratch:
+        packaged = package_adapter(
+            adapter.local_dir, Path(scratch) / "adapter.tar.gz", include_tokenizer=adapter.row.include_tokenizer
+        )
+        final = package_dir / f"{adapter.name}-{packaged.sha256[:16]}.tar.gz"
+        packaged.path.replace(final)
+    return final
+
+
+def _artifact_for(adapter: PlannedAdapter, package_dir: Path, encryption_key: kms.IKey | None) -> AdapterArtifact:
+    if adapter.local_dir is not None:
+        return AdapterArtifact.from_archive(package_local_adapter(adapter, package_dir))
+    return AdapterArtifact.from_s3_url(adapter.row.source, encryption_key=encryption_key)

@@ -1,0 +1,119 @@
+"""Deterministic adapter archives: the same adapter files always give the same bytes.
+
+Content-addressed storage (CDK assets, the lock file's sha256) only works if packaging is a pure
+function of the files' contents. So entries are sorted, and every field that would leak the build
+machine or the clock is fixed: mtime 0, uid/gid 0, no user/group names, mode 0644, gzip header
+mtime 0 and no file name. Files sit at the archive root, as SageMaker and vLLM expect, and only the
+adapter's own files go in (plus tokenizer files when asked), never checkpoints or optimizer state.
+Standard-library only.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG, ADAPTER_WEIGHTS, TOKENIZER_FILES
+
+FILE_MODE = 0o644
+GZIP_LEVEL = 9
+_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PackagedAdapter:
+    """An archive written by `package_adapter`, with what the lock file records about it."""
+
+    path: Path
+    sha256: str
+    size: int
+    members: tuple[str, ...]
+
+
+def archive_members(adapter_dir: Path, *, include_tokenizer: bool = False) -> list[str]:
+    """The file names that go into the archive, sorted; only those that exist."""
+    adapter_dir = Path(adapter_dir)
+    wanted = [ADAPTER_CONFIG, ADAPTER_WEIGHTS]
+    if include_tokenizer:
+        wanted += [name for name in TOKENIZER_FILES if (adapter_dir / name).is_file()]
+    return sorted(wanted)
+
+
+def package_adapter(adapter_dir: Path, output: Path, *, include_tokenizer: bool = False) -> PackagedAdapter:
+    """Write `adapter_dir`'s adapter files to `output` (``.tar.gz``) deterministically.
+
+    Call the compatibility gate first; this only refuses what it cannot package at all. The
+    archive is written next to `output` and renamed into place, so a failure leaves nothing behind.
+    """
+    adapter_dir, output = Path(adapter_dir), Path(output)
+    members = archive_members(adapter_dir, include_tokenizer=include_tokenizer)
+    missing = [name for name in members if not (adapter_dir / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{adapter_dir} lacks {', '.join(missing)}; it is not a PEFT adapter directory")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            # filename="" keeps the output's name out of the gzip header.
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as zipped:
+                with tarfile.open(fileobj=zipped, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+                    for name in members:
+                        _add_file(tar, adapter_dir / name, name)
+        os.replace(partial, output)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return PackagedAdapter(path=output, sha256=file_sha256(output), size=output.stat().st_size, members=tuple(members))
+
+
+def _add_file(tar: tarfile.TarFile, source: Path, name: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = source.stat().st_size
+    info.mtime = 0
+    info.mode = FILE_MODE
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.type = tarfile.REGTYPE
+    with open(source, "rb") as stream:
+        tar.addfile(info, stream)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def archive_listing(path: Path) -> list[dict[str, object]]:
+    """Each member's header fields, for snapshot tests and `cdk-adapters package` output."""
+    with tarfile.open(path, "r:gz") as tar:
+        return [
+            {
+                "name": member.name,
+                "size": member.size,
+                "mode": oct(member.mode),
+                "mtime": member.mtime,
+                "uid": member.uid,
+                "gid": member.gid,
+                "uname": member.uname,
+                "gname": member.gname,
+            }
+            for member in tar.getmembers()
+        ]
+
+
+def gzip_header_mtime(path: Path) -> int:
+    """The gzip header's MTIME field (bytes 4-7, little-endian); 0 in our archives."""
+    with open(path, "rb") as stream:
+        header = stream.read(10)
+    return int.from_bytes(header[4:8], "little")
+
+
+__all__ = ["PackagedAdapter", "archive_listing", "archive_members", "file_sha256", "package_adapter", "gzip_header_mtime"]
