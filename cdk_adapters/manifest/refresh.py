@@ -1,0 +1,100 @@
+"""Rebuilding lock entries from the published S3 objects (`cdk-adapters lock`).
+
+Each ``s3://`` row's archive is downloaded once, hashed, and put through the whole gate (layout,
+weights, size, as well as the facts). A row whose locked sha256 no longer matches the object is an
+error: a published name's content changed, which must never happen silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cdk_adapters.compat.adapter_contents import AdapterContents
+from cdk_adapters.compat.adapter_facts import AdapterFacts
+from cdk_adapters.compat.gate import check_adapter_contents
+from cdk_adapters.manifest.loader import LoadedManifest
+from cdk_adapters.manifest.lock import LockEntry, LockFile
+from cdk_adapters.manifest.plan import base_facts
+from cdk_adapters.manifest.schema import S3_URI
+from cdk_adapters.problems import Problem
+
+_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LockRefresh:
+    """The lock the manifest's S3 rows produce, every problem found, and the names whose entry changed
+    (added, updated or removed). Write `lock` only when `problems` is empty."""
+
+    lock: LockFile
+    problems: list[Problem]
+    changed: list[str]
+
+
+def lock_entry_for_archive(uri: str, archive: Path, sha256: str, size: int) -> LockEntry | None:
+    """The lock entry for a local copy of a published archive (None when its config is unreadable)."""
+    facts = AdapterFacts.from_contents(AdapterContents.from_archive(archive))
+    return None if facts is None else LockEntry.from_facts(uri=uri, sha256=sha256, size=size, facts=facts)
+
+
+def refresh_lock(loaded: LoadedManifest, s3_client: Any) -> LockRefresh:
+    """Fetch each ``s3://`` adapter, check it, and build the new lock (written by the caller)."""
+    manifest = loaded.manifest
+    base = base_facts(manifest.base_model)
+    entries: dict[str, LockEntry] = {}
+    problems: list[Problem] = []
+    with tempfile.TemporaryDirectory(prefix="cdk-adapters-lock-") as scratch:
+        for row in manifest.adapters:
+            if not row.is_s3:
+                continue
+            subject = f"adapter '{row.name}'"
+            match = S3_URI.match(row.source)
+            assert match
+            local = Path(scratch) / f"{row.name}.tar.gz"
+            try:
+                sha256, size = _download(s3_client, match["bucket"], match["key"], local)
+            except Exception as error:  # botocore errors carry the reason in their message
+                problems.append(Problem(subject, "source", f"cannot read {row.source}: {error}"))
+                continue
+            previous = loaded.lock.adapters.get(row.name)
+            if previous is not None and previous.uri == row.source and previous.sha256 != sha256:
+                problems.append(
+                    Problem(
+                        subject,
+                        "source",
+                        f"{row.source} changed content since it was locked (sha256 {previous.sha256[:12]}... -> "
+                        f"{sha256[:12]}...); published adapters are immutable: restore the object, or publish the "
+                        "new content under a new version name",
+                    )
+                )
+                continue
+            problems += check_adapter_contents(
+                row.name,
+                AdapterContents.from_archive(local),
+                base=base,
+                max_lora_rank=manifest.serving.max_lora_rank,
+                allow_vision_modules=manifest.base_model.allow_vision_modules,
+            )
+            entry = lock_entry_for_archive(row.source, local, sha256, size)
+            if entry is None:
+                continue
+            entries[row.name] = entry
+    old = loaded.lock.adapters
+    changed = sorted(name for name in set(old) | set(entries) if old.get(name) != entries.get(name))
+    return LockRefresh(lock=LockFile(adapters=dict(sorted(entries.items()))), problems=problems, changed=changed)
+
+
+def _download(s3_client: Any, bucket: str, key: str, target: Path) -> tuple[str, int]:
+    response = s3_client.get_object(Bucket=bucket, Key=key)
+    digest = hashlib.sha256()
+    size = 0
+    with open(target, "wb") as out:
+        for chunk in iter(lambda: response["Body"].read(_CHUNK), b""):
+            digest.update(chunk)
+            size += len(chunk)
+            out.write(chunk)
+    return digest.hexdigest(), size
