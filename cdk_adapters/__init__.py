@@ -13,6 +13,17 @@ _EXPORTS = {
     # name -> module that defines it
     "Problem": "cdk_adapters.problems",
     "ConfigurationError": "cdk_adapters.problems",
+    "MultiAdapterEndpoint": "cdk_adapters.endpoint",
+    "AdapterInferenceComponent": "cdk_adapters.inference_component",
+    "BaseInferenceComponent": "cdk_adapters.inference_component",
+    "ComputeRequirements": "cdk_adapters.inference_component",
+    "StartupTimeouts": "cdk_adapters.inference_component",
+    "VllmOptions": "cdk_adapters.vllm_options",
+    "ContainerImage": "cdk_adapters.container_image",
+    "ModelData": "cdk_adapters.model_data",
+    "AdapterArtifact": "cdk_adapters.adapter_artifact",
+    "MAX_ADAPTER_NAME_LENGTH": "cdk_adapters.names",
+    "validate_adapter_name": "cdk_adapters.names",
 }
 
 __all__ = sorted(_EXPORTS)

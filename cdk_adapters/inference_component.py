@@ -1,0 +1,213 @@
+"""The base inference component (runs the shared model) and one adapter component per LoRA adapter.
+
+CloudFormation gives an inference component no name attribute, so both carry explicit names from
+`cdk_adapters.names`, and each adapter depends explicitly on the base: the base cannot be deleted
+while adapters exist, and without the dependency CloudFormation would try.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from cdk_adapters import nag_acknowledgments as nag
+from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.problems import Problem
+
+STARTUP_TIMEOUT_RANGE_SECONDS = (60, 3600)
+"""What SageMaker accepts for both startup timeouts."""
+
+METRIC_NAMESPACE = "AWS/SageMaker"
+
+
+@dataclass(frozen=True)
+class ComputeRequirements:
+    """What one copy of the base model reserves on an instance.
+
+    `min_memory_required_in_mb` has no default on purpose: the CloudFormation schema makes it
+    optional but the SageMaker API refuses a component without it, so leaving it out would only
+    fail at deploy time.
+    """
+
+    min_memory_required_in_mb: int | None = None
+    """Host memory reserved per copy, in MiB (required)."""
+    accelerator_devices: int = 1
+    """GPUs per copy. Default 1."""
+    cpu_cores: float | None = None
+    """CPU cores reserved per copy. Default: none reserved."""
+    max_memory_required_in_mb: int | None = None
+    """Upper bound of host memory per copy. Default: none."""
+
+    def problems(self, subject: str) -> list[Problem]:
+        found: list[Problem] = []
+        memory = self.min_memory_required_in_mb
+        if memory is None:
+            found.append(
+                Problem(
+                    subject,
+                    "compute.min_memory_required_in_mb",
+                    "is required: SageMaker refuses an inference component without it (size it to the "
+                    "host memory one model copy needs, e.g. 16384 for an 8B model)",
+                )
+            )
+        elif isinstance(memory, bool) or not isinstance(memory, int) or memory < 128:
+            found.append(Problem(subject, "compute.min_memory_required_in_mb", f"must be an integer >= 128, got {memory!r}"))
+        if isinstance(self.accelerator_devices, bool) or not isinstance(self.accelerator_devices, int) or self.accelerator_devices < 1:
+            found.append(Problem(subject, "compute.accelerator_devices", f"must be a positive integer, got {self.accelerator_devices!r}"))
+        if self.cpu_cores is not None and not (isinstance(self.cpu_cores, (int, float)) and self.cpu_cores > 0):
+            found.append(Problem(subject, "compute.cpu_cores", f"must be positive, got {self.cpu_cores!r}"))
+        top = self.max_memory_required_in_mb
+        if top is not None and isinstance(memory, int) and (not isinstance(top, int) or top < memory):
+            found.append(Problem(subject, "compute.max_memory_required_in_mb", f"must be >= min_memory_required_in_mb ({memory}), got {top!r}"))
+        return found
+
+    def render(self) -> dict[str, float | int]:
+        rendered: dict[str, float | int] = {
+            "MinMemoryRequiredInMb": self.min_memory_required_in_mb or 0,
+            "NumberOfAcceleratorDevicesRequired": self.accelerator_devices,
+        }
+        if self.cpu_cores is not None:
+            rendered["NumberOfCpuCoresRequired"] = self.cpu_cores
+        if self.max_memory_required_in_mb is not None:
+            rendered["MaxMemoryRequiredInMb"] = self.max_memory_required_in_mb
+        return rendered
+
+
+def _twenty_minutes() -> Duration:
+    return Duration.minutes(20)
+
+
+@dataclass(frozen=True)
+class StartupTimeouts:
+    """How long SageMaker waits for a new copy. LLMs need 15-30 minutes to download and load
+    weights; SageMaker's own defaults are sized for small models and fail them."""
+
+    model_data_download: Duration = field(default_factory=_twenty_minutes)
+    """Downloading the weights. Default 20 minutes; 60 s to 3600 s."""
+    container_startup_health_check: Duration = field(default_factory=_twenty_minutes)
+    """From container start to a healthy ``/ping``. Default 20 minutes; 60 s to 3600 s."""
+
+    def problems(self, subject: str) -> list[Problem]:
+        low, high = STARTUP_TIMEOUT_RANGE_SECONDS
+        found: list[Problem] = []
+        for name in ("model_data_download", "container_startup_health_check"):
+            seconds = getattr(self, name).to_seconds()
+            if not low <= seconds <= high:
+                found.append(Problem(subject, f"startup.{name}", f"is {seconds:g} s; SageMaker accepts {low} to {high} s"))
+        return found
+
+    def seconds(self) -> tuple[int, int]:
+        return int(self.model_data_download.to_seconds()), int(self.container_startup_health_check.to_seconds())
+
+
+class BaseInferenceComponent(Construct):
+    """The inference component that runs the base model; adapters attach to it."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        inference_component_name: str,
+        endpoint_name: str,
+        variant_name: str,
+        model_name: str,
+        compute: ComputeRequirements,
+        startup: StartupTimeouts,
+        copy_count: int,
+    ) -> None:
+        super().__init__(scope, id)
+        download, health = startup.seconds()
+        self.inference_component_name = inference_component_name
+        self.resource = sagemaker.CfnInferenceComponent(
+            self,
+            "Resource",
+            inference_component_name=inference_component_name,
+            endpoint_name=endpoint_name,
+            variant_name=variant_name,
+            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+                model_name=model_name,
+                compute_resource_requirements=sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+                    min_memory_required_in_mb=compute.min_memory_required_in_mb,
+                    max_memory_required_in_mb=compute.max_memory_required_in_mb,
+                    number_of_accelerator_devices_required=compute.accelerator_devices,
+                    number_of_cpu_cores_required=compute.cpu_cores,
+                ),
+                startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
+                    model_data_download_timeout_in_seconds=download,
+                    container_startup_health_check_timeout_in_seconds=health,
+                ),
+            ),
+            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
+        )
+        self.inference_component_arn = self.resource.ref
+
+
+class AdapterInferenceComponent(Construct):
+    """One LoRA adapter, served by the base component's containers.
+
+    It carries only what SageMaker allows for an adapter: the endpoint, its own name, the base
+    component's name and the artifact URL (no variant, compute, runtime config or model).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        adapter_name: str,
+        inference_component_name: str,
+        endpoint_name: str,
+        base: BaseInferenceComponent,
+        artifact: AdapterArtifact,
+        role: iam.IRole,
+    ) -> None:
+        super().__init__(scope, id)
+        bound = artifact.bind(self)
+        self.adapter_name = adapter_name
+        self.inference_component_name = inference_component_name
+        self.artifact_url = bound.s3_url
+        # Its own policy, not a statement in the role's default policy: adding an adapter then
+        # adds resources and changes none.
+        self.read_policy = iam.Policy(self, "ArtifactReadPolicy", statements=list(bound.statements))
+        role.attach_inline_policy(self.read_policy)
+        nag.acknowledge_inline_policy(self.read_policy)
+        self.resource = sagemaker.CfnInferenceComponent(
+            self,
+            "Resource",
+            inference_component_name=inference_component_name,
+            endpoint_name=endpoint_name,
+            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+                base_inference_component_name=base.inference_component_name,
+                container=sagemaker.CfnInferenceComponent.InferenceComponentContainerSpecificationProperty(
+                    artifact_url=bound.s3_url
+                ),
+            ),
+        )
+        self.resource.node.add_dependency(base.resource)
+        self.resource.node.add_dependency(self.read_policy)
+        self.inference_component_arn = self.resource.ref
+
+    def metric(self, metric_name: str, **props: object) -> cloudwatch.Metric:
+        """A metric of this adapter's component in ``AWS/SageMaker`` (e.g. ``Invocations``)."""
+        return cloudwatch.Metric(
+            namespace=METRIC_NAMESPACE,
+            metric_name=metric_name,
+            dimensions_map={"InferenceComponentName": self.inference_component_name},
+            **props,  # type: ignore[arg-type]
+        )
+
+    def metric_invocations(self, **props: object) -> cloudwatch.Metric:
+        return self.metric("Invocations", statistic="Sum", **props)
+
+    def metric_model_latency(self, **props: object) -> cloudwatch.Metric:
+        """Microseconds the container took; p90 by default."""
+        return self.metric("ModelLatency", statistic="p90", **props)
+
+    def metric_invocation_5xx_errors(self, **props: object) -> cloudwatch.Metric:
+        return self.metric("Invocation5XXErrors", statistic="Sum", **props)

@@ -1,0 +1,112 @@
+"""Where the base model's weights come from: an uncompressed S3 prefix or one ``.tar.gz`` object.
+
+An uncompressed prefix (``ModelDataSource`` with ``CompressionType: None``) is the fast path for
+multi-gigabyte LLM weights: SageMaker copies the files instead of downloading and unpacking one
+archive, which cuts minutes off every instance start. The archive form exists for small models.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from aws_cdk import Token
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
+
+from cdk_adapters.problems import Problem
+
+
+@dataclass(frozen=True)
+class ModelDataConfig:
+    """The model's ``ModelDataSource`` and the statements its execution role needs to read it."""
+
+    model_data_source: sagemaker.CfnModel.ModelDataSourceProperty
+    statements: tuple[iam.PolicyStatement, ...]
+
+
+class ModelData(ABC):
+    """Base model weights in S3."""
+
+    @staticmethod
+    def from_s3_prefix(bucket: s3.IBucket, prefix: str) -> "ModelData":
+        """Every object under `prefix` (e.g. ``models/llama-3.1-8b/``), copied uncompressed to
+        ``/opt/ml/model``. A missing trailing ``/`` is added, so ``models/llama`` never also reads
+        ``models/llama-2/``."""
+        return _PrefixModelData(bucket, prefix)
+
+    @staticmethod
+    def from_s3_archive(bucket: s3.IBucket, key: str) -> "ModelData":
+        """One ``.tar.gz`` object, unpacked into ``/opt/ml/model``."""
+        return _ArchiveModelData(bucket, key)
+
+    @abstractmethod
+    def problems(self, subject: str) -> list[Problem]:
+        """Every problem with this location; `subject` names the construct in messages."""
+
+    @abstractmethod
+    def bind(self) -> ModelDataConfig:
+        """The CloudFormation ``ModelDataSource`` and the read permissions it needs."""
+
+
+def _decrypt_statements(bucket: s3.IBucket) -> tuple[iam.PolicyStatement, ...]:
+    if bucket.encryption_key is None:
+        return ()
+    return (iam.PolicyStatement(actions=["kms:Decrypt"], resources=[bucket.encryption_key.key_arn]),)
+
+
+class _PrefixModelData(ModelData):
+    def __init__(self, bucket: s3.IBucket, prefix: str) -> None:
+        self.bucket = bucket
+        self.prefix = prefix if not isinstance(prefix, str) or prefix.endswith("/") else prefix + "/"
+
+    def problems(self, subject: str) -> list[Problem]:
+        if not isinstance(self.prefix, str) or Token.is_unresolved(self.prefix):
+            return [Problem(subject, "model_data.prefix", "must be a literal string")]
+        if self.prefix.startswith("/") or self.prefix == "/":
+            return [Problem(subject, "model_data.prefix", f"{self.prefix!r} must be a key prefix like 'models/llama/' (no leading '/')")]
+        return []
+
+    def bind(self) -> ModelDataConfig:
+        source = sagemaker.CfnModel.ModelDataSourceProperty(
+            s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
+                s3_uri=f"s3://{self.bucket.bucket_name}/{self.prefix}",
+                s3_data_type="S3Prefix",
+                compression_type="None",
+            )
+        )
+        statements = (
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(f"{self.prefix}*")]),
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{self.prefix}*"]}},
+            ),
+        ) + _decrypt_statements(self.bucket)
+        return ModelDataConfig(source, statements)
+
+
+class _ArchiveModelData(ModelData):
+    def __init__(self, bucket: s3.IBucket, key: str) -> None:
+        self.bucket = bucket
+        self.key = key
+
+    def problems(self, subject: str) -> list[Problem]:
+        if not isinstance(self.key, str) or Token.is_unresolved(self.key):
+            return [Problem(subject, "model_data.key", "must be a literal string")]
+        if not self.key.endswith(".tar.gz"):
+            return [Problem(subject, "model_data.key", f"{self.key!r} must name a .tar.gz archive")]
+        return []
+
+    def bind(self) -> ModelDataConfig:
+        source = sagemaker.CfnModel.ModelDataSourceProperty(
+            s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
+                s3_uri=f"s3://{self.bucket.bucket_name}/{self.key}",
+                s3_data_type="S3Object",
+                compression_type="Gzip",
+            )
+        )
+        statements = (
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(self.key)]),
+        ) + _decrypt_statements(self.bucket)
+        return ModelDataConfig(source, statements)

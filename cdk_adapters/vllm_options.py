@@ -1,0 +1,146 @@
+"""Typed vLLM engine options, rendered into the serving container's environment.
+
+The container turns each ``CDK_ADAPTERS_VLLM_<FLAG>`` variable into ``--<flag>`` (see
+`cdk_adapters.serving_env`). Typing the options here means a wrong rank or a cache smaller than the
+active set fails at synth, not an hour into an endpoint deployment. Standard-library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Mapping
+
+from cdk_adapters import serving_env
+from cdk_adapters.compat import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.problems import Problem
+
+MANAGED_FLAGS = frozenset(
+    {
+        "--enable-lora",
+        "--port",
+        "--host",
+        "--model",
+        "--served-model-name",
+        "--api-server-count",
+    }
+)
+"""Flags the container sets itself; passing them in `extra_args` would fight it."""
+
+_FLAG_PATTERN = re.compile(r"^--([a-z0-9][a-z0-9-]*)(=.*)?$")
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """vLLM engine settings for the base model and its LoRA adapters.
+
+    Every option left ``None`` is not rendered, so vLLM's own default applies.
+    """
+
+    max_loras: int | None = 4
+    """Adapters resident on the GPU at once (a batch mixes at most this many). Default 4."""
+    max_cpu_loras: int | None = None
+    """Adapters cached in host memory; must be >= `max_loras`. Default: vLLM's (= max_loras)."""
+    max_lora_rank: int | None = 16
+    """Highest adapter rank accepted; one of `ALLOWED_MAX_LORA_RANKS`. Default 16."""
+    max_model_len: int | None = None
+    """Context length in tokens. Default: the model's."""
+    gpu_memory_utilization: float | None = None
+    """Fraction of GPU memory vLLM may use, in (0, 1]. Default: vLLM's (0.9)."""
+    dtype: str | None = None
+    """``auto``, ``float16``, ``bfloat16``, ``float32``. Default: vLLM's (auto)."""
+    quantization: str | None = None
+    """e.g. ``awq``, ``gptq``, ``fp8``. Default: none."""
+    tensor_parallel_size: int | None = None
+    """GPUs per model copy; must equal the base component's accelerator count when set."""
+    limit_mm_per_prompt: Mapping[str, int] | None = None
+    """Vision-language models: items per prompt by modality, e.g. ``{"image": 2}``."""
+    enforce_eager: bool | None = None
+    """Skip CUDA graph capture (faster start, slower decode). Default: vLLM's (false)."""
+    extra_args: tuple[str, ...] = field(default=())
+    """Further vLLM flags, verbatim, e.g. ``("--enable-prefix-caching",)``."""
+
+    def problems(self, subject: str) -> list[Problem]:
+        """Every problem with these options; `subject` names the construct in messages."""
+        found: list[Problem] = []
+
+        def bad(name: str, message: str) -> None:
+            found.append(Problem(subject, f"vllm.{name}", message))
+
+        for name in ("max_loras", "max_cpu_loras", "max_model_len", "tensor_parallel_size"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                bad(name, f"must be a positive integer, got {value!r}")
+        if self.max_lora_rank is not None and self.max_lora_rank not in ALLOWED_MAX_LORA_RANKS:
+            allowed = ", ".join(map(str, ALLOWED_MAX_LORA_RANKS))
+            bad("max_lora_rank", f"vLLM accepts only {allowed}; got {self.max_lora_rank!r}")
+        if (
+            isinstance(self.max_loras, int)
+            and isinstance(self.max_cpu_loras, int)
+            and self.max_cpu_loras < self.max_loras
+        ):
+            bad(
+                "max_cpu_loras",
+                f"({self.max_cpu_loras}) must be >= max_loras ({self.max_loras}): the host cache "
+                "holds every adapter that is on the GPU",
+            )
+        utilization = self.gpu_memory_utilization
+        if utilization is not None and not (
+            isinstance(utilization, (int, float)) and math.isfinite(utilization) and 0 < utilization <= 1
+        ):
+            bad("gpu_memory_utilization", f"must be in (0, 1], got {utilization!r}")
+        if self.limit_mm_per_prompt is not None:
+            if not isinstance(self.limit_mm_per_prompt, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                for k, v in self.limit_mm_per_prompt.items()
+            ):
+                bad("limit_mm_per_prompt", "must map modality names to non-negative integers")
+        for name in ("dtype", "quantization"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                bad(name, f"must be a non-empty string, got {value!r}")
+        if isinstance(self.extra_args, str) or not all(isinstance(a, str) for a in self.extra_args):
+            bad("extra_args", "must be a sequence of strings, one per argument")
+        else:
+            typed_flags = {"--" + _flag(f.name) for f in fields(self) if f.name != "extra_args"}
+            for arg in self.extra_args:
+                match = _FLAG_PATTERN.match(arg)
+                if not match:
+                    continue
+                flag = "--" + match.group(1)
+                if flag in MANAGED_FLAGS:
+                    bad("extra_args", f"{flag} is set by the serving container; remove it")
+                elif flag in typed_flags:
+                    bad("extra_args", f"{flag} has a typed option; set {match.group(1).replace('-', '_')} instead")
+        return found
+
+    def environment(self) -> dict[str, str]:
+        """The container variables for these options (plus the runtime-LoRA switch, always on)."""
+        env = {serving_env.RUNTIME_LORA_UPDATING: "true"}
+        for option in fields(self):
+            value = getattr(self, option.name)
+            if option.name == "extra_args":
+                if value:
+                    env[serving_env.EXTRA_ARGS] = json.dumps(list(value))
+                continue
+            if value is None:
+                continue
+            env[serving_env.VLLM_FLAG_PREFIX + option.name.upper()] = _encode(value)
+        return env
+
+
+def _flag(option_name: str) -> str:
+    return option_name.replace("_", "-")
+
+
+def _encode(value: object) -> str:
+    """The value encoding `cdk_adapters.serving_env` documents."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    if isinstance(value, Mapping):
+        return json.dumps(dict(value), sort_keys=True, separators=(",", ":"))
+    return json.dumps(value)
