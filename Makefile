@@ -42,8 +42,9 @@ node_modules/.installed: package.json package-lock.json $(VENV)/.node
 	touch $@
 
 $(VENV)/.test: $(VENV)/.base requirements-dev.txt requirements-serve.txt
-	$(PIP) install --quiet --disable-pip-version-check --no-index -c constraints.txt $(TORCH_SPEC) 2>/dev/null \
-	  || $(PIP) install --quiet --disable-pip-version-check -c constraints.txt --extra-index-url $(TORCH_INDEX) $(TORCH_SPEC)
+	@# torch alone first: from a local wheel folder if pip's find-links has it, else PyTorch's CPU index.
+	$(PIP) install --quiet --disable-pip-version-check --no-deps --no-index $(TORCH_SPEC) 2>/dev/null \
+	  || $(PIP) install --quiet --disable-pip-version-check --no-deps --index-url $(TORCH_INDEX) $(TORCH_SPEC)
 	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -r requirements-dev.txt -r requirements-serve.txt
 	@# They fail to import beside torch 2.13.0+cpu and break transformers; text serving needs none.
 	$(PIP) uninstall --quiet --yes torchvision torchaudio torchcodec

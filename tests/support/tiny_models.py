@@ -136,3 +136,84 @@ def _set_base_identity(adapter_dir: Path, base_id: str, revision: str | None) ->
     config["base_model_name_or_path"] = base_id
     config["revision"] = revision
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
+# --- Added for the compatibility gate's tests (issue 3): other architectures and damaged forms. ---
+
+TINY_VLM_MODEL_ID = "cdk-adapters-tests/tiny-llava"
+
+
+def build_vision_language_model(out_dir: Path, *, seed: int = 0) -> Path:
+    """A random tiny LLaVA (CLIP vision tower, projector, 1-layer Llama) saved as safetensors."""
+    import torch
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    torch.manual_seed(seed)
+    vision = CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        image_size=32, patch_size=16, projection_dim=32,
+    )
+    text = LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, vocab_size=300, max_position_embeddings=128,
+    )
+    model = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_index=299))
+    model.save_pretrained(Path(out_dir), safe_serialization=True)
+    return Path(out_dir)
+
+
+def build_vision_language_lora_adapter(
+    base_dir: Path,
+    out_dir: Path,
+    *,
+    seed: int,
+    target_modules: Sequence[str] = ("q_proj", "v_proj", "linear_1"),
+    rank: int = 8,
+) -> Path:
+    """A PEFT LoRA on the tiny LLaVA; the default targets reach into the vision tower and projector."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlavaForConditionalGeneration
+
+    torch.manual_seed(seed)
+    base = LlavaForConditionalGeneration.from_pretrained(base_dir, dtype=torch.float32)
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(target_modules), init_lora_weights=False)
+    get_peft_model(base, config).save_pretrained(Path(out_dir), safe_serialization=True)
+    _set_base_identity(Path(out_dir), TINY_VLM_MODEL_ID, TINY_BASE_REVISION)
+    return Path(out_dir)
+
+
+def build_gpt2_lora_adapter(out_dir: Path, *, seed: int, rank: int = 8) -> Path:
+    """A LoRA on a tiny random GPT-2 (modules c_attn/c_proj): an adapter for another architecture."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(GPT2Config(n_embd=64, n_layer=2, n_head=2, vocab_size=300, n_positions=128, bos_token_id=0, eos_token_id=1))
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False)
+    get_peft_model(model, config).save_pretrained(Path(out_dir), safe_serialization=True)
+    _set_base_identity(Path(out_dir), TINY_BASE_MODEL_ID, TINY_BASE_REVISION)
+    return Path(out_dir)
+
+
+def resave_adapter_as_pickle(adapter_dir: Path) -> Path:
+    """Replace adapter_model.safetensors with the pickle form PEFT writes when safe_serialization=False."""
+    import torch
+    from safetensors.torch import load_file
+
+    adapter_dir = Path(adapter_dir)
+    weights = adapter_dir / "adapter_model.safetensors"
+    torch.save(load_file(weights), adapter_dir / "adapter_model.bin")
+    weights.unlink()
+    return adapter_dir
+
+
+def add_tensors_to_adapter(adapter_dir: Path, tensors: dict) -> Path:
+    """Rewrite adapter_model.safetensors with extra named tensors (e.g. a merged full-size weight)."""
+    from safetensors.torch import load_file, save_file
+
+    weights = Path(adapter_dir) / "adapter_model.safetensors"
+    merged = {**load_file(weights), **tensors}
+    save_file(merged, weights, metadata={"format": "pt"})
+    return Path(adapter_dir)
