@@ -167,17 +167,20 @@ def build_vision_language_lora_adapter(
     out_dir: Path,
     *,
     seed: int,
-    target_modules: Sequence[str] = ("q_proj", "v_proj", "linear_1"),
+    target_modules: Sequence[str] | str = ("q_proj", "v_proj", "linear_1"),
     rank: int = 8,
 ) -> Path:
-    """A PEFT LoRA on the tiny LLaVA; the default targets reach into the vision tower and projector."""
+    """A PEFT LoRA on the tiny LLaVA; the default targets reach into the vision tower and projector.
+
+    A string `target_modules` is a regular expression over full module paths (PEFT's meaning)."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import LlavaForConditionalGeneration
 
     torch.manual_seed(seed)
     base = LlavaForConditionalGeneration.from_pretrained(base_dir, dtype=torch.float32)
-    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(target_modules), init_lora_weights=False)
+    targets = target_modules if isinstance(target_modules, str) else list(target_modules)
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets, init_lora_weights=False)
     get_peft_model(base, config).save_pretrained(Path(out_dir), safe_serialization=True)
     _set_base_identity(Path(out_dir), TINY_VLM_MODEL_ID, TINY_BASE_REVISION)
     return Path(out_dir)
