@@ -1,0 +1,123 @@
+"""``python -m cdk_adapters.synth_summary cdk.out``: what ``cdk synth`` produced, in a few lines.
+
+Prints each stack with its resource count and adapters, and the policy-validation (cdk-nag)
+result. Exits non-zero when the cloud assembly is missing or incomplete, or when the validation
+report lists any violation, so ``make synth`` fails loudly instead of summarising a broken build.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STACK_ARTIFACT = "aws:cloudformation:stack"
+VALIDATION_REPORT = "validation-report.json"
+"""CDK writes it whenever a policy-validation plugin (cdk-nag, CloudFormation Validate) reports."""
+COMPONENT_TYPE = "AWS::SageMaker::InferenceComponent"
+
+
+@dataclass
+class StackSummary:
+    name: str
+    resource_count: int
+    resource_types: Counter[str]
+    adapters: dict[str, str] = field(default_factory=dict)
+    """Inference component name -> its base component, for adapter components."""
+
+
+@dataclass
+class AssemblySummary:
+    stacks: list[StackSummary]
+    violations: list[str]
+    errors: list[str]
+    notices: list[str] = field(default_factory=list)
+    """Findings of validation plugins that passed (e.g. CloudFormation Validate warnings)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.errors
+
+
+def summarize(outdir: Path) -> AssemblySummary:
+    errors: list[str] = []
+    manifest_path = outdir / "manifest.json"
+    if not manifest_path.is_file():
+        return AssemblySummary([], [], [f"{manifest_path} not found: did cdk synth run?"])
+    manifest = json.loads(manifest_path.read_text())
+    stacks: list[StackSummary] = []
+    for artifact_id, artifact in sorted(manifest.get("artifacts", {}).items()):
+        if artifact.get("type") != STACK_ARTIFACT:
+            continue
+        template_path = outdir / artifact["properties"]["templateFile"]
+        if not template_path.is_file():
+            errors.append(f"{artifact_id}: template {template_path} missing")
+            continue
+        resources = json.loads(template_path.read_text()).get("Resources", {})
+        summary = StackSummary(
+            name=artifact.get("displayName", artifact_id),
+            resource_count=len(resources),
+            resource_types=Counter(resource["Type"] for resource in resources.values()),
+        )
+        for resource in resources.values():
+            properties = resource.get("Properties", {})
+            base = properties.get("Specification", {}).get("BaseInferenceComponentName")
+            if resource["Type"] == COMPONENT_TYPE and base:
+                summary.adapters[str(properties.get("InferenceComponentName"))] = str(base)
+        stacks.append(summary)
+    if not stacks and not errors:
+        errors.append(f"{outdir}: the cloud assembly has no stacks")
+    failed, passed = _violations(outdir / VALIDATION_REPORT)
+    return AssemblySummary(stacks, failed, errors, passed)
+
+
+def _violations(report_path: Path) -> tuple[list[str], list[str]]:
+    """(violations of failed plugins, findings of plugins that still passed) from CDK's report."""
+    if not report_path.is_file():
+        return [], []
+    report = json.loads(report_path.read_text())
+    failed: list[str] = []
+    passed: list[str] = []
+    for plugin in report.get("pluginReports", []):
+        target = failed if plugin.get("conclusion") == "failure" else passed
+        for violation in plugin.get("violations", []):
+            for construct in violation.get("violatingConstructs") or [{}]:
+                target.append(
+                    f"{plugin.get('pluginName', '?')}: {violation.get('severity', '?')} {violation.get('ruleName')} "
+                    f"at {construct.get('constructPath', '?')}: {violation.get('description', '')}"
+                )
+    return failed, passed
+
+
+def render(summary: AssemblySummary) -> str:
+    lines = []
+    for stack in summary.stacks:
+        lines.append(f"stack {stack.name}: {stack.resource_count} resources")
+        for resource_type, count in sorted(stack.resource_types.items()):
+            lines.append(f"    {count:3d}  {resource_type}")
+        adapters = ", ".join(sorted(stack.adapters)) or "none"
+        lines.append(f"  adapters ({len(stack.adapters)}): {adapters}")
+    if summary.errors:
+        pass
+    elif summary.violations:
+        lines.append(f"policy validation (cdk-nag): {len(summary.violations)} unacknowledged finding(s)")
+        lines += [f"  - {violation}" for violation in summary.violations]
+    else:
+        lines.append("policy validation (cdk-nag packs registered by the app): no unacknowledged findings")
+    lines += [f"  note: {notice}" for notice in summary.notices]
+    lines += [f"error: {error}" for error in summary.errors]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    outdir = Path(args[0] if args else "cdk.out")
+    summary = summarize(outdir)
+    print(render(summary))
+    return 0 if summary.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Shared fixtures for the construct tests: small stacks built in-process, and (sparingly) the real CDK CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Template
+
+from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.model_data import ModelData
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = REPO_ROOT / ".venv" / "bin"
+CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+DIGEST_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-adapters-vllm@sha256:" + "ab" * 32
+TAG_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-adapters-vllm:v0.31.0"
+MODEL_BUCKET = "example-models"
+MODEL_PREFIX = "base/tiny-llama/"
+
+
+def cli_environment() -> dict[str, str]:
+    """Node 24 from the venv first on PATH (the system's Node 20 is end-of-life for jsii)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("CDK_DISABLE_VERSION_CHECK", "1")
+    return env
+
+
+def run_cdk(*args: str, cwd: Path = REPO_ROOT, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CDK_CLI), *args, "--no-notices"],
+        cwd=cwd,
+        env=cli_environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def app_environments() -> dict[str, Any]:
+    """The example app's per-environment settings, as cdk.json has them."""
+    return json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["environments"]
+
+
+def new_stack(name: str = "Test-Stack", **kwargs: Any) -> cdk.Stack:
+    return cdk.Stack(cdk.App(), name, **kwargs)
+
+
+def endpoint_props(stack: cdk.Stack, **overrides: Any) -> dict[str, Any]:
+    """The smallest valid configuration; tests override what they exercise."""
+    bucket = stack.node.try_find_child("Models") or s3.Bucket.from_bucket_name(stack, "Models", MODEL_BUCKET)
+    props: dict[str, Any] = {
+        "model_data": ModelData.from_s3_prefix(bucket, MODEL_PREFIX),
+        "image": ContainerImage.from_digest_uri(DIGEST_IMAGE),
+        "compute": ComputeRequirements(min_memory_required_in_mb=16384),
+    }
+    props.update(overrides)
+    return props
+
+
+def build_endpoint(stack: cdk.Stack | None = None, id: str = "Serving", **overrides: Any) -> MultiAdapterEndpoint:
+    stack = stack or new_stack()
+    return MultiAdapterEndpoint(stack, id, **endpoint_props(stack, **overrides))
+
+
+def resources_of(template: Template, resource_type: str) -> dict[str, dict[str, Any]]:
+    return template.find_resources(resource_type)
+
+
+@pytest.fixture
+def template_of() -> Callable[[cdk.Stack], Template]:
+    return Template.from_stack
+
+
+@pytest.fixture(scope="session")
+def cli_dev_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``cdk synth`` of the example app's default environment, through the real CLI, once per session."""
+    outdir = tmp_path_factory.mktemp("cli-dev") / "cdk.out"
+    result = run_cdk("synth", "--quiet", "--output", str(outdir))
+    assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
+    return outdir

@@ -1,0 +1,341 @@
+"""What MultiAdapterEndpoint synthesizes, property by property (in-process, no CLI)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+
+from cdk_adapters import serving_env
+from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.names import SAGEMAKER_NAME_PATTERN
+from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
+from cdk_adapters.vllm_options import VllmOptions
+from tests.constructs.conftest import DIGEST_IMAGE, build_endpoint, new_stack
+
+ADAPTER_URL = "s3://example-adapters/support-en/v1/adapter.tar.gz"
+
+
+def only(resources: dict) -> dict:
+    assert len(resources) == 1, resources.keys()
+    return next(iter(resources.values()))
+
+
+def test_endpoint_config_can_host_inference_components():
+    endpoint = build_endpoint()
+    template = Template.from_stack(cdk.Stack.of(endpoint))
+    config = only(template.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
+    variant = config["ProductionVariants"][0]
+    assert "ModelName" not in variant
+    assert "ExecutionRoleArn" in config
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+    assert variant["InferenceAmiVersion"] == INFERENCE_AMI_VERSION
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 1, "MaxInstanceCount": 1}
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 1200
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 1200
+    assert "EndpointConfigName" not in config, "create-only resource must keep a generated name"
+    model = only(template.find_resources("AWS::SageMaker::Model"))["Properties"]
+    assert "ModelName" not in model
+
+
+def test_scaling_and_instance_settings_are_rendered():
+    endpoint = build_endpoint(instance_type="ml.g6.12xlarge", initial_instance_count=2, min_instance_count=1, max_instance_count=4)
+    variant = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::EndpointConfig"))[
+        "Properties"
+    ]["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.g6.12xlarge"
+    assert variant["InitialInstanceCount"] == 2
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 1, "MaxInstanceCount": 4}
+
+
+def test_local_nvme_instance_gets_no_kms_key_but_ebs_instance_gets_a_rotating_key():
+    nvme = Template.from_stack(cdk.Stack.of(build_endpoint(instance_type="ml.g6.2xlarge")))
+    assert "KmsKeyId" not in only(nvme.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
+    nvme.resource_count_is("AWS::KMS::Key", 0)
+
+    ebs = Template.from_stack(cdk.Stack.of(build_endpoint(instance_type="ml.p3.2xlarge", volume_size_in_gb=200)))
+    ebs.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+    config = only(ebs.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
+    key_id = only(ebs.find_resources("AWS::KMS::Key"))
+    assert config["KmsKeyId"] == {"Fn::GetAtt": [next(iter(ebs.find_resources("AWS::KMS::Key"))), "Arn"]}
+    assert config["ProductionVariants"][0]["VolumeSizeInGB"] == 200
+    assert key_id["Properties"]["EnableKeyRotation"] is True
+
+
+def test_given_volume_key_is_used_instead_of_creating_one():
+    stack = new_stack()
+    key = kms.Key(stack, "OwnKey", enable_key_rotation=True)
+    build_endpoint(stack, instance_type="ml.p3.2xlarge", volume_key=key)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::KMS::Key", 1)
+    config = only(template.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
+    assert config["KmsKeyId"]["Fn::GetAtt"][0].startswith("OwnKey")
+
+
+def test_model_container_environment_follows_the_serving_contract():
+    endpoint = build_endpoint(
+        vllm=VllmOptions(max_loras=3, max_cpu_loras=6, max_lora_rank=32, max_model_len=4096, gpu_memory_utilization=0.85,
+                         dtype="bfloat16", limit_mm_per_prompt={"image": 2}, enforce_eager=False,
+                         extra_args=("--enable-prefix-caching",)),
+        base_model_id="org/base", base_model_revision="abc123",
+    )
+    model = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::Model"))["Properties"]
+    env = model["PrimaryContainer"]["Environment"]
+    assert env == {
+        serving_env.RUNTIME_LORA_UPDATING: "true",
+        "CDK_ADAPTERS_VLLM_MAX_LORAS": "3",
+        "CDK_ADAPTERS_VLLM_MAX_CPU_LORAS": "6",
+        "CDK_ADAPTERS_VLLM_MAX_LORA_RANK": "32",
+        "CDK_ADAPTERS_VLLM_MAX_MODEL_LEN": "4096",
+        "CDK_ADAPTERS_VLLM_GPU_MEMORY_UTILIZATION": "0.85",
+        "CDK_ADAPTERS_VLLM_DTYPE": "bfloat16",
+        "CDK_ADAPTERS_VLLM_LIMIT_MM_PER_PROMPT": '{"image":2}',
+        "CDK_ADAPTERS_VLLM_ENFORCE_EAGER": "false",
+        serving_env.EXTRA_ARGS: '["--enable-prefix-caching"]',
+        serving_env.ALLOW_BASE_MODEL: "false",
+        serving_env.BASE_MODEL_ID: "org/base",
+        serving_env.BASE_MODEL_REVISION: "abc123",
+    }
+    assert model["EnableNetworkIsolation"] is True
+    assert model["PrimaryContainer"]["Image"] == DIGEST_IMAGE
+    assert model["PrimaryContainer"]["ModelDataSource"] == {
+        "S3DataSource": {"S3Uri": "s3://example-models/base/tiny-llama/", "S3DataType": "S3Prefix", "CompressionType": "None"}
+    }
+
+
+def test_base_model_access_is_explicit_opt_in():
+    endpoint = build_endpoint(allow_base_model=True)
+    env = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::Model"))["Properties"][
+        "PrimaryContainer"
+    ]["Environment"]
+    assert env[serving_env.ALLOW_BASE_MODEL] == "true"
+
+
+def test_model_archive_uses_gzip_object():
+    stack = new_stack()
+    from cdk_adapters.model_data import ModelData
+
+    bucket = s3.Bucket.from_bucket_name(stack, "Weights", "weights-bucket")
+    build_endpoint(stack, model_data=ModelData.from_s3_archive(bucket, "tiny/model.tar.gz"))
+    template = Template.from_stack(stack)
+    model = only(template.find_resources("AWS::SageMaker::Model"))["Properties"]
+    assert model["PrimaryContainer"]["ModelDataSource"]["S3DataSource"] == {
+        "S3Uri": "s3://weights-bucket/tiny/model.tar.gz", "S3DataType": "S3Object", "CompressionType": "Gzip"
+    }
+
+
+def test_base_component_has_compute_startup_and_copies():
+    endpoint = build_endpoint(compute=ComputeRequirements(min_memory_required_in_mb=20000, accelerator_devices=1, cpu_cores=4),
+                              copy_count=2, vllm=VllmOptions(tensor_parallel_size=1))
+    template = Template.from_stack(cdk.Stack.of(endpoint))
+    base = template.find_resources("AWS::SageMaker::InferenceComponent", {"Properties": {"VariantName": "AllTraffic"}})
+    properties = only(base)["Properties"]
+    assert properties["InferenceComponentName"] == endpoint.base_component_name
+    assert properties["RuntimeConfig"] == {"CopyCount": 2}
+    spec = properties["Specification"]
+    assert spec["ComputeResourceRequirements"] == {
+        "MinMemoryRequiredInMb": 20000, "NumberOfAcceleratorDevicesRequired": 1, "NumberOfCpuCoresRequired": 4
+    }
+    assert spec["StartupParameters"] == {"ModelDataDownloadTimeoutInSeconds": 1200, "ContainerStartupHealthCheckTimeoutInSeconds": 1200}
+    assert spec["ModelName"] == {"Fn::GetAtt": [next(iter(template.find_resources("AWS::SageMaker::Model"))), "ModelName"]}
+
+
+def test_adapter_component_carries_only_what_sagemaker_allows_and_depends_on_base():
+    endpoint = build_endpoint()
+    endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    template = Template.from_stack(cdk.Stack.of(endpoint))
+    components = template.find_resources("AWS::SageMaker::InferenceComponent")
+    base_id = next(k for k, v in components.items() if "VariantName" in v["Properties"])
+    adapter_id, adapter = next((k, v) for k, v in components.items() if k != base_id)
+    properties = adapter["Properties"]
+    assert set(properties) == {"EndpointName", "InferenceComponentName", "Specification"}
+    assert properties["Specification"] == {
+        "BaseInferenceComponentName": endpoint.base_component_name,
+        "Container": {"ArtifactUrl": ADAPTER_URL},
+    }
+    assert base_id in adapter["DependsOn"]
+    assert properties["InferenceComponentName"] == f"{endpoint.prefix}-support-en-v1"
+
+
+def test_component_names_are_valid_deterministic_and_unique_per_endpoint():
+    names_seen = []
+    for _ in range(2):
+        endpoint = build_endpoint(new_stack("A-Very-Long-Stack-Name-For-Production-Serving"))
+        component = endpoint.add_adapter("a" * 39, artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+        names_seen.append((endpoint.endpoint_name, endpoint.base_component_name, component.inference_component_name))
+    assert names_seen[0] == names_seen[1], "names must not change between synths"
+    for name in names_seen[0]:
+        assert len(name) <= 63 and SAGEMAKER_NAME_PATTERN.match(name), name
+    other = build_endpoint(new_stack("A-Very-Long-Stack-Name-For-Production-Serving-2"))
+    assert other.endpoint_name != names_seen[0][0]
+
+
+def test_execution_role_is_least_privilege():
+    endpoint = build_endpoint()
+    endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    template = Template.from_stack(cdk.Stack.of(endpoint))
+    role = only(template.find_resources("AWS::IAM::Role"))["Properties"]
+    assert "ManagedPolicyArns" not in role
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+    statements = [s for policy in template.find_resources("AWS::IAM::Policy").values() for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+    star = [s for s in statements if s["Resource"] == "*"]
+    assert {json.dumps(s["Action"]) for s in star} == {'"ecr:GetAuthorizationToken"', '"cloudwatch:PutMetricData"'}
+    metrics = next(s for s in star if s["Action"] == "cloudwatch:PutMetricData")
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents"]}}
+    pull = next(s for s in statements if s.get("Sid") == "PullServingImage")
+    assert pull["Resource"]["Fn::Join"][1][-1] == ":ecr:us-east-1:123456789012:repository/cdk-adapters-vllm"
+    rendered = json.dumps(statements)
+    assert "s3:*" not in rendered and '"sagemaker:' not in rendered
+    logs = next(s for s in statements if s.get("Sid") == "WriteOwnLogs")
+    assert all(endpoint.endpoint_name in json.dumps(r) for r in logs["Resource"])
+    adapter_read = [s for s in statements if "support-en/v1/adapter.tar.gz" in json.dumps(s)]
+    assert len(adapter_read) == 1 and adapter_read[0]["Action"] == "s3:GetObject"
+
+
+def test_adapter_from_encrypted_bucket_grants_decrypt_on_that_key_only():
+    stack = new_stack()
+    key = kms.Key(stack, "AdapterKey", enable_key_rotation=True)
+    bucket = s3.Bucket(stack, "AdapterBucket", encryption_key=key, enforce_ssl=True)
+    endpoint = build_endpoint(stack)
+    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_bucket(bucket, "tenant-a/v1.tar.gz"))
+    template = Template.from_stack(stack)
+    policies = template.find_resources("AWS::IAM::Policy")
+    adapter_policy = next(p for k, p in policies.items() if "tenanta" in k.lower())
+    actions = {s["Action"] for s in adapter_policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert actions == {"s3:GetObject", "kms:Decrypt"}
+
+
+def test_local_archive_adapter_is_a_content_addressed_asset(tmp_path):
+    archive = tmp_path / "adapter.tar.gz"
+    archive.write_bytes(b"\x1f\x8b fake gzip bytes are enough for an asset hash")
+    stack = new_stack()
+    endpoint = build_endpoint(stack)
+    component = endpoint.add_adapter("local-one", artifact=AdapterArtifact.from_archive(archive))
+    url = stack.resolve(component.artifact_url)
+    assert "Fn::Sub" in json.dumps(url) or "Fn::Join" in json.dumps(url)
+    rendered = json.dumps(url)
+    assert re.search(r"[0-9a-f]{64}\.gz", rendered), rendered
+
+
+def test_image_asset_is_built_from_container_dockerfile_with_repo_root_context(tmp_path):
+    (tmp_path / "container").mkdir()
+    (tmp_path / "container" / "Dockerfile").write_text("FROM scratch\n")
+    stack = new_stack()
+    build_endpoint(stack, image=ContainerImage.from_asset(tmp_path))
+    template = Template.from_stack(stack)
+    model = only(template.find_resources("AWS::SageMaker::Model"))["Properties"]
+    assert "container-assets" in json.dumps(model["PrimaryContainer"]["Image"])
+    pull = next(s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "PullServingImage")
+    assert "container-assets" in json.dumps(pull["Resource"])
+    asset = cdk.Stack.of(stack).node.find_all()
+    docker_assets = [c for c in asset if c.__class__.__name__ == "DockerImageAsset"]
+    assert len(docker_assets) == 1
+
+
+def test_discovery_outputs_and_parameter_list_every_adapter():
+    endpoint = build_endpoint()
+    endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    endpoint.add_adapter("support-de-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL.replace("-en", "-de")))
+    template = Template.from_stack(cdk.Stack.of(endpoint))
+    outputs = template.find_outputs("*")
+    adapter_map = json.loads(next(v["Value"] for k, v in outputs.items() if k.startswith("ServingAdapterInferenceComponents")))
+    assert adapter_map == endpoint.adapter_component_names() == {
+        "support-en-v1": f"{endpoint.prefix}-support-en-v1",
+        "support-de-v1": f"{endpoint.prefix}-support-de-v1",
+    }
+    assert any(v["Value"] == endpoint.base_component_name for v in outputs.values())
+    parameter = only(template.find_resources("AWS::SSM::Parameter"))["Properties"]
+    assert parameter["Name"] == f"/cdk-adapters/{endpoint.prefix}/inference-components"
+    assert parameter["Tier"] == "Standard"
+    assert json.loads(parameter["Value"]) == {
+        "endpoint_name": endpoint.endpoint_name,
+        "base_inference_component_name": endpoint.base_component_name,
+        "adapters": adapter_map,
+    }
+
+
+def test_grant_invoke_is_scoped_to_endpoint_and_named_components():
+    stack = new_stack()
+    endpoint = build_endpoint(stack)
+    endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    endpoint.add_adapter("support-de-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    endpoint.grant_invoke(caller, adapters=["support-en-v1"])
+    template = Template.from_stack(stack)
+    policy = next(p for k, p in template.find_resources("AWS::IAM::Policy").items() if k.startswith("CallerDefaultPolicy"))
+    statement = only({0: s for s in policy["Properties"]["PolicyDocument"]["Statement"]})
+    assert statement["Action"] == ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
+    resources = [json.dumps(r) for r in statement["Resource"]]
+    assert len(resources) == 2
+    assert any(f":endpoint/{endpoint.endpoint_name}" in r for r in resources)
+    assert any(f":inference-component/{endpoint.prefix}-support-en-v1" in r for r in resources)
+    assert not any("support-de" in r for r in resources)
+
+
+def test_grant_invoke_all_uses_this_endpoints_name_pattern_only():
+    stack = new_stack()
+    endpoint = build_endpoint(stack)
+    caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    endpoint.grant_invoke(caller)
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::IAM::Policy",
+        {"PolicyDocument": {"Statement": [Match.object_like({"Resource": Match.array_with([
+            {"Fn::Join": ["", Match.array_with([Match.string_like_regexp(f":inference-component/{endpoint.prefix}-\\*$")])]}
+        ])})]}},
+    )
+
+
+def test_given_role_is_used_and_no_role_is_created():
+    stack = new_stack()
+    role = iam.Role.from_role_arn(stack, "Given", "arn:aws:iam::123456789012:role/serving")
+    endpoint = build_endpoint(stack, role=role)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::IAM::Role", 0)
+    config = only(template.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
+    assert config["ExecutionRoleArn"] == "arn:aws:iam::123456789012:role/serving"
+    assert endpoint.role is role
+    policy = only(template.find_resources("AWS::IAM::Policy"))
+    assert policy["Properties"]["Roles"] == ["serving"]
+
+
+def test_vpc_places_model_and_config_in_private_subnets_with_a_fresh_security_group():
+    stack = new_stack()
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=2, nat_gateways=1)
+    build_endpoint(stack, vpc=vpc)
+    template = Template.from_stack(stack)
+    model = only(template.find_resources("AWS::SageMaker::Model"))["Properties"]
+    config = only(template.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
+    assert model["VpcConfig"] == config["VpcConfig"]
+    assert len(model["VpcConfig"]["Subnets"]) == 2
+    assert all("PrivateSubnet" in s["Ref"] for s in model["VpcConfig"]["Subnets"])
+    groups = template.find_resources("AWS::EC2::SecurityGroup")
+    assert len(groups) == 1 and "SecurityGroupIngress" not in only(groups)["Properties"]
+    statements = [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    assert any(s.get("Sid") == "AttachToVpc" for s in statements)
+
+
+def test_metric_methods_point_at_the_component():
+    endpoint = build_endpoint()
+    component = endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    metric = component.metric_invocations()
+    assert metric.namespace == "AWS/SageMaker" and metric.metric_name == "Invocations"
+    assert metric.dimensions == {"InferenceComponentName": component.inference_component_name}
+    assert endpoint.metric("ModelLatency", adapter="support-en-v1").dimensions == metric.dimensions
+    assert endpoint.metric("Invocations").dimensions == {"InferenceComponentName": endpoint.base_component_name}
+
+
+@pytest.mark.parametrize("uri", [DIGEST_IMAGE])
+def test_digest_image_is_pinned_verbatim(uri):
+    endpoint = build_endpoint(image=ContainerImage.from_digest_uri(uri))
+    model = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::Model"))["Properties"]
+    assert model["PrimaryContainer"]["Image"] == uri
