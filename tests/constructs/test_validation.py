@@ -1,0 +1,215 @@
+"""Bad configuration fails at synth, naming the construct and the field, with every problem at once.
+
+Each test also shows that nothing was synthesized for the failed endpoint: validation runs
+before any child construct is created.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_kms as kms
+
+from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.inference_component import ComputeRequirements, StartupTimeouts
+from cdk_adapters.names import MAX_ADAPTER_NAME_LENGTH
+from cdk_adapters.problems import ConfigurationError
+from cdk_adapters.vllm_options import VllmOptions
+from tests.constructs.conftest import TAG_IMAGE, build_endpoint, endpoint_props, new_stack
+
+URL = "s3://example-adapters/a/v1.tar.gz"
+ENDPOINT_SUBJECT = "MultiAdapterEndpoint 'Test-Stack/Serving'"
+
+
+def failing_endpoint(**overrides) -> tuple[ConfigurationError, cdk.Stack]:
+    stack = new_stack()
+    with pytest.raises(ConfigurationError) as caught:
+        MultiAdapterEndpoint(stack, "Serving", **endpoint_props(stack, **overrides))
+    return caught.value, stack
+
+
+def assert_nothing_created(stack: cdk.Stack) -> None:
+    failed = stack.node.find_child("Serving")
+    assert failed.node.children == [], "validation must run before any resource is created"
+    assert cdk.assertions.Template.from_stack(stack).to_json().get("Resources", {}) == {}
+
+
+def fields_of(error: ConfigurationError) -> list[tuple[str, str]]:
+    return [(p.subject, p.field) for p in error.problems]
+
+
+def test_missing_minimum_memory():
+    error, stack = failing_endpoint(compute=ComputeRequirements())
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, "compute.min_memory_required_in_mb")]
+    assert "required" in str(error) and "Test-Stack/Serving" in str(error)
+    assert_nothing_created(stack)
+
+
+@pytest.mark.parametrize("field", ["model_data_download", "container_startup_health_check"])
+@pytest.mark.parametrize("seconds", [59, 3601])
+def test_startup_timeout_out_of_range(field, seconds):
+    error, stack = failing_endpoint(startup=StartupTimeouts(**{field: cdk.Duration.seconds(seconds)}))
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, f"startup.{field}")]
+    assert f"is {seconds} s; SageMaker accepts 60 to 3600 s" in str(error)
+    assert_nothing_created(stack)
+
+
+def test_tag_only_image_without_opt_in():
+    error, stack = failing_endpoint(image=ContainerImage.from_uri(TAG_IMAGE))
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, "image")]
+    assert "allow_floating_tag=True" in str(error)
+    assert_nothing_created(stack)
+
+
+def test_tag_only_image_with_explicit_opt_in_is_accepted():
+    endpoint = build_endpoint(image=ContainerImage.from_uri(TAG_IMAGE, allow_floating_tag=True))
+    assert endpoint.model is not None
+
+
+def test_digest_uri_without_digest_and_non_ecr_image():
+    error, _ = failing_endpoint(image=ContainerImage.from_digest_uri(TAG_IMAGE))
+    assert "no @sha256: digest" in str(error)
+    error, _ = failing_endpoint(image=ContainerImage.from_digest_uri("vllm/vllm-openai@sha256:" + "0" * 64))
+    assert "not an Amazon ECR image URI" in str(error)
+
+
+def test_missing_dockerfile_for_asset_image(tmp_path):
+    error, stack = failing_endpoint(image=ContainerImage.from_asset(tmp_path))
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, "image")]
+    assert "no Dockerfile" in str(error)
+    assert_nothing_created(stack)
+
+
+@pytest.mark.parametrize("rank", [0, 4, 24, 1024])
+def test_max_lora_rank_vllm_does_not_accept(rank):
+    error, stack = failing_endpoint(vllm=VllmOptions(max_lora_rank=rank))
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, "vllm.max_lora_rank")]
+    assert "1, 8, 16, 32, 64, 128, 256, 320, 512" in str(error)
+    assert_nothing_created(stack)
+
+
+def test_max_cpu_loras_below_max_loras():
+    error, stack = failing_endpoint(vllm=VllmOptions(max_loras=8, max_cpu_loras=4))
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, "vllm.max_cpu_loras")]
+    assert "(4) must be >= max_loras (8)" in str(error)
+    assert_nothing_created(stack)
+
+
+def test_tensor_parallel_must_match_accelerators():
+    error, _ = failing_endpoint(vllm=VllmOptions(tensor_parallel_size=2))
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, "vllm.tensor_parallel_size")]
+
+
+def test_extra_args_may_not_fight_typed_or_managed_flags():
+    error, _ = failing_endpoint(vllm=VllmOptions(extra_args=("--max-loras=9", "--port", "9000")))
+    messages = [p.message for p in error.problems]
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, "vllm.extra_args")] * 2
+    assert any("set max_loras instead" in m for m in messages)
+    assert any("--port is set by the serving container" in m for m in messages)
+
+
+def test_kms_key_on_local_nvme_instance_type():
+    stack = new_stack()
+    key = kms.Key(stack, "Key", enable_key_rotation=True)
+    with pytest.raises(ConfigurationError) as caught:
+        MultiAdapterEndpoint(stack, "Serving", **endpoint_props(stack, instance_type="ml.g5.2xlarge", volume_key=key, volume_size_in_gb=100))
+    assert fields_of(caught.value) == [(ENDPOINT_SUBJECT, "volume_key"), (ENDPOINT_SUBJECT, "volume_size_in_gb")]
+
+
+def test_instance_counts_out_of_order():
+    error, _ = failing_endpoint(initial_instance_count=5, min_instance_count=1, max_instance_count=2)
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, "initial_instance_count")]
+
+
+def test_managed_environment_may_not_be_overridden():
+    error, _ = failing_endpoint(environment={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false", "CDK_ADAPTERS_VLLM_PORT": "1"})
+    assert [f for _, f in fields_of(error)] == ["environment.VLLM_ALLOW_RUNTIME_LORA_UPDATING", "environment.CDK_ADAPTERS_VLLM_PORT"]
+
+
+def test_several_problems_are_reported_together():
+    error, stack = failing_endpoint(
+        compute=ComputeRequirements(),
+        startup=StartupTimeouts(model_data_download=cdk.Duration.seconds(10)),
+        image=ContainerImage.from_uri(TAG_IMAGE),
+        vllm=VllmOptions(max_lora_rank=24, max_loras=8, max_cpu_loras=2),
+        copy_count=0,
+    )
+    assert sorted(field for _, field in fields_of(error)) == sorted(
+        [
+            "compute.min_memory_required_in_mb",
+            "startup.model_data_download",
+            "image",
+            "vllm.max_lora_rank",
+            "vllm.max_cpu_loras",
+            "copy_count",
+        ]
+    )
+    assert "(6 problem(s))" in str(error)
+    assert_nothing_created(stack)
+
+
+# ---------------------------------------------------------------- adapters
+
+
+def adapter_error(endpoint: MultiAdapterEndpoint, name: str, artifact: AdapterArtifact | None = None) -> ConfigurationError:
+    before = len(endpoint.adapters)
+    with pytest.raises(ConfigurationError) as caught:
+        endpoint.add_adapter(name, artifact=artifact or AdapterArtifact.from_s3_url(URL))
+    assert len(endpoint.adapters) == before, "a refused adapter must leave nothing behind"
+    assert endpoint.node.find_child("Adapters").node.try_find_child(name) is None
+    return caught.value
+
+
+@pytest.mark.parametrize("name", ["has_underscore", "dots.v1", "-leading", "trailing-", "with space", ""])
+def test_invalid_adapter_name(name):
+    error = adapter_error(build_endpoint(), name)
+    assert [p.field for p in error.problems] == ["name"]
+    assert f"adapter {name!r} of MultiAdapterEndpoint 'Test-Stack/Serving'" in str(error)
+
+
+def test_too_long_adapter_name():
+    name = "a" * (MAX_ADAPTER_NAME_LENGTH + 1)
+    error = adapter_error(build_endpoint(), name)
+    assert [p.field for p in error.problems] == ["name"]
+    assert f"at most {MAX_ADAPTER_NAME_LENGTH} fit" in str(error)
+
+
+def test_reserved_adapter_name():
+    error = adapter_error(build_endpoint(), "Base")
+    assert "reserved for the base inference component" in str(error)
+
+
+def test_duplicate_adapter_name_case_insensitive():
+    endpoint = build_endpoint()
+    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(URL))
+    error = adapter_error(endpoint, "Tenant-A")
+    assert [p.field for p in error.problems] == ["name"]
+    assert "already added" in str(error)
+
+
+def test_bad_artifact_urls():
+    endpoint = build_endpoint()
+    error = adapter_error(endpoint, "tenant-a", AdapterArtifact.from_s3_url("https://example.com/a.tar.gz"))
+    assert [p.field for p in error.problems] == ["artifact.url"]
+    error = adapter_error(endpoint, "tenant-a", AdapterArtifact.from_s3_url("s3://bucket-name/a.zip"))
+    assert ".tar.gz archive" in str(error)
+
+
+def test_missing_local_archive(tmp_path):
+    error = adapter_error(build_endpoint(), "tenant-a", AdapterArtifact.from_archive(tmp_path / "missing.tar.gz"))
+    assert [p.field for p in error.problems] == ["artifact.path"]
+
+
+def test_adapter_name_and_artifact_problems_come_together():
+    error = adapter_error(build_endpoint(), "bad_name", AdapterArtifact.from_s3_url("not-a-url"))
+    assert sorted(p.field for p in error.problems) == ["artifact.url", "name"]
+
+
+def test_grant_for_unknown_adapter_is_refused():
+    stack = new_stack()
+    endpoint = build_endpoint(stack)
+    role = cdk.aws_iam.Role(stack, "Caller", assumed_by=cdk.aws_iam.AccountRootPrincipal())
+    with pytest.raises(ConfigurationError, match="'nope' is not an adapter of this endpoint"):
+        endpoint.grant_invoke(role, adapters=["nope"])
