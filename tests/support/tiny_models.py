@@ -135,6 +135,10 @@ def _set_base_identity(adapter_dir: Path, base_id: str, revision: str | None) ->
     config = json.loads(config_path.read_text())
     config["base_model_name_or_path"] = base_id
     config["revision"] = revision
+    # PEFT stores target_modules from a set, so its order follows PYTHONHASHSEED; sort it so the
+    # same seed gives the same bytes in every session (snapshots and content hashes rely on it).
+    if isinstance(config.get("target_modules"), list):
+        config["target_modules"] = sorted(config["target_modules"])
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
