@@ -353,6 +353,14 @@ class MultiAdapterEndpoint(Construct):
             resource_arns=[self.endpoint_arn, *component_arns],
         )
 
+    def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` read the discovery parameter (the adapter map), by its literal ARN, so a
+        client in another stack needs no cross-stack export."""
+        arn = Stack.of(self).format_arn(
+            service="ssm", resource="parameter", resource_name=self.discovery_parameter_name.lstrip("/")
+        )
+        return iam.Grant.add_to_principal(grantee=grantee, actions=["ssm:GetParameter"], resource_arns=[arn])
+
     def metric(self, metric_name: str, *, adapter: str | None = None, **props: object) -> cloudwatch.Metric:
         """An ``AWS/SageMaker`` metric of one adapter's component, or of the base component."""
         component = self.base_component_name if adapter is None else self._adapters[adapter.lower()].inference_component_name
