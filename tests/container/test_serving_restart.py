@@ -1,0 +1,50 @@
+"""Registrations survive an in-place restart of the server; base access is a configuration switch.
+
+Runs last (see conftest): it restarts the shared server over the same state directory, the way
+AWS's supervisor restarts a crashed vLLM inside a running container, this time with
+``CDK_ADAPTERS_ALLOW_BASE_MODEL=true``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.container.sagemaker_calls import invoke, register, token_ids, unregister
+from tests.support import tiny_models as tm
+
+pytestmark = pytest.mark.vllm
+
+
+def test_registrations_are_replayed_after_a_restart_and_base_access_follows_configuration(restartable_server, zoo):
+    server = restartable_server
+    client = server.client
+    for name, kind in (("replay-a-v1", "good"), ("replay-b-v1", "good-2"), ("replay-gone-v1", "good")):
+        assert register(client, name, zoo.adapter(kind)).status_code == 200
+    assert unregister(client, "replay-gone-v1").status_code == 200
+    before = {name: token_ids(invoke(client, name)) for name in ("replay-a-v1", "replay-b-v1")}
+    listed_before = client.get("/adapters").json()["adapters"]
+    assert invoke(client, None).status_code == 400
+
+    server.restart(allow_base_model=True)
+    client = server.client
+
+    # /ping turned 200 only after the replay, so the very first request already finds the adapters.
+    assert {name: token_ids(invoke(client, name)) for name in before} == before
+    assert client.get("/adapters").json()["adapters"] == listed_before
+    replayed = [event["adapter"] for event in server.events("cdk_adapters.replay")]
+    assert replayed == [a["name"] for a in listed_before]
+    assert "replay-gone-v1" not in replayed
+    assert all(event["status"] == "loaded" for event in server.events("cdk_adapters.replay"))
+    assert invoke(client, "replay-gone-v1").status_code == 404
+
+    # A retried registration after the restart is still recognised as the same adapter.
+    retried = register(client, "replay-a-v1", zoo.adapter("good"))
+    assert (retried.status_code, retried.text) == (200, "Adapter replay-a-v1 registered (already registered with the same files)")
+
+    # Base access is on now: no adapter header reaches the base model, named by its pinned id.
+    base = invoke(client, None)
+    assert base.status_code == 200, base.text
+    assert base.json()["model"] == tm.TINY_BASE_MODEL_ID
+    assert base.json()["choices"][0]["token_ids"] not in before.values()
+    assert server.events("cdk_adapters.request")[-1]["adapter"] is None
+    assert len(server.start_seconds) == 2
