@@ -1,0 +1,151 @@
+"""The manifest's compatibility gate: rows, lock entries, names and limits, every problem at once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdk_adapters.manifest import check_manifest, load_manifest, plan_manifest
+from cdk_adapters.problems import ConfigurationError
+from cdk_adapters.vllm_options import VllmOptions
+from tests.manifest.builders import lock_adapters, s3_uri, write_manifest
+
+
+@pytest.fixture
+def published_manifest(zoo, tmp_path):
+    """A manifest with two published (s3://) adapters and one local directory, locked."""
+    path = write_manifest(
+        tmp_path,
+        [
+            {"name": "triage-v3", "source": s3_uri("triage-v3")},
+            {"name": "billing-v1", "source": s3_uri("billing-v1")},
+            {"name": "legal-v1", "source": str(zoo.adapter("rank-pattern-32"))},
+        ],
+        serving={"max_loras": 2, "max_cpu_loras": 6},
+    )
+    lock_adapters(path, {"triage-v3": zoo.adapter("good"), "billing-v1": zoo.adapter("good-2")}, tmp_path)
+    return path
+
+
+def fields(problems):
+    return [(p.subject, p.field) for p in problems]
+
+
+def test_good_manifest_plans_and_derives_the_rank(published_manifest, zoo):
+    plan = plan_manifest(load_manifest(published_manifest))
+    assert [a.name for a in plan.adapters] == ["triage-v3", "billing-v1", "legal-v1"]
+    assert plan.adapters[0].lock_entry.uri == s3_uri("triage-v3")
+    assert plan.adapters[2].local_dir == zoo.adapter("rank-pattern-32")
+    assert plan.max_lora_rank == 32  # rank_pattern gives legal-v1's q_proj rank 32
+    options = plan.vllm_options(VllmOptions(max_model_len=256))
+    assert (options.max_loras, options.max_cpu_loras, options.max_lora_rank, options.max_model_len) == (2, 6, 32, 256)
+
+
+def test_explicit_max_lora_rank_is_enforced(published_manifest):
+    published_manifest.write_text(published_manifest.read_text().replace("max_cpu_loras: 6", "max_cpu_loras: 6\n  max_lora_rank: 16"))
+    problems, plan = check_manifest(load_manifest(published_manifest))
+    assert plan is None
+    assert fields(problems) == [("adapter 'legal-v1'", "rank_pattern")]
+
+
+def test_missing_lock_entry(zoo, tmp_path):
+    path = write_manifest(tmp_path, [{"name": "triage-v3", "source": s3_uri("triage-v3")}])
+    problems, _ = check_manifest(load_manifest(path))
+    assert fields(problems) == [("adapter 'triage-v3'", "source")]
+    assert "has no entry in" in problems[0].message and "cdk-adapters lock" in problems[0].message
+
+
+def test_lock_entry_that_disagrees_with_the_row(published_manifest):
+    text = published_manifest.read_text().replace(s3_uri("billing-v1"), "s3://other-bucket/billing-v1.tar.gz")
+    published_manifest.write_text(text)
+    problems, _ = check_manifest(load_manifest(published_manifest))
+    assert fields(problems) == [("adapter 'billing-v1'", "source")]
+    assert "its lock entry records s3://example-adapters/adapters/billing-v1/adapter.tar.gz" in problems[0].message
+
+
+def test_lock_facts_are_gated(zoo, tmp_path):
+    path = write_manifest(tmp_path, [{"name": "triage-v3", "source": s3_uri("triage-v3")}])
+    lock_adapters(path, {"triage-v3": zoo.adapter("dora")}, tmp_path)
+    problems, _ = check_manifest(load_manifest(path))
+    assert fields(problems) == [("adapter 'triage-v3'", "use_dora")]
+
+
+def test_corrupt_lock_file(published_manifest):
+    lock = published_manifest.with_name("adapters.lock.json")
+    data = json.loads(lock.read_text())
+    data["adapters"]["triage-v3"]["sha256"] = "not-a-hash"
+    data["adapters"]["triage-v3"]["extra"] = 1
+    lock.write_text(json.dumps(data))
+    with pytest.raises(ConfigurationError) as caught:
+        load_manifest(published_manifest)
+    assert {p.field for p in caught.value.problems} == {"adapters.triage-v3.sha256", "adapters.triage-v3.extra"}
+
+
+def test_names(zoo, tmp_path):
+    good = str(zoo.adapter("good"))
+    path = write_manifest(
+        tmp_path,
+        [
+            {"name": "Support_Triage-v1", "source": good},
+            {"name": "a-very-long-adapter-name-for-one-tenant-v1", "source": good},
+            {"name": "billing", "source": good},
+            {"name": "legal-v1", "source": good},
+            {"name": "legal-v1", "source": good},
+        ],
+    )
+    problems, plan = check_manifest(load_manifest(path))
+    assert plan is None
+    assert fields(problems) == [
+        ("adapter 'Support_Triage-v1'", "name"),
+        ("adapter 'a-very-long-adapter-name-for-one-tenant-v1'", "name"),
+        ("adapter 'legal-v1'", "name"),
+        ("adapter 'billing'", "name"),
+    ]
+    messages = [p.message for p in problems]
+    assert "must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$" in messages[0]
+    assert "at most 39 fit" in messages[1]
+    assert "is listed 2 times" in messages[2]
+    assert "version suffix -v<N>" in messages[3]
+
+
+def test_target_modules_differ_unless_a_reason_is_given(zoo, tmp_path):
+    rows = [
+        {"name": "triage-v1", "source": str(zoo.adapter("good"))},
+        {"name": "billing-v1", "source": str(zoo.adapter("good-2"))},
+        {"name": "style-v1", "source": str(zoo.adapter("mlp"))},
+    ]
+    problems, _ = check_manifest(load_manifest(write_manifest(tmp_path, rows)))
+    assert fields(problems) == [("adapter 'style-v1'", "target_modules")]
+    assert "adds down_proj, gate_proj, up_proj" in problems[0].message
+    rows[2]["target_modules_differ_reason"] = "style adapter adapts MLPs only; measured equal latency"
+    problems, plan = check_manifest(load_manifest(write_manifest(tmp_path, rows)))
+    assert problems == [] and plan is not None
+
+
+def test_missing_local_directory(tmp_path):
+    path = write_manifest(tmp_path, [{"name": "triage-v1", "source": "./does-not-exist"}])
+    problems, _ = check_manifest(load_manifest(path))
+    assert fields(problems) == [("adapter 'triage-v1'", "source")]
+    assert "does not exist (paths are relative to the manifest)" in problems[0].message
+
+
+def test_every_problem_in_one_error(zoo, tmp_path):
+    path = write_manifest(
+        tmp_path,
+        [
+            {"name": "triage-v1", "source": str(zoo.adapter("dora"))},
+            {"name": "billing-v1", "source": str(zoo.adapter("other-base"))},
+            {"name": "legal", "source": s3_uri("legal")},
+        ],
+        serving={"max_lora_rank": 8},
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        plan_manifest(load_manifest(path))
+    assert fields(caught.value.problems) == [
+        ("adapter 'triage-v1'", "use_dora"),
+        ("adapter 'billing-v1'", "base_model_name_or_path"),
+        ("adapter 'legal'", "source"),
+        ("adapter 'legal'", "name"),
+    ]
+    assert "failed the compatibility gate (4 problem(s))" in str(caught.value)
