@@ -24,6 +24,13 @@ _EXPORTS = {
     "AdapterArtifact": "cdk_adapters.adapter_artifact",
     "MAX_ADAPTER_NAME_LENGTH": "cdk_adapters.names",
     "validate_adapter_name": "cdk_adapters.names",
+    "BaseModelFacts": "cdk_adapters.compat",
+    "check_adapter_dir": "cdk_adapters.compat",
+    "load_manifest": "cdk_adapters.manifest",
+    "plan_manifest": "cdk_adapters.manifest",
+    "add_manifest_adapters": "cdk_adapters.manifest",
+    "package_adapter": "cdk_adapters.packaging",
+    "publish_archive": "cdk_adapters.publish",
 }
 
 __all__ = sorted(_EXPORTS)
