@@ -156,3 +156,15 @@ def test_grant_to_a_lambda_function_in_another_stack(tmp_path):
     # The client stack is stock CDK Lambda; cfn-lint may warn about it (W3005) but must find no error.
     result = cfn_lint([client_template])
     assert result.returncode & CFN_LINT_ERROR == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("environment", ["dev", "prod"])
+def test_example_app_environments_pass_cfn_lint_and_nag(environment, tmp_path):
+    import app as example_app
+    from tests.constructs.conftest import app_environments
+
+    app = cdk.App(outdir=str(tmp_path), context={"env": environment, "environments": app_environments()})
+    stack = example_app.build(app)
+    assert nag_violations(stack) == []
+    result = cfn_lint(synth_to(app))  # synth also runs the app's registered nag packs; a finding would raise
+    assert result.returncode == 0, result.stdout + result.stderr
