@@ -18,7 +18,6 @@ from cdk_adapters.compat import (
     BaseModelFacts,
     CoHostedAdapter,
     check_adapter_contents,
-    covering_max_lora_rank,
 )
 from cdk_adapters.compat.checks.co_hosted import identical_target_modules, version_suffix
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
@@ -350,7 +349,7 @@ def _base_facts(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     out.write(f"vision_language: {'true' if facts.vision_language else 'false'}\n")
 
 
-__all__ = ["main", "covering_max_lora_rank"]
+__all__ = ["main"]
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

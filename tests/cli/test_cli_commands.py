@@ -15,7 +15,7 @@ from moto import mock_aws
 
 from cdk_adapters.cli import main
 from cdk_adapters.packaging import file_sha256, package_adapter
-from tests.manifest.builders import ADAPTER_BUCKET, lock_adapters, s3_uri, write_manifest
+from tests.manifest.builders import ADAPTER_BUCKET, s3_uri, write_manifest
 
 REGION = "us-east-1"
 ENTRY_POINT = Path(sys.executable).parent / "cdk-adapters"

@@ -7,7 +7,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 import torch
 
 from cdk_adapters.compat import ADAPTER_CHECKS, BaseModelFacts, check_adapter_dir
