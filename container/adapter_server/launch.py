@@ -97,6 +97,8 @@ def resolve_launch(
 
     if problems:
         raise ConfigurationError(problems, "the serving container cannot start")
+    if custom_code_dir is None:
+        custom_code_dir = Path(tempfile.mkdtemp(prefix="cdk-adapters-no-custom-code-"))
 
     command: list[str] = [python, "-m", vllm_flags.VLLM_MODULE]
     command += [vllm_flags.MODEL_FLAG, model_value, vllm_flags.PORT_FLAG, str(port)]
@@ -219,13 +221,16 @@ def _check_writable_dir(path: Path, variable: str, problems: list[Problem]) -> N
 
 def _empty_dir_for_standards_library(
     environ: Mapping[str, str], given: Path | None, problems: list[Problem]
-) -> Path:
-    """An empty directory for ``SAGEMAKER_MODEL_PATH``: model artifacts must never run code here."""
+) -> Path | None:
+    """An empty directory for ``SAGEMAKER_MODEL_PATH``: model artifacts must never run code here.
+
+    ``None`` when none is configured: the caller makes a fresh one once nothing else is wrong.
+    """
     configured = given
     if configured is None and environ.get(local_settings.NO_CUSTOM_CODE_DIR, "").strip():
         configured = Path(environ[local_settings.NO_CUSTOM_CODE_DIR].strip())
     if configured is None:
-        return Path(tempfile.mkdtemp(prefix="cdk-adapters-no-custom-code-"))
+        return None
     if not configured.is_dir() or any(configured.iterdir()):
         problems.append(
             Problem(local_settings.NO_CUSTOM_CODE_DIR, "value", f"{configured} must be an existing empty directory")

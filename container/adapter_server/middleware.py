@@ -178,18 +178,20 @@ class SageMakerAdapterMiddleware:
                 digest = await asyncio.to_thread(adapter_digest, Path(registration.src))
                 if digest != registration.sha256:
                     problems = [Problem(f"adapter {registration.name!r}", "src", f"files in {registration.src} changed since registration")]
-            if problems:
-                failures.extend(str(p) for p in problems)
-            else:
+            failure = "; ".join(str(p) for p in problems) or None
+            if failure is None:
                 assert self.engine is not None
                 answer = await self.engine.load(registration.name, registration.src)
                 if not answer.ok:
-                    failures.append(f"adapter {registration.name!r}: vLLM refused to load it again: {answer.message()}")
+                    failure = f"adapter {registration.name!r}: vLLM refused to load it again: {answer.message()}"
+            if failure is not None:
+                failures.append(failure)
             self._pending_replay -= 1
             observability.emit(
                 observability.REPLAY_EVENT,
                 adapter=registration.name,
-                status="failed" if failures else "loaded",
+                status="failed" if failure else "loaded",
+                error=failure,
                 duration_ms=round((time.monotonic() - started) * 1000, 1),
             )
         observability.REGISTERED_ADAPTERS.set(len(registrations))

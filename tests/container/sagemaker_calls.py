@@ -11,6 +11,8 @@ ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 PROMPT = "Invoices are due"
 NEW_TOKENS = 8
+MODEL_CODE_MARKER = "model-code-ran"
+"""Written by a `model.py` planted in the served model directory, if anything ever imports it."""
 
 
 def register(client: httpx.Client, name: str, src: Path, *, form: str = "json", **headers: str) -> httpx.Response:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.container.sagemaker_calls import NEW_TOKENS, completion_body, invoke, register
+from tests.container.sagemaker_calls import MODEL_CODE_MARKER, NEW_TOKENS, completion_body, invoke, register
 
 pytestmark = pytest.mark.vllm
 
@@ -25,6 +25,13 @@ def test_launch_line_is_logged_once_with_the_resolved_command(served):
     for fixed in ("--enable-lora", "--api-server-count 1", "--middleware adapter_server.middleware.SageMakerAdapterMiddleware",
                   f"--port {served.port}", "--max-lora-rank 16", "--max-loras 2"):
         assert fixed in command
+
+
+def test_code_in_model_artifacts_never_runs(served):
+    planted = served.base_dir / "model.py"
+    assert planted.is_file()
+    assert not (served.log_dir / MODEL_CODE_MARKER).exists()
+    assert f"cdk-adapters: ignoring {planted}: model artifacts do not run code in this server" in served.log_path.read_text()
 
 
 def test_each_request_logs_adapter_status_latency_tokens_and_cold(served, zoo):

