@@ -40,9 +40,28 @@ SERVER_LIMITS = {
 """SPEC section 8's measured recipe; float32 so outputs can be compared with transformers exactly."""
 
 
+HERE = Path(__file__).parent
+_STARTED: list["VllmServer"] = []
+
+
+def _is_container_test(item) -> bool:
+    return item is not None and Path(str(item.path)).is_relative_to(HERE)
+
+
 def pytest_collection_modifyitems(config, items):
-    # The restart tests restart the shared server (with base-model access on); all others first.
-    items.sort(key=lambda item: "restartable_server" in getattr(item, "fixturenames", ()))
+    # The restart tests restart the shared server (with base-model access on): they go last among
+    # this folder's tests, which stay where they were in the session.
+    positions = [index for index, item in enumerate(items) if _is_container_test(item)]
+    mine = sorted((items[i] for i in positions), key=lambda item: "restartable_server" in item.fixturenames)
+    for index, item in zip(positions, mine):
+        items[index] = item
+
+
+def pytest_runtest_teardown(item, nextitem):
+    # Stop vLLM after this folder's last test instead of letting it idle through the rest of the session.
+    if _is_container_test(item) and not _is_container_test(nextitem):
+        for server in _STARTED:
+            server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -177,6 +196,7 @@ def served(zoo, tmp_path_factory) -> Iterator[VllmServer]:
     # Model artifacts carrying code: AWS's standards library would import this at start-up.
     (model_dir / "model.py").write_text(f"open({str(root / MODEL_CODE_MARKER)!r}, 'w').write('ran')\n")
     server = VllmServer(model_dir, root / "state", root)
+    _STARTED.append(server)
     try:
         server.start()
         yield server
