@@ -70,6 +70,7 @@ class MultiAdapterEndpoint(Construct):
         copy_count: int = 1,
         startup: StartupTimeouts | None = None,
         allow_base_model: bool = False,
+        allow_vision_modules: bool = False,
         base_model_id: str | None = None,
         base_model_revision: str | None = None,
         environment: Mapping[str, str] | None = None,
@@ -98,6 +99,9 @@ class MultiAdapterEndpoint(Construct):
         :param allow_base_model: let requests without an adapter reach the base model. Default
             False: the container answers 400, so a dropped adapter header never silently returns
             un-fine-tuned output.
+        :param allow_vision_modules: admit adapters that target a vision-language model's vision
+            tower or connector when SageMaker registers them. Default False: vLLM serves LoRA on
+            the language model only unless told otherwise.
         :param base_model_id: the base model's identity (e.g. a Hugging Face repo id) that adapters
             must name in ``base_model_name_or_path``; checked when SageMaker registers an adapter.
         :param base_model_revision: the base model's pinned revision. Default: not checked.
@@ -139,7 +143,7 @@ class MultiAdapterEndpoint(Construct):
         self.discovery_parameter_name = discovery_parameter_name or f"/cdk-adapters/{prefix}/inference-components"
 
         container_environment = self._container_environment(
-            allow_base_model, base_model_id, base_model_revision, environment or {}, problems
+            allow_base_model, allow_vision_modules, base_model_id, base_model_revision, environment or {}, problems
         )
         problems += self._check_props(
             initial_instance_count, copy_count, volume_key, volume_size_in_gb, vpc, vpc_subnets, security_groups
@@ -380,6 +384,7 @@ class MultiAdapterEndpoint(Construct):
     def _container_environment(
         self,
         allow_base_model: bool,
+        allow_vision_modules: bool,
         base_model_id: str | None,
         base_model_revision: str | None,
         extra: Mapping[str, str],
@@ -387,6 +392,7 @@ class MultiAdapterEndpoint(Construct):
     ) -> dict[str, str]:
         env = self.vllm.environment()
         env[serving_env.ALLOW_BASE_MODEL] = "true" if allow_base_model else "false"
+        env[serving_env.ALLOW_VISION_MODULES] = "true" if allow_vision_modules else "false"
         if base_model_id is not None:
             env[serving_env.BASE_MODEL_ID] = base_model_id
         if base_model_revision is not None:

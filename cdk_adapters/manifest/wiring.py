@@ -51,6 +51,7 @@ def endpoint_props(scope: Construct, plan: ManifestPlan, *, vllm: "VllmOptions |
         "vllm": plan.vllm_options(vllm),
         "base_model_id": plan.manifest.base_model.id,
         "base_model_revision": plan.manifest.base_model.revision,
+        "allow_vision_modules": plan.manifest.base_model.allow_vision_modules,
     }
 
 

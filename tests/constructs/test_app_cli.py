@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cdk_adapters import synth_summary
 from tests.constructs.conftest import REPO_ROOT, VENV_BIN, app_environments, run_cdk
@@ -20,30 +21,36 @@ from tests.constructs.conftest import REPO_ROOT, VENV_BIN, app_environments, run
 pytestmark = pytest.mark.cdk_cli
 
 DEV_STACK = app_environments()["dev"]["stack_name"]
+EXAMPLE_MANIFEST = REPO_ROOT / "manifests" / "example.yaml"
 EXTRA_ADAPTER = "support-fr-v1"
 
-VARIANT_APP = '''
-import copy, sys
-import aws_cdk as cdk
-sys.path.insert(0, {root!r})
-from app import build
 
-app = cdk.App()
-extra = app.node.try_get_context("extra_adapter")
-if extra:
-    environments = copy.deepcopy(app.node.try_get_context("environments"))
-    environments["dev"]["adapters"].append({{"name": extra, "s3_url": f"s3://example-ml-adapters/{{extra}}/v1/adapter.tar.gz"}})
-    app.node.set_context("environments", environments)
-build(app)
-app.synth()
-'''
+def write_manifest(directory: Path, *, extra_rows: list[dict], extra_locks: dict[str, dict]) -> Path:
+    """A copy of the example manifest (and its lock file) with more adapter rows."""
+    manifest = yaml.safe_load(EXAMPLE_MANIFEST.read_text())
+    manifest["adapters"] += extra_rows
+    lock = json.loads(EXAMPLE_MANIFEST.with_suffix(".lock.json").read_text())
+    lock["adapters"].update(extra_locks)
+    path = directory / "manifest.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    path.with_suffix(".lock.json").write_text(json.dumps(lock))
+    return path
+
+
+def manifest_with_extra_adapter(directory: Path) -> Path:
+    """The example manifest plus one published adapter, locked like its siblings."""
+    lock = json.loads(EXAMPLE_MANIFEST.with_suffix(".lock.json").read_text())
+    uri = f"s3://example-ml-adapters/adapters/{EXTRA_ADAPTER}/adapter.tar.gz"
+    entry = dict(lock["adapters"]["support-en-v1"], uri=uri, sha256="f" * 64)
+    return write_manifest(directory, extra_rows=[{"name": EXTRA_ADAPTER, "source": uri}], extra_locks={EXTRA_ADAPTER: entry})
 
 
 def test_cli_synth_of_default_environment_is_clean(cli_dev_assembly: Path, capsys):
     template_path = cli_dev_assembly / f"{DEV_STACK}.template.json"
     template = json.loads(template_path.read_text())
     types = [r["Type"] for r in template["Resources"].values()]
-    assert types.count("AWS::SageMaker::InferenceComponent") == 1 + len(app_environments()["dev"]["adapters"])
+    manifest_adapters = yaml.safe_load(EXAMPLE_MANIFEST.read_text())["adapters"]
+    assert types.count("AWS::SageMaker::InferenceComponent") == 1 + len(manifest_adapters)
     assert "Parameters" not in template or set(template["Parameters"]) == {"BootstrapVersion"}
     lint = subprocess.run([str(VENV_BIN / "cfn-lint"), str(template_path)], capture_output=True, text=True, timeout=600)
     assert lint.returncode == 0, lint.stdout + lint.stderr
@@ -55,21 +62,15 @@ def test_cli_synth_of_default_environment_is_clean(cli_dev_assembly: Path, capsy
         assert all(p.get("conclusion") != "failure" for p in json.loads(report.read_text())["pluginReports"])
 
 
-@pytest.fixture(scope="module")
-def variant_app(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("variant") / "variant_app.py"
-    path.write_text(VARIANT_APP.format(root=str(REPO_ROOT)))
-    return f"{VENV_BIN / 'python'} {path}"
-
-
 def diff_lines(output: str) -> list[str]:
     """The change lines of ``cdk diff`` ([+] added, [-] removed, [~] modified)."""
     return [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", output).splitlines() if re.match(r"^\s*\[[+~-]\]", line)]
 
 
-def test_adding_then_removing_an_adapter_touches_no_other_resource(cli_dev_assembly: Path, variant_app: str, tmp_path):
+def test_adding_then_removing_an_adapter_touches_no_other_resource(cli_dev_assembly: Path, tmp_path):
     before = cli_dev_assembly / f"{DEV_STACK}.template.json"
-    added = run_cdk("diff", "--app", variant_app, "-c", f"extra_adapter={EXTRA_ADAPTER}", "--template", str(before), DEV_STACK)
+    extra = f"manifest={manifest_with_extra_adapter(tmp_path)}"
+    added = run_cdk("diff", "-c", extra, "--template", str(before), DEV_STACK)
     assert added.returncode == 0, added.stdout + added.stderr
     lines = diff_lines(added.stdout + added.stderr)
     additions = [line for line in lines if line.startswith("[+]")]
@@ -84,34 +85,46 @@ def test_adding_then_removing_an_adapter_touches_no_other_resource(cli_dev_assem
     assert any("Output" in line and "AdapterInferenceComponents" in line for line in changes), lines
 
     with_extra = tmp_path / "with-extra"
-    synth = run_cdk("synth", "--app", variant_app, "-c", f"extra_adapter={EXTRA_ADAPTER}", "--quiet", "--output", str(with_extra))
+    synth = run_cdk("synth", "-c", extra, "--quiet", "--output", str(with_extra))
     assert synth.returncode == 0, synth.stdout + synth.stderr
-    removed = run_cdk("diff", "--app", variant_app, "--template", str(with_extra / f"{DEV_STACK}.template.json"), DEV_STACK)
+    removed = run_cdk("diff", "--template", str(with_extra / f"{DEV_STACK}.template.json"), DEV_STACK)
     lines = diff_lines(removed.stdout + removed.stderr)
     assert sorted(line.split()[0] for line in lines) == ["[-]", "[-]", "[~]", "[~]"], lines
     assert all("supportfrv1" in line for line in lines if line.startswith("[-]")), lines
 
 
-def test_bad_environment_fails_with_every_problem_and_writes_no_template(tmp_path):
-    environments = app_environments()
-    broken = dict(environments["dev"])
-    broken["vllm"] = {"max_loras": 8, "max_cpu_loras": 2, "max_lora_rank": 24}
-    broken["adapters"] = [{"name": "bad_name", "s3_url": "s3://example-ml-adapters/x/v1/adapter.tar.gz"}]
-    env = dict(os.environ)
-    env["CDK_OUTDIR"] = str(tmp_path)
-    env["CDK_CONTEXT_JSON"] = json.dumps({"env": "dev", "environments": {"dev": broken}})
+def run_app(tmp_path: Path, context: dict) -> subprocess.CompletedProcess[str]:
+    """app.py as the CLI runs it, with `context` and an output folder of its own."""
+    env = dict(os.environ, CDK_OUTDIR=str(tmp_path / "out"), CDK_CONTEXT_JSON=json.dumps(context))
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env['PATH']}"
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "app.py")], env=env, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    return subprocess.run([sys.executable, str(REPO_ROOT / "app.py")], env=env, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+
+
+def test_bad_environment_and_bad_manifest_fail_together_and_write_no_template(tmp_path):
+    broken = {key: value for key, value in app_environments()["dev"].items() if key != "min_memory_required_in_mb"}
+    manifest = write_manifest(
+        tmp_path, extra_rows=[{"name": "bad_name", "source": "s3://example-ml-adapters/x/adapter.tar.gz"}], extra_locks={}
+    )
+    result = run_app(tmp_path, {"env": "dev", "environments": {"dev": broken}, "manifest": str(manifest)})
     assert result.returncode != 0
-    assert "vllm.max_lora_rank" in result.stderr and "vllm.max_cpu_loras" in result.stderr
+    assert "cannot synthesize environment 'dev'" in result.stderr
+    assert "context.environments.dev.min_memory_required_in_mb: is required" in result.stderr
+    assert "adapter 'bad_name'" in result.stderr and "name" in result.stderr
+    assert "lock" in result.stderr  # the unlocked s3:// row is reported in the same run
+    assert not list((tmp_path / "out").glob("*.template.json"))
+
+
+def test_bad_vllm_settings_name_the_construct_and_fields(tmp_path):
+    broken = dict(app_environments()["dev"], vllm={"max_model_len": 0, "gpu_memory_utilization": 1.5})
+    result = run_app(tmp_path, {"env": "dev", "environments": {"dev": broken}})
+    assert result.returncode != 0
     assert "MultiAdapterEndpoint 'Adapters-dev/Serving'" in result.stderr
-    assert list(tmp_path.glob("*.template.json")) == []
+    assert "vllm.max_model_len" in result.stderr and "vllm.gpu_memory_utilization" in result.stderr
+    assert not list((tmp_path / "out").glob("*.template.json"))
 
 
 def test_unknown_environment_is_named(tmp_path):
-    env = dict(os.environ, CDK_OUTDIR=str(tmp_path), CDK_CONTEXT_JSON=json.dumps({"env": "staging", "environments": app_environments()}))
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env['PATH']}"
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "app.py")], env=env, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    result = run_app(tmp_path, {"env": "staging", "environments": app_environments()})
     assert result.returncode != 0
     assert "context.environments.staging: is not defined (defined: dev, prod)" in result.stderr
-    assert list(tmp_path.glob("*.template.json")) == []
+    assert not list((tmp_path / "out").glob("*.template.json"))

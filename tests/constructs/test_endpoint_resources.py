@@ -102,11 +102,20 @@ def test_model_container_environment_follows_the_serving_contract():
         "CDK_ADAPTERS_VLLM_ENFORCE_EAGER": "false",
         serving_env.EXTRA_ARGS: '["--enable-prefix-caching"]',
         serving_env.ALLOW_BASE_MODEL: "false",
+        serving_env.ALLOW_VISION_MODULES: "false",
         serving_env.BASE_MODEL_ID: "org/base",
         serving_env.BASE_MODEL_REVISION: "abc123",
     }
     assert model["EnableNetworkIsolation"] is True
     assert model["PrimaryContainer"]["Image"] == DIGEST_IMAGE
+
+
+def test_vision_modules_and_base_access_are_opt_in_flags_for_the_container():
+    endpoint = build_endpoint(allow_base_model=True, allow_vision_modules=True)
+    model = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::Model"))["Properties"]
+    env = model["PrimaryContainer"]["Environment"]
+    assert env[serving_env.ALLOW_BASE_MODEL] == "true"
+    assert env[serving_env.ALLOW_VISION_MODULES] == "true"
     assert model["PrimaryContainer"]["ModelDataSource"] == {
         "S3DataSource": {"S3Uri": "s3://example-models/base/tiny-llama/", "S3DataType": "S3Prefix", "CompressionType": "None"}
     }
