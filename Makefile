@@ -13,11 +13,12 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 CDK         := $(CURDIR)/node_modules/.bin/cdk
 export PATH := $(BIN):$(PATH)
 
-.PHONY: synth test diff image lint clean help
+.PHONY: synth test bench diff image clean help
 
 help:
 	@echo "make synth [ENV=dev|prod]  synthesize the example app through the CDK CLI"
 	@echo "make test                  run the whole test suite"
+	@echo "make bench                 run the benchmarks (ratios measured side by side)"
 	@echo "make image                 build the serving image (needs Docker)"
 
 $(VENV)/.base: requirements.txt constraints.txt pyproject.toml
@@ -59,6 +60,11 @@ diff: node_modules/.installed
 
 test: $(VENV)/.test node_modules/.installed
 	$(BIN)/python -m pytest
+
+bench: $(VENV)/.test
+	@for script in benchmarks/bench_*.py; do \
+	  module=$$(basename $$script .py); echo "== $$module"; $(BIN)/python -m benchmarks.$$module || exit 1; \
+	done
 
 image:
 	docker build -f container/Dockerfile -t cdk-adapters-vllm:local .
