@@ -9,7 +9,7 @@ clients elsewhere can find which component serves which adapter.
 from __future__ import annotations
 
 import json
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from aws_cdk import CfnOutput, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -25,7 +25,6 @@ from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.execution_role import ExecutionRolePermissions
 from cdk_adapters.inference_component import (
-    METRIC_NAMESPACE,
     AdapterInferenceComponent,
     BaseInferenceComponent,
     ComputeRequirements,
@@ -336,7 +335,9 @@ class MultiAdapterEndpoint(Construct):
 
         `adapters` names the adapters (already added); default all of this endpoint's components,
         present and future, through the ``<prefix>-*`` name pattern, so adding an adapter later never
-        rewrites the grantee's policy.
+        rewrites the grantee's policy. IAM authorizes both actions against the endpoint and the
+        ``inference-component`` resource types (Service Authorization Reference), so the component
+        ARNs really limit which adapters the grantee can call.
         """
         stack = Stack.of(self)
         if adapters is None:
@@ -344,9 +345,7 @@ class MultiAdapterEndpoint(Construct):
         else:
             unknown = [a for a in adapters if not isinstance(a, str) or a.lower() not in self._adapters]
             if unknown:
-                raise ConfigurationError(
-                    [Problem(f"MultiAdapterEndpoint {self.node.path!r}", "grant_invoke.adapters", f"{a!r} is not an adapter of this endpoint; add it first") for a in unknown]
-                )
+                raise ConfigurationError([self._unknown_adapter("grant_invoke.adapters", a) for a in unknown])
             component_arns = [
                 stack.format_arn(service="sagemaker", resource="inference-component", resource_name=self._adapters[a.lower()].inference_component_name)
                 for a in adapters
@@ -365,15 +364,24 @@ class MultiAdapterEndpoint(Construct):
         )
         return iam.Grant.add_to_principal(grantee=grantee, actions=["ssm:GetParameter"], resource_arns=[arn])
 
-    def metric(self, metric_name: str, *, adapter: str | None = None, **props: object) -> cloudwatch.Metric:
-        """An ``AWS/SageMaker`` metric of one adapter's component, or of the base component."""
-        component = self.base_component_name if adapter is None else self._adapters[adapter.lower()].inference_component_name
-        return cloudwatch.Metric(
-            namespace=METRIC_NAMESPACE,
-            metric_name=metric_name,
-            dimensions_map={"InferenceComponentName": component},
-            **props,  # type: ignore[arg-type]
-        )
+    def metric(self, metric_name: str, *, adapter: str | None = None, **props: Any) -> cloudwatch.Metric:
+        """An ``AWS/SageMaker`` metric of one adapter's component, or of the base component.
+
+        The components' own ``metric_*`` methods (``endpoint.adapters[name].metric_invocations()``,
+        ``endpoint.base_component.metric_invocations_per_copy()``) name the metrics SageMaker publishes.
+        """
+        return self._component(adapter).metric(metric_name, **props)
+
+    def _component(self, adapter: str | None) -> BaseInferenceComponent | AdapterInferenceComponent:
+        if adapter is None:
+            return self.base_component
+        component = self._adapters.get(adapter.lower()) if isinstance(adapter, str) else None
+        if component is None:
+            raise ConfigurationError([self._unknown_adapter("adapter", adapter)])
+        return component
+
+    def _unknown_adapter(self, field: str, adapter: object) -> Problem:
+        return Problem(self._subject, field, f"{adapter!r} is not an adapter of this endpoint; add it first")
 
     # ------------------------------------------------------------------ internals
 

@@ -8,6 +8,7 @@ while adapters exist, and without the dependency CloudFormation would try.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -23,6 +24,9 @@ STARTUP_TIMEOUT_RANGE_SECONDS = (60, 3600)
 """What SageMaker accepts for both startup timeouts."""
 
 METRIC_NAMESPACE = "AWS/SageMaker"
+"""Invocation metrics per inference component (dimension ``InferenceComponentName``)."""
+UTILIZATION_NAMESPACE = "/aws/sagemaker/InferenceComponents"
+"""Utilization metrics of the containers a component runs (same dimension)."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,52 @@ class StartupTimeouts:
         return int(self.model_data_download.to_seconds()), int(self.container_startup_health_check.to_seconds())
 
 
-class BaseInferenceComponent(Construct):
-    """The inference component that runs the base model; adapters attach to it."""
+class InferenceComponentMetrics:
+    """``metric_*`` methods for any inference component: SageMaker publishes its invocation metrics
+    in ``AWS/SageMaker`` with the dimension ``InferenceComponentName``, so a name is all they need.
+
+    Each method takes the `cloudwatch.Metric` options (``period``, ``statistic``, ``label``, ...)
+    and states its default statistic.
+    """
+
+    inference_component_name: str
+
+    def metric(self, metric_name: str, *, namespace: str = METRIC_NAMESPACE, **props: Any) -> cloudwatch.Metric:
+        """Any metric of this component. Default namespace ``AWS/SageMaker``."""
+        return cloudwatch.Metric(
+            namespace=namespace,
+            metric_name=metric_name,
+            dimensions_map={"InferenceComponentName": self.inference_component_name},
+            **props,
+        )
+
+    def metric_invocations(self, **props: Any) -> cloudwatch.Metric:
+        """Requests sent to this component. Default: Sum."""
+        return self.metric("Invocations", **{"statistic": "Sum", **props})
+
+    def metric_invocation_4xx_errors(self, **props: Any) -> cloudwatch.Metric:
+        """Requests the container answered with 4xx (e.g. an adapter the container refused). Default: Sum."""
+        return self.metric("Invocation4XXErrors", **{"statistic": "Sum", **props})
+
+    def metric_invocation_5xx_errors(self, **props: Any) -> cloudwatch.Metric:
+        """Requests the container answered with 5xx. Default: Sum."""
+        return self.metric("Invocation5XXErrors", **{"statistic": "Sum", **props})
+
+    def metric_model_latency(self, **props: Any) -> cloudwatch.Metric:
+        """Microseconds the container took to answer. Default: p90."""
+        return self.metric("ModelLatency", **{"statistic": "p90", **props})
+
+    def metric_overhead_latency(self, **props: Any) -> cloudwatch.Metric:
+        """Microseconds SageMaker added around the container (routing, auth). Default: p90."""
+        return self.metric("OverheadLatency", **{"statistic": "p90", **props})
+
+
+class BaseInferenceComponent(InferenceComponentMetrics, Construct):
+    """The inference component that runs the base model; adapters attach to it.
+
+    Besides the invocation metrics it has the per-copy and capacity metrics that autoscaling
+    uses, and the utilization of its containers (which every adapter shares).
+    """
 
     def __init__(
         self,
@@ -147,12 +195,42 @@ class BaseInferenceComponent(Construct):
         )
         self.inference_component_arn = self.resource.ref
 
+    def metric_invocations_per_copy(self, **props: Any) -> cloudwatch.Metric:
+        """Requests per copy of the base model; the target-tracking scaling signal. Default: Sum."""
+        return self.metric("InvocationsPerCopy", **{"statistic": "Sum", **props})
 
-class AdapterInferenceComponent(Construct):
+    def metric_no_capacity_invocation_failures(self, **props: Any) -> cloudwatch.Metric:
+        """Requests refused because no copy was running (scale from zero). Default: Sum."""
+        return self.metric("NoCapacityInvocationFailures", **{"statistic": "Sum", **props})
+
+    def metric_gpu_utilization(self, **props: Any) -> cloudwatch.Metric:
+        """GPU utilization of this component's containers, normalized to 0-100 %. Default: Average."""
+        return self.metric("GPUUtilizationNormalized", namespace=UTILIZATION_NAMESPACE, **{"statistic": "Average", **props})
+
+    def metric_gpu_memory_utilization(self, **props: Any) -> cloudwatch.Metric:
+        """GPU memory utilization, normalized to 0-100 %. vLLM reserves most of it up front. Default: Average."""
+        return self.metric(
+            "GPUMemoryUtilizationNormalized", namespace=UTILIZATION_NAMESPACE, **{"statistic": "Average", **props}
+        )
+
+    def metric_cpu_utilization(self, **props: Any) -> cloudwatch.Metric:
+        """CPU utilization, normalized to 0-100 %. Default: Average."""
+        return self.metric("CPUUtilizationNormalized", namespace=UTILIZATION_NAMESPACE, **{"statistic": "Average", **props})
+
+    def metric_memory_utilization(self, **props: Any) -> cloudwatch.Metric:
+        """Host memory utilization, normalized to 0-100 %. Default: Average."""
+        return self.metric(
+            "MemoryUtilizationNormalized", namespace=UTILIZATION_NAMESPACE, **{"statistic": "Average", **props}
+        )
+
+
+class AdapterInferenceComponent(InferenceComponentMetrics, Construct):
     """One LoRA adapter, served by the base component's containers.
 
     It carries only what SageMaker allows for an adapter: the endpoint, its own name, the base
-    component's name and the artifact URL (no variant, compute, runtime config or model).
+    component's name and the artifact URL (no variant, compute, runtime config or model). Its
+    invocation metrics are its own; utilization belongs to the base component, whose containers
+    serve it.
     """
 
     def __init__(
@@ -192,22 +270,3 @@ class AdapterInferenceComponent(Construct):
         self.resource.node.add_dependency(base.resource)
         self.resource.node.add_dependency(self.read_policy)
         self.inference_component_arn = self.resource.ref
-
-    def metric(self, metric_name: str, **props: object) -> cloudwatch.Metric:
-        """A metric of this adapter's component in ``AWS/SageMaker`` (e.g. ``Invocations``)."""
-        return cloudwatch.Metric(
-            namespace=METRIC_NAMESPACE,
-            metric_name=metric_name,
-            dimensions_map={"InferenceComponentName": self.inference_component_name},
-            **props,  # type: ignore[arg-type]
-        )
-
-    def metric_invocations(self, **props: object) -> cloudwatch.Metric:
-        return self.metric("Invocations", statistic="Sum", **props)
-
-    def metric_model_latency(self, **props: object) -> cloudwatch.Metric:
-        """Microseconds the container took; p90 by default."""
-        return self.metric("ModelLatency", statistic="p90", **props)
-
-    def metric_invocation_5xx_errors(self, **props: object) -> cloudwatch.Metric:
-        return self.metric("Invocation5XXErrors", statistic="Sum", **props)

@@ -7,6 +7,7 @@ import re
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -18,6 +19,7 @@ from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.names import SAGEMAKER_NAME_PATTERN
+from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.vllm_options import VllmOptions
 from tests.constructs.conftest import DIGEST_IMAGE, build_endpoint, new_stack
@@ -333,14 +335,81 @@ def test_vpc_places_model_and_config_in_private_subnets_with_a_fresh_security_gr
     assert any(s.get("Sid") == "AttachToVpc" for s in statements)
 
 
-def test_metric_methods_point_at_the_component():
+ADAPTER_METRICS = {
+    "metric_invocations": ("Invocations", "Sum"),
+    "metric_invocation_4xx_errors": ("Invocation4XXErrors", "Sum"),
+    "metric_invocation_5xx_errors": ("Invocation5XXErrors", "Sum"),
+    "metric_model_latency": ("ModelLatency", "p90"),
+    "metric_overhead_latency": ("OverheadLatency", "p90"),
+}
+BASE_ONLY_METRICS = {
+    "metric_invocations_per_copy": ("AWS/SageMaker", "InvocationsPerCopy", "Sum"),
+    "metric_no_capacity_invocation_failures": ("AWS/SageMaker", "NoCapacityInvocationFailures", "Sum"),
+    "metric_gpu_utilization": ("/aws/sagemaker/InferenceComponents", "GPUUtilizationNormalized", "Average"),
+    "metric_gpu_memory_utilization": ("/aws/sagemaker/InferenceComponents", "GPUMemoryUtilizationNormalized", "Average"),
+    "metric_cpu_utilization": ("/aws/sagemaker/InferenceComponents", "CPUUtilizationNormalized", "Average"),
+    "metric_memory_utilization": ("/aws/sagemaker/InferenceComponents", "MemoryUtilizationNormalized", "Average"),
+}
+
+
+def rendered_metric(metric: cloudwatch.Metric) -> dict:
+    """The metric as an alarm renders it into the template."""
+    stack = new_stack("Metric-Render")
+    metric.create_alarm(stack, "Alarm", threshold=1, evaluation_periods=1)
+    properties = only(Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm"))["Properties"]
+    statistic = properties.get("Statistic") or properties.get("ExtendedStatistic")
+    return {
+        "namespace": properties["Namespace"],
+        "name": properties["MetricName"],
+        "dimensions": properties["Dimensions"],
+        "statistic": statistic,
+        "period": properties["Period"],
+    }
+
+
+@pytest.mark.parametrize("method", sorted(ADAPTER_METRICS))
+def test_every_component_has_the_invocation_metrics_sagemaker_publishes(method):
     endpoint = build_endpoint()
-    component = endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
-    metric = component.metric_invocations()
-    assert metric.namespace == "AWS/SageMaker" and metric.metric_name == "Invocations"
-    assert metric.dimensions == {"InferenceComponentName": component.inference_component_name}
-    assert endpoint.metric("ModelLatency", adapter="support-en-v1").dimensions == metric.dimensions
+    adapter = endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    name, statistic = ADAPTER_METRICS[method]
+    for component in (adapter, endpoint.base_component):
+        assert rendered_metric(getattr(component, method)()) == {
+            "namespace": "AWS/SageMaker",
+            "name": name,
+            "dimensions": [{"Name": "InferenceComponentName", "Value": component.inference_component_name}],
+            "statistic": statistic,
+            "period": 300,
+        }
+
+
+@pytest.mark.parametrize("method", sorted(BASE_ONLY_METRICS))
+def test_base_component_has_copy_capacity_and_utilization_metrics(method):
+    endpoint = build_endpoint()
+    namespace, name, statistic = BASE_ONLY_METRICS[method]
+    assert rendered_metric(getattr(endpoint.base_component, method)()) == {
+        "namespace": namespace,
+        "name": name,
+        "dimensions": [{"Name": "InferenceComponentName", "Value": endpoint.base_component_name}],
+        "statistic": statistic,
+        "period": 300,
+    }
+
+
+def test_metric_options_override_the_defaults():
+    endpoint = build_endpoint()
+    adapter = endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    rendered = rendered_metric(adapter.metric_model_latency(statistic="p99", period=cdk.Duration.minutes(1)))
+    assert (rendered["statistic"], rendered["period"]) == ("p99", 60)
+
+
+def test_endpoint_metric_picks_the_component_and_refuses_unknown_adapters():
+    endpoint = build_endpoint()
+    adapter = endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    assert endpoint.metric("ModelLatency", adapter="Support-EN-v1").dimensions == {"InferenceComponentName": adapter.inference_component_name}
     assert endpoint.metric("Invocations").dimensions == {"InferenceComponentName": endpoint.base_component_name}
+    with pytest.raises(ConfigurationError, match="'support-de-v1' is not an adapter of this endpoint") as caught:
+        endpoint.metric("Invocations", adapter="support-de-v1")
+    assert [(p.subject, p.field) for p in caught.value.problems] == [("MultiAdapterEndpoint 'Test-Stack/Serving'", "adapter")]
 
 
 @pytest.mark.parametrize("uri", [DIGEST_IMAGE])
