@@ -12,17 +12,17 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Aws, Token
+from aws_cdk import AssetStaging, Aws, FileAssetPackaging, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from cdk_adapters.problems import Problem
 
 _S3_URL = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>[^\s]+)$")
 ARCHIVE_SUFFIX = ".tar.gz"
+TAR_SUFFIX = ".tar"
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,9 @@ class AdapterArtifact(ABC):
 
     @staticmethod
     def from_archive(path: str | Path) -> "AdapterArtifact":
-        """A local ``.tar.gz`` uploaded by ``cdk deploy`` as a content-addressed asset: the same
-        bytes always get the same key, so a redeploy never touches an unchanged adapter.
-        (The asset's S3 key ends in ``.gz``; CDK keeps only the last suffix.)"""
+        """A local ``.tar.gz`` uploaded by ``cdk deploy`` as a content-addressed file asset
+        (``<sha256>.tar.gz`` in the bootstrap bucket): the same bytes always get the same key, so a
+        redeploy never touches an unchanged adapter."""
         return _LocalArchive(Path(path))
 
     @abstractmethod
@@ -125,10 +125,23 @@ class _LocalArchive(AdapterArtifact):
         return []
 
     def bind(self, scope: Construct) -> AdapterArtifactConfig:
-        asset = s3_assets.Asset(scope, "Archive", path=str(self.path))
-        statements = [
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[asset.bucket.arn_for_objects(asset.s3_object_key)])
-        ]
-        if asset.bucket.encryption_key is not None:
-            statements.append(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[asset.bucket.encryption_key.key_arn]))
-        return AdapterArtifactConfig(asset.s3_object_url, tuple(statements))
+        """Stage the archive into the cloud assembly and register it as a file asset.
+
+        Not `aws_s3_assets.Asset`: the synthesizer names the object ``<source hash><last suffix
+        of the file name>``, so an Asset's key ends in ``.gz``, while SageMaker requires
+        ``ArtifactUrl`` to end in ``.tar.gz``. Registering the staged file with the hash plus
+        ``.tar`` yields ``<sha256>.tar.gz``, still content-addressed.
+        """
+        stack = Stack.of(scope)
+        staging = AssetStaging(scope, "Archive", source_path=str(self.path))
+        location = stack.synthesizer.add_file_asset(
+            source_hash=staging.asset_hash + TAR_SUFFIX,
+            file_name=staging.relative_staged_path(stack),
+            packaging=FileAssetPackaging.FILE,
+            display_name=f"{scope.node.path}/Archive",
+        )
+        object_arn = f"arn:{Aws.PARTITION}:s3:::{location.bucket_name}/{location.object_key}"
+        statements = [iam.PolicyStatement(actions=["s3:GetObject"], resources=[object_arn])]
+        if location.kms_key_arn:
+            statements.append(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[location.kms_key_arn]))
+        return AdapterArtifactConfig(location.s3_object_url, tuple(statements))

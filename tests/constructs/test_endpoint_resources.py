@@ -225,16 +225,40 @@ def test_adapter_from_encrypted_bucket_grants_decrypt_on_that_key_only():
     assert actions == {"s3:GetObject", "kms:Decrypt"}
 
 
-def test_local_archive_adapter_is_a_content_addressed_asset(tmp_path):
+def test_local_archive_adapter_is_uploaded_under_a_tar_gz_key(tmp_path):
+    """SageMaker requires ArtifactUrl to end in .tar.gz; a plain CDK Asset would end in .gz."""
     archive = tmp_path / "adapter.tar.gz"
     archive.write_bytes(b"\x1f\x8b fake gzip bytes are enough for an asset hash")
-    stack = new_stack()
+    app = cdk.App(outdir=str(tmp_path / "out"))
+    stack = cdk.Stack(app, "Local-Archive")
     endpoint = build_endpoint(stack)
     component = endpoint.add_adapter("local-one", artifact=AdapterArtifact.from_archive(archive))
-    url = stack.resolve(component.artifact_url)
-    assert "Fn::Sub" in json.dumps(url) or "Fn::Join" in json.dumps(url)
-    rendered = json.dumps(url)
-    assert re.search(r"[0-9a-f]{64}\.gz", rendered), rendered
+    url = stack.resolve(component.artifact_url)["Fn::Sub"]
+    match = re.fullmatch(r"s3://cdk-hnb659fds-assets-\$\{AWS::AccountId\}-\$\{AWS::Region\}/([0-9a-f]{64})\.tar\.gz", url)
+    assert match, url
+    content_hash = match[1]
+    app.synth()
+    files = json.loads((tmp_path / "out" / "Local-Archive.assets.json").read_text())["files"]
+    entry = next(e for e in files.values() if e["source"]["path"].startswith(f"asset.{content_hash}"))
+    assert only(entry["destinations"])["objectKey"] == f"{content_hash}.tar.gz"
+    assert (tmp_path / "out" / entry["source"]["path"]).read_bytes() == archive.read_bytes()
+    template = json.loads((tmp_path / "out" / "Local-Archive.template.json").read_text())
+    read = next(r for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and "localone" in k.lower())
+    statement = only({0: s for s in read["Properties"]["PolicyDocument"]["Statement"]})
+    assert statement["Action"] == "s3:GetObject"
+    assert json.dumps(statement["Resource"]).endswith(f'"/{content_hash}.tar.gz"]]}}')
+
+
+def test_same_archive_bytes_give_the_same_key(tmp_path):
+    urls = []
+    for copy in ("a", "b"):
+        archive = tmp_path / copy / "adapter.tar.gz"
+        archive.parent.mkdir()
+        archive.write_bytes(b"\x1f\x8b identical bytes")
+        stack = new_stack()
+        component = build_endpoint(stack).add_adapter("local-one", artifact=AdapterArtifact.from_archive(archive))
+        urls.append(stack.resolve(component.artifact_url))
+    assert urls[0] == urls[1]
 
 
 def test_image_asset_is_built_from_container_dockerfile_with_repo_root_context(tmp_path):
