@@ -18,6 +18,8 @@ from cdk_adapters import serving_env
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.model_data import ModelData
+from cdk_adapters.nag_acknowledgments import flatten_reference
 from cdk_adapters.names import SAGEMAKER_NAME_PATTERN
 from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
@@ -133,8 +135,6 @@ def test_base_model_access_is_explicit_opt_in():
 
 def test_model_archive_uses_gzip_object():
     stack = new_stack()
-    from cdk_adapters.model_data import ModelData
-
     bucket = s3.Bucket.from_bucket_name(stack, "Weights", "weights-bucket")
     build_endpoint(stack, model_data=ModelData.from_s3_archive(bucket, "tiny/model.tar.gz"))
     template = Template.from_stack(stack)
@@ -207,7 +207,11 @@ def test_execution_role_is_least_privilege():
     rendered = json.dumps(statements)
     assert "s3:*" not in rendered and '"sagemaker:' not in rendered
     logs = next(s for s in statements if s.get("Sid") == "WriteOwnLogs")
-    assert all(endpoint.endpoint_name in json.dumps(r) for r in logs["Resource"])
+    prefix = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/"
+    groups = (f"Endpoints/{endpoint.endpoint_name}", f"InferenceComponents/{endpoint.base_component_name}")
+    assert sorted(flatten_reference(r) for r in logs["Resource"]) == sorted(
+        prefix + group + suffix for group in groups for suffix in ("", ":*")
+    )
     adapter_read = [s for s in statements if "support-en/v1/adapter.tar.gz" in json.dumps(s)]
     assert len(adapter_read) == 1 and adapter_read[0]["Action"] == "s3:GetObject"
 
@@ -223,6 +227,26 @@ def test_adapter_from_encrypted_bucket_grants_decrypt_on_that_key_only():
     adapter_policy = next(p for k, p in policies.items() if "tenanta" in k.lower())
     actions = {s["Action"] for s in adapter_policy["Properties"]["PolicyDocument"]["Statement"]}
     assert actions == {"s3:GetObject", "kms:Decrypt"}
+
+
+def test_encrypted_model_bucket_and_url_adapter_grant_decrypt_on_their_own_keys_only():
+    stack = new_stack()
+    model_key = kms.Key(stack, "ModelKey", enable_key_rotation=True)
+    adapter_key = kms.Key(stack, "AdapterKey", enable_key_rotation=True)
+    models = s3.Bucket(stack, "ModelBucket", encryption_key=model_key, enforce_ssl=True)
+    endpoint = build_endpoint(stack, model_data=ModelData.from_s3_prefix(models, "base/tiny"))
+    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL, encryption_key=adapter_key))
+    endpoint.add_adapter("tenant-b", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL.replace("support-en", "tenant-b")))
+    template = Template.from_stack(stack)
+    key_ids = {name: next(k for k in template.find_resources("AWS::KMS::Key") if k.startswith(name)) for name in ("ModelKey", "AdapterKey")}
+
+    def decrypted_keys(policy_id_part: str) -> list[str]:
+        policy = next(p for k, p in template.find_resources("AWS::IAM::Policy").items() if policy_id_part in k.lower())
+        return [s["Resource"]["Fn::GetAtt"][0] for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "kms:Decrypt"]
+
+    assert decrypted_keys("executionrolepolicy") == [key_ids["ModelKey"]]
+    assert decrypted_keys("tenanta") == [key_ids["AdapterKey"]]
+    assert decrypted_keys("tenantb") == []
 
 
 def test_local_archive_adapter_is_uploaded_under_a_tar_gz_key(tmp_path):
