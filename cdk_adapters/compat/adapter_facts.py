@@ -107,14 +107,46 @@ def lora_pairs(tensors: Mapping[str, TensorInfo]) -> list[LoraPair]:
 
 def pattern_rank(config: Mapping[str, Any], module_path: str) -> int | None:
     """The rank PEFT gives `module_path`: the first matching `rank_pattern` key, else `r`."""
-    for key, rank in (config.get("rank_pattern") or {}).items():
-        if re.match(rf"(.*\.)?({key})$", module_path):
-            return _as_int(rank)
-    return _as_int(config.get("r"))
+    return _as_int(_pattern_value(config, "rank_pattern", "r", module_path))
+
+
+def pattern_alpha(config: Mapping[str, Any], module_path: str) -> float | None:
+    """The alpha PEFT gives `module_path`: the first matching `alpha_pattern` key, else `lora_alpha`."""
+    return _as_number(_pattern_value(config, "alpha_pattern", "lora_alpha", module_path))
+
+
+def _pattern_value(config: Mapping[str, Any], patterns_key: str, default_key: str, module_path: str) -> Any:
+    # PEFT's own matching (peft.utils.other.get_pattern_key): the key is a regex for the path's tail.
+    for key, value in patterns(config, patterns_key).items():
+        try:
+            if re.match(rf"(.*\.)?({key})$", module_path):
+                return value
+        except re.error:
+            continue  # reported by the adapter-config check
+    return config.get(default_key)
+
+
+def patterns(config: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``rank_pattern`` / ``alpha_pattern`` as a dict; anything else (a hand edit) counts as empty."""
+    value = config.get(key)
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def _as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _as_number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A list of module names from the config; a bare string is one name (PEFT accepts both)."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple)):
+        return tuple(str(item) for item in value)
+    return ()
 
 
 def generalise(module_path: str) -> str:
@@ -147,7 +179,7 @@ class AdapterFacts:
             return None
         rank = _as_int(config.get("r"))
         declared_ranks = [rank] if rank is not None else []
-        declared_ranks += [value for value in (config.get("rank_pattern") or {}).values() if _as_int(value)]
+        declared_ranks += [value for value in patterns(config, "rank_pattern").values() if _as_int(value)]
         header = contents.weights_header
         pairs = lora_pairs(header.tensors) if header is not None else []
         if pairs:
@@ -159,17 +191,17 @@ class AdapterFacts:
             targets = _declared_targets(config)
             max_rank = max(declared_ranks) if declared_ranks else None
             vision = sorted(t for t in targets if any(p in VISION_COMPONENTS for p in t.split(".")))
-        alpha = config.get("lora_alpha")
         return cls(
             peft_type=config.get("peft_type"),
             rank=rank,
             max_rank=max_rank,
-            alpha=alpha if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) else None,
+            alpha=_as_number(config.get("lora_alpha")),
             target_modules=tuple(targets),
             base_model_name_or_path=config.get("base_model_name_or_path"),
             revision=config.get("revision"),
-            use_dora=bool(config.get("use_dora")),
-            modules_to_save=tuple(config.get("modules_to_save") or ()),
+            # DoRA's magnitude vectors in the weights count even if the config was edited to hide them.
+            use_dora=bool(config.get("use_dora")) or _has_dora_magnitudes(header),
+            modules_to_save=_names(config.get("modules_to_save")),
             bias=str(config.get("bias") or "none"),
             trainable_token_indices=bool(config.get("trainable_token_indices")),
             vision_modules=tuple(vision),
@@ -191,9 +223,16 @@ class AdapterFacts:
 
 
 def _declared_targets(config: Mapping[str, Any]) -> list[str]:
+    """Target names from the config, used only when the weights cannot be read.
+
+    A string is a regular expression over module paths (or ``all-linear``), not a module name;
+    only the tensors can say what it matched, so it yields nothing here.
+    """
     targets = config.get("target_modules")
-    if isinstance(targets, str):
-        return [targets]
     if isinstance(targets, list):
         return sorted({str(t) for t in targets})
     return []
+
+
+def _has_dora_magnitudes(header) -> bool:
+    return header is not None and any("lora_magnitude_vector" in name.split(".") for name in header.tensors)

@@ -23,6 +23,11 @@ class BaseModelFacts:
     `module_names` are leaf module names that own a 2-D weight (``q_proj``, ``down_proj``,
     ``embed_tokens``, ``lm_head`` ...): a LoRA can only target those. `model_id` and `revision`
     are the pinned identity; ``None`` skips the identity comparison.
+
+    `module_shapes` holds ``(leaf, out, in)`` for every 2-D weight, so LoRA shapes can be checked
+    exactly: with grouped-query attention ``k_proj``/``v_proj`` write fewer than `hidden_size`
+    features, and MLP projections read or write ``intermediate_size``. ``None`` (a manifest that
+    states no shapes) falls back to "one side of each LoRA pair equals `hidden_size`".
     """
 
     model_id: str | None
@@ -30,6 +35,13 @@ class BaseModelFacts:
     module_names: frozenset[str]
     hidden_size: int
     vision_language: bool = False
+    module_shapes: frozenset[tuple[str, int, int]] | None = None
+
+    def shapes_of(self, leaf: str) -> frozenset[tuple[int, int]] | None:
+        """The ``(out, in)`` shapes of the base's `leaf` modules; None when shapes are unknown."""
+        if self.module_shapes is None:
+            return None
+        return frozenset((out, in_) for name, out, in_ in self.module_shapes if name == leaf)
 
     @classmethod
     def from_model_dir(
@@ -44,10 +56,11 @@ class BaseModelFacts:
             raise ValueError(f"{path} has no config.json; is it a Hugging Face model directory?") from None
         except json.JSONDecodeError as error:
             raise ValueError(f"{config_path} is not valid JSON: {error}") from None
-        module_names: set[str] = set()
+        shapes: set[tuple[str, int, int]] = set()
         for weights_file in _weight_files(path):
             header = read_safetensors_header(weights_file)
-            module_names.update(_leaf_modules_with_matrix_weights(header.tensors))
+            shapes.update(_leaf_matrix_shapes(header.tensors))
+        module_names = {leaf for leaf, _, _ in shapes}
         if not module_names:
             raise ValueError(f"{path} holds no 2-D weights in safetensors form")
         return cls(
@@ -56,6 +69,7 @@ class BaseModelFacts:
             module_names=frozenset(module_names),
             hidden_size=_hidden_size(config, config_path),
             vision_language=_is_vision_language(config),
+            module_shapes=frozenset(shapes),
         )
 
 
@@ -70,13 +84,13 @@ def _weight_files(path: Path) -> list[Path]:
     raise ValueError(f"{path} has neither {_SINGLE_FILE} nor {_INDEX_FILE}")
 
 
-def _leaf_modules_with_matrix_weights(tensors) -> set[str]:
-    leaves = set()
+def _leaf_matrix_shapes(tensors) -> set[tuple[str, int, int]]:
+    found = set()
     for name, info in tensors.items():
         parts = name.split(".")
         if len(parts) >= 2 and parts[-1] == "weight" and len(info.shape) == 2:
-            leaves.add(parts[-2])
-    return leaves
+            found.add((parts[-2], info.shape[0], info.shape[1]))
+    return found
 
 
 def _hidden_size(config: dict, config_path: Path) -> int:

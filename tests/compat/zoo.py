@@ -34,6 +34,11 @@ class AdapterZoo:
         return self._once("base", lambda out: tm.build_base_model(out))
 
     @property
+    def gqa_base_dir(self) -> Path:
+        """The tiny Llama with one key/value head (grouped-query attention): k_proj/v_proj are 32x64."""
+        return self._once("gqa-base", lambda out: tm.build_base_model(out, num_key_value_heads=1))
+
+    @property
     def vlm_dir(self) -> Path:
         return self._once("vlm-base", lambda out: tm.build_vision_language_model(out))
 
@@ -62,7 +67,12 @@ KINDS: dict[str, Callable[[AdapterZoo, Path], Path]] = {
     "good": _lora(seed=1),
     "good-2": _lora(seed=2),
     "rank-32": _lora(seed=3, rank=32, alpha=64),
-    "rank-pattern-32": _lora(seed=4, rank_pattern={"q_proj": 32}),
+    # alpha/rank stays 16/8 = 64/32 on every module, so vLLM's single scale serves it correctly.
+    "rank-pattern-32": _lora(seed=4, rank_pattern={"q_proj": 32}, alpha_pattern={"q_proj": 64}),
+    "rank-pattern-rescaled": _lora(seed=16, rank_pattern={"q_proj": 32}),
+    "all-linear": _lora(seed=17, target_modules="all-linear"),
+    "regex-targets": _lora(seed=18, target_modules=r".*\.(q_proj|v_proj)"),
+    "gqa": lambda zoo, out: tm.build_lora_adapter(zoo.gqa_base_dir, out, seed=19),
     "dora": _lora(seed=5, use_dora=True),
     "modules-to-save": _lora(seed=6, modules_to_save=["lm_head"]),
     "embedding": _lora(seed=7, target_modules=("q_proj", "embed_tokens", "lm_head")),

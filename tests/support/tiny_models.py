@@ -55,8 +55,11 @@ def build_tokenizer():
     return fast
 
 
-def build_base_model(out_dir: Path, *, seed: int = 0) -> Path:
-    """Write a random tiny Llama (config, safetensors, tokenizer) to `out_dir` and return it."""
+def build_base_model(out_dir: Path, *, seed: int = 0, num_key_value_heads: int = 2) -> Path:
+    """Write a random tiny Llama (config, safetensors, tokenizer) to `out_dir` and return it.
+
+    ``num_key_value_heads=1`` gives grouped-query attention: k_proj/v_proj then write 32 features,
+    not the hidden size 64."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -68,7 +71,7 @@ def build_base_model(out_dir: Path, *, seed: int = 0) -> Path:
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=2,
-        num_key_value_heads=2,
+        num_key_value_heads=num_key_value_heads,
         vocab_size=len(tokenizer),
         max_position_embeddings=512,
         bos_token_id=tokenizer.bos_token_id,
@@ -90,15 +93,19 @@ def build_lora_adapter(
     seed: int,
     rank: int = 8,
     alpha: int = 16,
-    target_modules: Sequence[str] = DEFAULT_TARGET_MODULES,
+    target_modules: Sequence[str] | str = DEFAULT_TARGET_MODULES,
     base_model_name_or_path: str = TINY_BASE_MODEL_ID,
     revision: str | None = TINY_BASE_REVISION,
     use_dora: bool = False,
     modules_to_save: Iterable[str] | None = None,
     rank_pattern: dict[str, int] | None = None,
     save_embedding_layers: bool = False,
+    alpha_pattern: dict[str, int] | None = None,
 ) -> Path:
-    """Train-free PEFT LoRA adapter with non-zero weights (different per `seed`), saved to `out_dir`."""
+    """Train-free PEFT LoRA adapter with non-zero weights (different per `seed`), saved to `out_dir`.
+
+    A string `target_modules` keeps PEFT's meaning: a regular expression over module paths, or
+    ``"all-linear"``."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -109,7 +116,7 @@ def build_lora_adapter(
     config = LoraConfig(
         r=rank,
         lora_alpha=alpha,
-        target_modules=list(target_modules),
+        target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
         lora_dropout=0.0,
         bias="none",
         task_type="CAUSAL_LM",
@@ -117,6 +124,7 @@ def build_lora_adapter(
         use_dora=use_dora,
         modules_to_save=list(modules_to_save) if modules_to_save else None,
         rank_pattern=dict(rank_pattern or {}),
+        alpha_pattern=dict(alpha_pattern or {}),
     )
     model = get_peft_model(base, config)
     # PEFT's random init is small; scale B up so each adapter visibly changes greedy output.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG
 from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext
 
@@ -25,11 +27,42 @@ def _run(context: AdapterCheckContext):
         )
     if facts.rank is None or facts.rank <= 0:
         yield context.problem("r", f"r must be a positive integer (got {facts.rank!r}); fix adapter_config.json")
+    if contents is not None and contents.config is not None:
+        yield from _malformed_fields(context, contents.config)
+
+
+def _malformed_fields(context: AdapterCheckContext, config: dict):
+    """Fields PEFT itself writes in one shape; another shape means a hand edit the gate must not guess at."""
+    targets = config.get("target_modules")
+    if targets is not None and not isinstance(targets, str) and not (
+        isinstance(targets, list) and all(isinstance(t, str) for t in targets)
+    ):
+        yield context.problem(
+            "target_modules", f"must be a list of module names or one regular expression (got {targets!r}); "
+            "re-save the adapter with PEFT"
+        )
+    for key, kind in (("rank_pattern", "rank"), ("alpha_pattern", "alpha")):
+        value = config.get(key)
+        if value in (None, {}):
+            continue
+        if not isinstance(value, dict):
+            yield context.problem(key, f"must map module-name patterns to a {kind} (got {value!r}); re-save the adapter with PEFT")
+            continue
+        for pattern, number in value.items():
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                yield context.problem(
+                    key, f"key {pattern!r} is not a valid regular expression ({error}); PEFT could not have written it: "
+                    "re-save the adapter with PEFT"
+                )
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0:
+                yield context.problem(key, f"{pattern!r} maps to {number!r}, not a positive {kind}; re-save the adapter with PEFT")
 
 
 CHECK = AdapterCheck(
     id="adapter-config",
-    description="adapter_config.json exists, is JSON, has peft_type LORA and a positive rank r",
+    description="adapter_config.json exists, is JSON, has peft_type LORA, a positive rank r, and well-formed target_modules, rank_pattern and alpha_pattern",
     run=_run,
     needs_facts=False,
 )

@@ -8,8 +8,11 @@ from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext, l
 def _run(context: AdapterCheckContext):
     facts = context.facts
     if not facts.target_modules:
-        if context.contents is None or context.contents.weights_header is None:
-            yield context.problem("target_modules", "no target_modules are declared; retrain with PEFT's LoraConfig")
+        # With files at hand, the weights-file check already says why no targets could be read.
+        if context.contents is None:
+            yield context.problem(
+                "target_modules", "the lock entry records no target modules; re-create it with `cdk-adapters lock`"
+            )
         return
     missing = [module for module in facts.target_modules if module.rsplit(".", 1)[-1] not in context.base.module_names]
     if missing:

@@ -1,7 +1,10 @@
-"""LoRA matrices must agree with the config's rank and with the base model's hidden size.
+"""LoRA matrices must agree with the config's rank and with the base model's layer shapes.
 
-A pair adapting a ``[out, in]`` layer is ``A: [r, in]`` and ``B: [out, r]``; every decoder
-projection reads or writes the hidden size, so one of ``in``/``out`` must equal it.
+A pair adapting a ``[out, in]`` layer is ``A: [r, in]`` and ``B: [out, r]``. When the base facts
+carry per-module shapes, ``(out, in)`` must be one of the base's shapes for that module (either
+orientation: GPT-2-style ``Conv1D`` stores weights as ``[in, out]``). Without them the check can
+only ask that one side equals the hidden size, which every decoder projection reads or writes;
+that misses, for example, a ``k_proj`` from a model with another number of key/value heads.
 """
 
 from __future__ import annotations
@@ -32,8 +35,21 @@ def _run(context: AdapterCheckContext):
         expected = pattern_rank(contents.config, pair.module_path)
         if rank_a != rank_b or (expected is not None and rank_a != expected):
             rank_mismatch.setdefault(where, f"A {list(pair.a.shape)}, B {list(pair.b.shape)}, config rank {expected}")
-        if not pair.embedding and not pair.is_vision and hidden not in (pair.a.shape[1], pair.b.shape[0]):
-            width_mismatch.setdefault(where, f"A {list(pair.a.shape)}, B {list(pair.b.shape)}")
+        if pair.embedding:
+            continue
+        adapted = (pair.b.shape[0], pair.a.shape[1])
+        base_shapes = context.base.shapes_of(pair.leaf)
+        if base_shapes:
+            if adapted not in base_shapes and adapted[::-1] not in base_shapes:
+                width_mismatch.setdefault(
+                    where,
+                    f"A {list(pair.a.shape)}, B {list(pair.b.shape)} adapt a {adapted[0]}x{adapted[1]} layer but the "
+                    f"base's {pair.leaf} is {' or '.join(f'{o}x{i}' for o, i in sorted(base_shapes))} (out x in)",
+                )
+        elif base_shapes is None and not pair.is_vision and hidden not in adapted:
+            width_mismatch.setdefault(
+                where, f"A {list(pair.a.shape)}, B {list(pair.b.shape)}: neither side is the hidden size {hidden}"
+            )
     if incomplete:
         yield context.problem(
             ADAPTER_WEIGHTS,
@@ -53,7 +69,7 @@ def _run(context: AdapterCheckContext):
     if width_mismatch:
         yield context.problem(
             ADAPTER_WEIGHTS,
-            f"tensor shapes do not fit the base model's hidden size {hidden}: {_examples(width_mismatch)}; "
+            f"tensor shapes do not fit the base model's layers: {_examples(width_mismatch)}; "
             "the adapter was trained on a different model: retrain on the pinned base",
         )
 
@@ -66,7 +82,7 @@ def _examples(found: dict[str, str]) -> str:
 
 CHECK = AdapterCheck(
     id="tensor-shapes",
-    description="each LoRA pair is complete, 2-D, has the configured rank and fits the hidden size",
+    description="each LoRA pair is complete, 2-D, has the configured rank and fits the base layer it adapts",
     run=_run,
     needs_contents=True,
 )
