@@ -138,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     facts = commands.add_parser(
         "base-facts",
         help="print the base_model facts of a local Hugging Face model directory, for the manifest",
-        description="Read config.json and the safetensors headers of DIR and print module_names, hidden_size and vision_language.",
+        description="Read config.json and the safetensors headers of DIR and print the base_model fields "
+        "hidden_size, module_names, vision_language and module_shapes (YAML to paste into the manifest).",
     )
     facts.add_argument("directory", metavar="DIR", type=Path, help="Hugging Face model directory")
     facts.set_defaults(handler=_base_facts)
@@ -194,7 +195,8 @@ class _Reference:
 def _describe(facts: AdapterFacts | None) -> str:
     if facts is None:
         return ""
-    return f"rank {facts.max_rank}, alpha {facts.alpha:g}, targets {', '.join(facts.target_modules)}"
+    alpha = "unset" if facts.alpha is None else f"{facts.alpha:g}"  # PEFT's default applies
+    return f"rank {facts.max_rank}, alpha {alpha}, targets {', '.join(facts.target_modules)}"
 
 
 # --------------------------------------------------------------------------- commands
@@ -347,6 +349,10 @@ def _base_facts(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     out.write(f"hidden_size: {facts.hidden_size}\n")
     out.write(f"module_names: [{', '.join(sorted(facts.module_names))}]\n")
     out.write(f"vision_language: {'true' if facts.vision_language else 'false'}\n")
+    out.write("module_shapes:\n")
+    for leaf in sorted(facts.module_names):
+        shapes = ", ".join(f"[{out_}, {in_}]" for out_, in_ in sorted(facts.shapes_of(leaf) or ()))
+        out.write(f"  {leaf}: [{shapes}]\n")
 
 
 __all__ = ["main"]

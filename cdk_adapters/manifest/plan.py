@@ -85,6 +85,9 @@ def base_facts(spec: BaseModelSpec) -> BaseModelFacts:
         module_names=frozenset(spec.module_names),
         hidden_size=spec.hidden_size,
         vision_language=spec.vision_language,
+        module_shapes=None
+        if spec.module_shapes is None
+        else frozenset((leaf, out, in_) for leaf, shapes in spec.module_shapes.items() for out, in_ in shapes),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, field_validator, model_validator
 
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 
@@ -37,6 +37,10 @@ class BaseModelSpec(_Strict):
     """``hidden_size`` from the model's config.json."""
     module_names: list[NonEmpty] = Field(min_length=1)
     """Leaf modules with 2-D weights (``q_proj``, ``down_proj`` ...); `cdk-adapters base-facts DIR` prints them."""
+    module_shapes: dict[NonEmpty, list[tuple[PositiveInt, PositiveInt]]] | None = None
+    """Optional ``[out, in]`` shapes of each module's weights (``k_proj: [[1024, 4096]]``), printed by
+    `cdk-adapters base-facts DIR`. With them LoRA shapes are checked exactly (grouped-query attention,
+    MLP widths); without them only against `hidden_size`."""
     vision_language: bool = False
     """The base is a vision-language model."""
     allow_vision_modules: bool = False
@@ -51,6 +55,16 @@ class BaseModelSpec(_Strict):
         if not (value.endswith("/") or value.endswith(".tar.gz")):
             raise ValueError("must end with '/' (an uncompressed S3 prefix) or '.tar.gz' (one archive)")
         return value
+
+    @model_validator(mode="after")
+    def _shapes_name_known_modules(self) -> "BaseModelSpec":
+        unknown = sorted(set(self.module_shapes or {}) - set(self.module_names))
+        if unknown:
+            raise ValueError(
+                f"module_shapes names {', '.join(unknown)}, which module_names does not list; "
+                "copy both from `cdk-adapters base-facts DIR`"
+            )
+        return self
 
     @field_validator("module_names")
     @classmethod

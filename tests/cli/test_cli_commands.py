@@ -181,6 +181,16 @@ def test_base_facts_prints_the_manifest_fields(zoo):
         "hidden_size: 64",
         "module_names: [down_proj, embed_tokens, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj]",
         "vision_language: false",
+        "module_shapes:",
+        "  down_proj: [[64, 128]]",
+        "  embed_tokens: [[300, 64]]",
+        "  gate_proj: [[128, 64]]",
+        "  k_proj: [[64, 64]]",
+        "  lm_head: [[300, 64]]",
+        "  o_proj: [[64, 64]]",
+        "  q_proj: [[64, 64]]",
+        "  up_proj: [[128, 64]]",
+        "  v_proj: [[64, 64]]",
     ]
 
 

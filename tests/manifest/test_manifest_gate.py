@@ -149,3 +149,33 @@ def test_every_problem_in_one_error(zoo, tmp_path):
         ("adapter 'legal'", "name"),
     ]
     assert "failed the compatibility gate (4 problem(s))" in str(caught.value)
+
+
+def test_module_shapes_from_base_facts_make_synth_exact(zoo, tmp_path):
+    """`cdk-adapters base-facts` output pasted into base_model turns on the exact (GQA-aware) shape check."""
+    import io
+
+    import yaml
+
+    from cdk_adapters.cli import main
+
+    out = io.StringIO()
+    assert main(["base-facts", str(zoo.base_dir)], stdout=out) == 0
+    printed = yaml.safe_load(out.getvalue())
+    rows = [{"name": "triage-v1", "source": str(zoo.adapter("good"))}, {"name": "gqa-v1", "source": str(zoo.adapter("gqa"))}]
+    path = write_manifest(tmp_path, rows, base={key: printed[key] for key in ("hidden_size", "module_names", "module_shapes")})
+    problems, plan = check_manifest(load_manifest(path))
+    assert plan is None
+    assert fields(problems) == [("adapter 'gqa-v1'", "adapter_model.safetensors")]
+    assert "adapt a 32x64 layer but the base's k_proj is 64x64" in problems[0].message
+    # Without module_shapes the manifest can only check hidden_size, which a GQA k_proj still reads.
+    problems, plan = check_manifest(load_manifest(write_manifest(tmp_path, rows)))
+    assert problems == [] and plan is not None
+
+
+def test_module_shapes_must_name_listed_modules(tmp_path):
+    path = write_manifest(tmp_path, [], base={"module_shapes": {"q_proj": [[64, 64]], "qkv_proj": [[192, 64]]}})
+    with pytest.raises(ConfigurationError) as caught:
+        load_manifest(path)
+    assert fields(caught.value.problems) == [(f"manifest '{path}'", "base_model")]
+    assert "module_shapes names qkv_proj, which module_names does not list" in caught.value.problems[0].message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
@@ -70,10 +71,13 @@ def test_manifest_rows_become_adapter_components(manifest, zoo, tmp_path):
     assert [p.name for p in packaged] == [f"legal-v1-{expected.sha256[:16]}.tar.gz"]
     assert packaged[0].read_bytes() == expected.path.read_bytes()
     artifact_url = stack.resolve(by_adapter["legal-v1"]["Container"]["ArtifactUrl"])["Fn::Sub"]
-    asset_hash = artifact_url.rsplit("/", 1)[1].removesuffix(".gz")
     assert artifact_url.startswith("s3://cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}/")
-    staged = tmp_path / "out" / f"asset.{asset_hash}.tar.gz"
-    assert staged.read_bytes() == expected.path.read_bytes()
+    asset_hash = artifact_url.rsplit("/", 1)[1].removesuffix(".tar.gz")
+    files = json.loads((tmp_path / "out" / "Adapters-Test.assets.json").read_text())["files"]
+    staged = [entry for entry in files.values() if entry["source"]["path"].startswith(f"asset.{asset_hash}")]
+    assert len(staged) == 1, files
+    assert [d["objectKey"] for d in staged[0]["destinations"].values()] == [f"{asset_hash}.tar.gz"]
+    assert (tmp_path / "out" / staged[0]["source"]["path"]).read_bytes() == expected.path.read_bytes()
     environment = next(iter(template.find_resources("AWS::SageMaker::Model").values()))["Properties"]
     variables = environment["PrimaryContainer"]["Environment"]
     assert variables["CDK_ADAPTERS_VLLM_MAX_LORAS"] == "2"
