@@ -160,3 +160,16 @@ def test_modules_to_save_as_a_bare_string(zoo, tmp_path):
     problems = check(zoo, adapter)
     assert [p.field for p in problems] == ["modules_to_save"]
     assert "modules_to_save (lm_head)" in problems[0].message
+
+
+def test_fields_vllm_requires_must_be_present(zoo, tmp_path):
+    # vLLM's PEFTHelper.from_dict refuses a config without r, lora_alpha or target_modules (a 500 at registration).
+    adapter = zoo.copy("good", tmp_path / "a")
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    del config["lora_alpha"], config["target_modules"]
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    problems = check(zoo, adapter)
+    assert [p.field for p in problems] == ["lora_alpha", "target_modules"]
+    assert "must be a positive number (got None); vLLM requires it" in problems[0].message
+    assert "set the lora_alpha the adapter was trained with" in problems[0].message
+    assert "is missing; vLLM requires it" in problems[1].message

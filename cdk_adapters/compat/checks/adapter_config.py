@@ -33,8 +33,19 @@ def _run(context: AdapterCheckContext):
 
 def _malformed_fields(context: AdapterCheckContext, config: dict):
     """Fields PEFT itself writes in one shape; another shape means a hand edit the gate must not guess at."""
+    alpha = config.get("lora_alpha")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0:
+        yield context.problem(
+            "lora_alpha",
+            f"must be a positive number (got {alpha!r}); vLLM requires it to scale the adapter: "
+            "set the lora_alpha the adapter was trained with (PEFT's default is 8)",
+        )
     targets = config.get("target_modules")
-    if targets is not None and not isinstance(targets, str) and not (
+    if targets is None:
+        yield context.problem(
+            "target_modules", "is missing; vLLM requires it: re-save the adapter with PEFT's save_pretrained()"
+        )
+    elif not isinstance(targets, str) and not (
         isinstance(targets, list) and all(isinstance(t, str) for t in targets)
     ):
         yield context.problem(
@@ -62,7 +73,7 @@ def _malformed_fields(context: AdapterCheckContext, config: dict):
 
 CHECK = AdapterCheck(
     id="adapter-config",
-    description="adapter_config.json exists, is JSON, has peft_type LORA, a positive rank r, and well-formed target_modules, rank_pattern and alpha_pattern",
+    description="adapter_config.json exists, is JSON, has peft_type LORA, a positive rank r and lora_alpha, and well-formed target_modules, rank_pattern and alpha_pattern",
     run=_run,
     needs_facts=False,
 )
