@@ -7,7 +7,7 @@ synth time, so synth of an ``s3://`` source stays offline yet runs the same chec
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from cdk_adapters.compat.adapter_contents import AdapterContents
@@ -156,7 +156,7 @@ def generalise(module_path: str) -> str:
 
 @dataclass(frozen=True)
 class AdapterFacts:
-    """What the checks need to know about one adapter; serialisable into a lock entry."""
+    """What the checks need to know about one adapter; a lock entry stores it as is (`facts`)."""
 
     peft_type: str | None
     rank: int | None
@@ -206,20 +206,6 @@ class AdapterFacts:
             trainable_token_indices=bool(config.get("trainable_token_indices")),
             vision_modules=tuple(vision),
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key, value in data.items():
-            if isinstance(value, tuple):
-                data[key] = list(value)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "AdapterFacts":
-        values = dict(data)
-        for key in ("target_modules", "modules_to_save", "vision_modules"):
-            values[key] = tuple(values.get(key) or ())
-        return cls(**values)
 
 
 def _declared_targets(config: Mapping[str, Any]) -> list[str]:

@@ -11,42 +11,29 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cdk_adapters.compat.adapter_facts import AdapterFacts
 from cdk_adapters.problems import ConfigurationError, Problem
 
-LOCK_VERSION = 1
+LOCK_VERSION = 2
+"""2: the gate's facts sit under ``facts`` exactly as `AdapterFacts` defines them (1 repeated them flat)."""
 LOCK_SUFFIX = ".lock.json"
 
 
 class LockEntry(BaseModel):
-    """One published archive: where, which bytes, and the facts the gate needs."""
+    """One published archive: where, which bytes, and the facts the gate needs.
+
+    `facts` is the gate's own `AdapterFacts` (pydantic validates the dataclass field by field and
+    refuses unknown keys), so the lock records exactly what the checks read, with one definition.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     uri: str = Field(pattern=r"^s3://[^/]+/.+\.tar\.gz$")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size: int = Field(gt=0)
-    peft_type: str | None
-    rank: int | None
-    max_rank: int | None
-    alpha: float | None
-    target_modules: tuple[str, ...]
-    base_model_name_or_path: str | None
-    revision: str | None
-    use_dora: bool = False
-    modules_to_save: tuple[str, ...] = ()
-    bias: str = "none"
-    trainable_token_indices: bool = False
-    vision_modules: tuple[str, ...] = ()
-
-    @classmethod
-    def from_facts(cls, *, uri: str, sha256: str, size: int, facts: AdapterFacts) -> "LockEntry":
-        return cls(uri=uri, sha256=sha256, size=size, **facts.to_dict())
-
-    def facts(self) -> AdapterFacts:
-        return AdapterFacts.from_dict(self.model_dump(exclude={"uri", "sha256", "size"}))
+    facts: AdapterFacts
 
 
 class LockFile(BaseModel):
@@ -54,6 +41,15 @@ class LockFile(BaseModel):
 
     version: int = LOCK_VERSION
     adapters: dict[str, LockEntry] = Field(default_factory=dict)
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value != LOCK_VERSION:
+            raise ValueError(
+                f"lock file version {value} is not {LOCK_VERSION}; rewrite it with `cdk-adapters lock --manifest MANIFEST`"
+            )
+        return value
 
 
 def lock_path_for(manifest_path: Path) -> Path:
@@ -77,7 +73,7 @@ def load_lock(path: Path) -> LockFile:
     except ValidationError as error:
         raise ConfigurationError(
             [
-                Problem(subject, ".".join(str(part) for part in detail["loc"]) or "(file)", detail["msg"])
+                Problem(subject, ".".join(str(part) for part in detail["loc"]) or "(file)", detail["msg"].removeprefix("Value error, "))
                 for detail in error.errors()
             ]
         ) from None

@@ -124,7 +124,7 @@ def check_manifest(loaded: LoadedManifest) -> tuple[list[Problem], ManifestPlan 
                     )
                 )
                 continue
-            facts = entry.facts()
+            facts = entry.facts
             problems += check_adapter_facts(
                 row.name, facts, base=base, max_lora_rank=limit, allow_vision_modules=allow_vision
             )

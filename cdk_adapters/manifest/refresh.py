@@ -38,7 +38,7 @@ class LockRefresh:
 def lock_entry_for_archive(uri: str, archive: Path, sha256: str, size: int) -> LockEntry | None:
     """The lock entry for a local copy of a published archive (None when its config is unreadable)."""
     facts = AdapterFacts.from_contents(AdapterContents.from_archive(archive))
-    return None if facts is None else LockEntry.from_facts(uri=uri, sha256=sha256, size=size, facts=facts)
+    return None if facts is None else LockEntry(uri=uri, sha256=sha256, size=size, facts=facts)
 
 
 def refresh_lock(loaded: LoadedManifest, s3_client: Any) -> LockRefresh:

@@ -110,8 +110,10 @@ def test_publish_uploads_writes_the_lock_and_prints_the_uri(s3, zoo, manifest):
     entry = lock["adapters"]["triage-v2"]
     assert entry["uri"] == s3_uri("triage-v2")
     assert entry["sha256"] == s3.head_object(Bucket=ADAPTER_BUCKET, Key="adapters/triage-v2/adapter.tar.gz")["Metadata"]["sha256"]
-    assert (entry["rank"], entry["alpha"], entry["target_modules"]) == (8, 16, ["k_proj", "o_proj", "q_proj", "v_proj"])
-    assert (entry["base_model_name_or_path"], entry["revision"]) == ("cdk-adapters-tests/tiny-llama", "0" * 39 + "1")
+    assert entry["size"] == s3.head_object(Bucket=ADAPTER_BUCKET, Key="adapters/triage-v2/adapter.tar.gz")["ContentLength"]
+    facts = entry["facts"]
+    assert (facts["rank"], facts["alpha"], facts["target_modules"]) == (8, 16, ["k_proj", "o_proj", "q_proj", "v_proj"])
+    assert (facts["base_model_name_or_path"], facts["revision"]) == ("cdk-adapters-tests/tiny-llama", "0" * 39 + "1")
     # The row can now be added and synth needs nothing but the lock.
     manifest.write_text(manifest.read_text().replace("adapters:\n", f"adapters:\n- name: triage-v2\n  source: {s3_uri('triage-v2')}\n"))
     assert run("validate", str(manifest))[0] == 0

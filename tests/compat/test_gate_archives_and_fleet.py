@@ -81,9 +81,7 @@ def test_archive_that_is_not_gzip(tmp_path, zoo):
 
 def test_facts_checks_run_on_lock_facts_alone(zoo):
     facts = AdapterFacts.from_contents(AdapterContents.from_dir(zoo.adapter("dora")))
-    round_tripped = AdapterFacts.from_dict(facts.to_dict())
-    assert round_tripped == facts
-    problems = check_adapter_facts("tenant-v1", round_tripped, base=zoo.base_facts, max_lora_rank=16)
+    problems = check_adapter_facts("tenant-v1", facts, base=zoo.base_facts, max_lora_rank=16)
     assert [p.field for p in problems] == ["use_dora"]
 
 

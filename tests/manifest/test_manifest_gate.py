@@ -76,10 +76,27 @@ def test_corrupt_lock_file(published_manifest):
     data = json.loads(lock.read_text())
     data["adapters"]["triage-v3"]["sha256"] = "not-a-hash"
     data["adapters"]["triage-v3"]["extra"] = 1
+    data["adapters"]["billing-v1"]["facts"]["rank"] = "eight"
+    data["adapters"]["billing-v1"]["facts"]["ranks"] = 8
     lock.write_text(json.dumps(data))
     with pytest.raises(ConfigurationError) as caught:
         load_manifest(published_manifest)
-    assert {p.field for p in caught.value.problems} == {"adapters.triage-v3.sha256", "adapters.triage-v3.extra"}
+    assert {p.field for p in caught.value.problems} == {
+        "adapters.triage-v3.sha256",
+        "adapters.triage-v3.extra",
+        "adapters.billing-v1.facts.rank",
+        "adapters.billing-v1.facts.ranks",
+    }
+    assert all(p.subject == f"lock file '{lock}'" for p in caught.value.problems)
+
+
+def test_lock_file_of_the_old_flat_format(published_manifest):
+    lock = published_manifest.with_name("adapters.lock.json")
+    lock.write_text(json.dumps({"version": 1, "adapters": {}}))
+    with pytest.raises(ConfigurationError) as caught:
+        load_manifest(published_manifest)
+    assert [p.field for p in caught.value.problems] == ["version"]
+    assert "rewrite it with `cdk-adapters lock --manifest MANIFEST`" in caught.value.problems[0].message
 
 
 def test_names(zoo, tmp_path):
