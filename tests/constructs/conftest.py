@@ -46,9 +46,17 @@ def run_cdk(*args: str, cwd: Path = REPO_ROOT, timeout: int = 600) -> subprocess
     )
 
 
+def app_context(environment: str | None = None) -> dict[str, Any]:
+    """cdk.json's context (environments and feature flags), as ``cdk synth`` passes it to app.py."""
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    if environment is not None:
+        context["env"] = environment
+    return context
+
+
 def app_environments() -> dict[str, Any]:
     """The example app's per-environment settings, as cdk.json has them."""
-    return json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["environments"]
+    return app_context()["environments"]
 
 
 def new_stack(name: str = "Test-Stack", **kwargs: Any) -> cdk.Stack:

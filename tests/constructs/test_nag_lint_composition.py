@@ -161,9 +161,9 @@ def test_grant_to_a_lambda_function_in_another_stack(tmp_path):
 @pytest.mark.parametrize("environment", ["dev", "prod"])
 def test_example_app_environments_pass_cfn_lint_and_nag(environment, tmp_path):
     import app as example_app
-    from tests.constructs.conftest import app_environments
+    from tests.constructs.conftest import app_context
 
-    app = cdk.App(outdir=str(tmp_path), context={"env": environment, "environments": app_environments()})
+    app = cdk.App(outdir=str(tmp_path), context=app_context(environment))
     stack = example_app.build(app)
     assert nag_violations(stack) == []
     result = cfn_lint(synth_to(app))  # synth also runs the app's registered nag packs; a finding would raise

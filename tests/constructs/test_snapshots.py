@@ -14,13 +14,13 @@ import pytest
 from aws_cdk.assertions import Template
 
 import app as example_app
-from tests.constructs.conftest import app_environments
+from tests.constructs.conftest import app_context, app_environments
 
 ASSET_HASH = re.compile(r"[0-9a-f]{64}")
 
 
 def synth_environment(name: str) -> dict:
-    app = cdk.App(context={"env": name, "environments": app_environments()})
+    app = cdk.App(context=app_context(name))
     stack = example_app.build(app)
     return Template.from_stack(stack).to_json()
 
