@@ -49,6 +49,18 @@ class ModelData(ABC):
         """The CloudFormation ``ModelDataSource`` and the read permissions it needs."""
 
 
+def _config(
+    bucket: s3.IBucket, key: str, data_type: str, compression: str, statements: tuple[iam.PolicyStatement, ...]
+) -> ModelDataConfig:
+    """The ``S3DataSource`` for `key` and the read `statements`, plus decrypt on the bucket's key."""
+    source = sagemaker.CfnModel.ModelDataSourceProperty(
+        s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
+            s3_uri=f"s3://{bucket.bucket_name}/{key}", s3_data_type=data_type, compression_type=compression
+        )
+    )
+    return ModelDataConfig(source, statements + _decrypt_statements(bucket))
+
+
 def _decrypt_statements(bucket: s3.IBucket) -> tuple[iam.PolicyStatement, ...]:
     if bucket.encryption_key is None:
         return ()
@@ -68,13 +80,6 @@ class _PrefixModelData(ModelData):
         return []
 
     def bind(self) -> ModelDataConfig:
-        source = sagemaker.CfnModel.ModelDataSourceProperty(
-            s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
-                s3_uri=f"s3://{self.bucket.bucket_name}/{self.prefix}",
-                s3_data_type="S3Prefix",
-                compression_type="None",
-            )
-        )
         statements = (
             iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(f"{self.prefix}*")]),
             iam.PolicyStatement(
@@ -82,8 +87,8 @@ class _PrefixModelData(ModelData):
                 resources=[self.bucket.bucket_arn],
                 conditions={"StringLike": {"s3:prefix": [f"{self.prefix}*"]}},
             ),
-        ) + _decrypt_statements(self.bucket)
-        return ModelDataConfig(source, statements)
+        )
+        return _config(self.bucket, self.prefix, "S3Prefix", "None", statements)
 
 
 class _ArchiveModelData(ModelData):
@@ -99,14 +104,5 @@ class _ArchiveModelData(ModelData):
         return []
 
     def bind(self) -> ModelDataConfig:
-        source = sagemaker.CfnModel.ModelDataSourceProperty(
-            s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
-                s3_uri=f"s3://{self.bucket.bucket_name}/{self.key}",
-                s3_data_type="S3Object",
-                compression_type="Gzip",
-            )
-        )
-        statements = (
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(self.key)]),
-        ) + _decrypt_statements(self.bucket)
-        return ModelDataConfig(source, statements)
+        statements = (iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(self.key)]),)
+        return _config(self.bucket, self.key, "S3Object", "Gzip", statements)
