@@ -28,8 +28,9 @@ REASON_ECR_TOKEN = (
     "is limited to the one serving-image repository"
 )
 REASON_METRICS = (
-    "cloudwatch:PutMetricData has no resource-level permissions (IAM requires '*'); a cloudwatch:namespace "
-    "condition limits it to SageMaker's endpoint and inference component namespaces"
+    "cloudwatch:PutMetricData cannot be scoped to a metric namespace by resource (its only resource type is a "
+    "CloudWatch dataset, so '*' is required); a cloudwatch:namespace condition limits it to SageMaker's endpoint "
+    "and inference component namespaces"
 )
 REASON_LOG_STREAMS = (
     "log streams are created at run time with generated names; the wildcard covers only the streams of this "
