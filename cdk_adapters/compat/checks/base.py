@@ -56,3 +56,10 @@ class AdapterCheck:
 def listed(names) -> str:
     """``['a', 'b']`` -> ``a, b``: module lists in messages, sorted for stable output."""
     return ", ".join(sorted(names)) or "(none)"
+
+
+def examples(found: dict[str, str], shown: int = 4) -> str:
+    """``where: detail; ...; and N more``: the first few places a problem occurs, in messages."""
+    parts = [f"{where}: {detail}" for where, detail in list(found.items())[:shown]]
+    more = len(found) - shown
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")

@@ -12,9 +12,7 @@ from __future__ import annotations
 import math
 
 from cdk_adapters.compat.adapter_facts import generalise, lora_pairs, pattern_alpha, pattern_rank, patterns
-from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext
-
-_SHOWN = 4
+from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext, examples
 
 
 def _scaling(alpha: float, rank: int, rslora: bool) -> float:
@@ -47,13 +45,11 @@ def _run(context: AdapterCheckContext):
         if not math.isclose(trained, served, rel_tol=1e-6):
             differing.setdefault(generalise(pair.module_path), f"alpha {alpha:g} / rank {rank} = {trained:g}")
     if differing:
-        shown = "; ".join(f"{where}: {detail}" for where, detail in list(differing.items())[:_SHOWN])
-        more = len(differing) - _SHOWN
         formula = "lora_alpha / sqrt(r)" if rslora else "lora_alpha / r"
         yield context.problem(
             "rank_pattern" if patterns(config, "rank_pattern") else "alpha_pattern",
             f"vLLM ignores rank_pattern and alpha_pattern and scales every module by {formula} = {served:g}, "
-            f"but PEFT trained these modules with another scale ({shown}{f'; and {more} more' if more > 0 else ''}), "
+            f"but PEFT trained these modules with another scale ({examples(differing)}), "
             "so vLLM would answer differently from the trained adapter; retrain without rank_pattern/alpha_pattern, "
             "or set alpha_pattern so that alpha / rank equals lora_alpha / r for every patterned module",
         )

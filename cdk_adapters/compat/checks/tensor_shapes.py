@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from cdk_adapters.compat.adapter_contents import ADAPTER_WEIGHTS
 from cdk_adapters.compat.adapter_facts import generalise, lora_pairs, pattern_rank
-from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext
-
-_SHOWN = 4
+from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext, examples
 
 
 def _run(context: AdapterCheckContext):
@@ -53,31 +51,25 @@ def _run(context: AdapterCheckContext):
     if incomplete:
         yield context.problem(
             ADAPTER_WEIGHTS,
-            f"LoRA pairs are incomplete ({_examples({k: f'missing {v}' for k, v in incomplete.items()})}); "
+            f"LoRA pairs are incomplete ({examples({k: f'missing {v}' for k, v in incomplete.items()})}); "
             "the file is damaged or was edited: re-save the adapter",
         )
     if malformed:
         yield context.problem(
-            ADAPTER_WEIGHTS, f"LoRA tensors are not matrices ({_examples(malformed)}); re-save the adapter"
+            ADAPTER_WEIGHTS, f"LoRA tensors are not matrices ({examples(malformed)}); re-save the adapter"
         )
     if rank_mismatch:
         yield context.problem(
             "r",
             f"tensor shapes disagree with the rank in adapter_config.json (r / rank_pattern): "
-            f"{_examples(rank_mismatch)}; the config does not belong to these weights: re-save them together",
+            f"{examples(rank_mismatch)}; the config does not belong to these weights: re-save them together",
         )
     if width_mismatch:
         yield context.problem(
             ADAPTER_WEIGHTS,
-            f"tensor shapes do not fit the base model's layers: {_examples(width_mismatch)}; "
+            f"tensor shapes do not fit the base model's layers: {examples(width_mismatch)}; "
             "the adapter was trained on a different model: retrain on the pinned base",
         )
-
-
-def _examples(found: dict[str, str]) -> str:
-    shown = [f"{where}: {detail}" for where, detail in list(found.items())[:_SHOWN]]
-    more = len(found) - _SHOWN
-    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
 CHECK = AdapterCheck(
