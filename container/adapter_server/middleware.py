@@ -194,7 +194,7 @@ class SageMakerAdapterMiddleware:
                 error=failure,
                 duration_ms=round((time.monotonic() - started) * 1000, 1),
             )
-        observability.REGISTERED_ADAPTERS.set(len(registrations))
+        observability.REGISTERED_ADAPTERS.set(len(registrations) - len(failures))
         if failures:
             self._failure = "persisted adapters could not be restored: " + "; ".join(failures)
 
@@ -342,6 +342,15 @@ class SageMakerAdapterMiddleware:
             or sagemaker_contract.header(headers, "x-request-id"),
         )
         label = observability.UNREGISTERED_LABEL
+        published = False
+
+        def publish() -> None:
+            # Called before the last byte goes out, so the log line exists when the caller has its answer.
+            nonlocal published
+            if not published:
+                published = True
+                record.publish(label)
+
         try:
             body = await _read_body(receive)
             target = self._target_route(path, headers)
@@ -375,7 +384,8 @@ class SageMakerAdapterMiddleware:
                 if record.adapter is not None:
                     document["model"] = record.adapter
                 record.stream = bool(document.get("stream"))
-                if record.stream:
+                usage_on_request = target == sagemaker_contract.INVOCATIONS_PATH or target in sagemaker_contract.ROUTABLE_PATHS
+                if record.stream and usage_on_request:  # OpenAI completions/chat know stream_options
                     options = document.get("stream_options") if isinstance(document.get("stream_options"), dict) else {}
                     strip_usage = not options.get("include_usage")
                     document["stream_options"] = {**options, "include_usage": True}
@@ -387,17 +397,18 @@ class SageMakerAdapterMiddleware:
             if target != path:
                 forward_scope["path"] = target
                 forward_scope["raw_path"] = target.encode()
-            await self._forward(forward_scope, _replaying(body, receive), send, record, started, strip_usage)
+            await self._forward(forward_scope, _replaying(body, receive), send, record, started, strip_usage, publish)
         except _Refusal as refusal:
             record.status, record.error = refusal.status, refusal.message
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
+            publish()
             await _send_error(send, refusal)
         except BaseException:
             record.status = record.status or 500
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
             raise
         finally:
-            record.publish(label)
+            publish()
 
     def _target_route(self, path: str, headers: list[tuple[bytes, bytes]]) -> str:
         if path != sagemaker_contract.INVOCATIONS_PATH:
@@ -418,10 +429,17 @@ class SageMakerAdapterMiddleware:
 
     async def _forward(
         self, scope: Scope, receive: Receive, send: Send, record: observability.RequestRecord,
-        started: float, strip_usage: bool,
+        started: float, strip_usage: bool, publish: Callable[[], None],
     ) -> None:
         observer: StreamObserver | None = None
         collected: list[bytes] = []
+
+        def complete() -> None:
+            record.latency_ms = round((time.monotonic() - started) * 1000, 3)
+            usage = observer.usage if observer is not None else usage_from_body(b"".join(collected))
+            record.prompt_tokens, record.output_tokens = usage.prompt_tokens, usage.output_tokens
+            record.ttft_ms = round(usage.ttft_ms, 3) if usage.ttft_ms is not None else None
+            publish()
 
         async def observing_send(message: Message) -> None:
             nonlocal observer
@@ -438,13 +456,13 @@ class SageMakerAdapterMiddleware:
                     message = {**message, "body": chunk}
                 else:
                     collected.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    complete()
             await send(message)
 
         await self.app(scope, receive, observing_send)
-        record.latency_ms = round((time.monotonic() - started) * 1000, 3)
-        usage = observer.usage if observer is not None else usage_from_body(b"".join(collected))
-        record.prompt_tokens, record.output_tokens = usage.prompt_tokens, usage.output_tokens
-        record.ttft_ms = round(usage.ttft_ms, 3) if usage.ttft_ms is not None else None
+        if record.latency_ms is None:  # the application ended without a final body message
+            complete()
 
 
 # ----------------------------------------------------------------------------------- helpers
@@ -490,6 +508,7 @@ def _registration_request(scope: Scope, body: bytes) -> tuple[str, str]:
     if body.strip():
         document = _json_object(body)
         if document is None:
+            observability.REGISTRATIONS.labels("bad_request").inc()
             raise _Refusal(400, "bad_request", "POST /adapters needs a JSON object body or query parameters name and src")
         fields.update(document)
     missing = [key for key in ("name", "src") if not isinstance(fields.get(key), str) or not fields[key].strip()]
