@@ -58,7 +58,9 @@ def test_bad_adapters_get_4xx_naming_the_problem_while_good_adapters_keep_servin
             registrations = [
                 session.post("/adapters", json={"name": name, "src": str(src)}) for name, (src, _, _) in bad.items()
             ]
-            return await asyncio.gather(*invocations), await asyncio.gather(*registrations)
+            # One gather: registrations and invocations are in flight at the same time.
+            answers = await asyncio.gather(*invocations, *registrations)
+            return answers[: len(invocations)], answers[len(invocations):]
 
     served_answers, refusals = asyncio.run(storm())
 
