@@ -15,6 +15,7 @@ on every synth; an unacknowledged finding fails it.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -30,8 +31,7 @@ from cdk_adapters.manifest import (
     ManifestPlan,
     add_manifest_adapters,
     endpoint_props,
-    load_manifest,
-    plan_manifest,
+    plan_manifest_file,
 )
 from cdk_adapters.problems import ConfigurationError, Problem
 from cdk_adapters.vllm_options import VllmOptions
@@ -92,7 +92,7 @@ def build(app: cdk.App) -> AdapterServingStack:
     name, settings, problems = environment_settings(app)
     plan = None
     try:
-        plan = plan_manifest(load_manifest(manifest_path(app, settings)))
+        plan = plan_manifest_file(manifest_path(app, settings))
     except ConfigurationError as error:
         problems += error.problems
     if problems or plan is None:
@@ -112,11 +112,17 @@ def build(app: cdk.App) -> AdapterServingStack:
     return stack
 
 
-def main() -> None:
+def main() -> int:
     app = cdk.App()
-    build(app)
+    try:
+        build(app)
+    except ConfigurationError as error:
+        # Every problem, one per line, and no traceback: the message is the whole story.
+        print(error, file=sys.stderr)
+        return 1
     app.synth()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -237,13 +237,13 @@ def _validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 
 
 def _validate_manifest(args: argparse.Namespace, path: Path | None, out: TextIO) -> None:
-    from cdk_adapters.manifest import check_manifest, load_manifest
+    from cdk_adapters.manifest import plan_manifest_file
 
-    loaded = load_manifest(path)
-    problems, plan = check_manifest(loaded)
-    if problems:
-        raise _Failure(problems, f"manifest {loaded.path}: {len(problems)} problem(s) found")
-    assert plan is not None
+    try:
+        plan = plan_manifest_file(path)
+    except ConfigurationError as error:
+        raise _Failure(list(error.problems), f"{error.heading}: {len(error.problems)} problem(s) found") from None
+    loaded = plan.loaded
     for adapter in plan.adapters:
         origin = adapter.row.source if adapter.lock_entry is not None else f"{adapter.local_dir} (packaged at synth)"
         out.write(f"ok: adapter '{adapter.name}' ({_describe(adapter.facts)}) from {origin}\n")

@@ -29,6 +29,7 @@ class ConfigurationError(ValueError):
 
     def __init__(self, problems: Iterable[Problem], heading: str = "invalid configuration") -> None:
         self.problems = tuple(problems)
+        self.heading = heading
         if not self.problems:
             raise ValueError("ConfigurationError needs at least one problem")
         lines = "\n".join(f"  - {problem}" for problem in self.problems)

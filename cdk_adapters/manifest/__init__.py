@@ -11,7 +11,14 @@ from typing import Any
 
 from cdk_adapters.manifest.loader import DEFAULT_MANIFEST_PATH, LoadedManifest, load_manifest, parse_manifest
 from cdk_adapters.manifest.lock import LockEntry, LockFile, load_lock, lock_path_for, write_lock
-from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, base_facts, check_manifest, plan_manifest
+from cdk_adapters.manifest.plan import (
+    ManifestPlan,
+    PlannedAdapter,
+    base_facts,
+    check_manifest,
+    plan_manifest,
+    plan_manifest_file,
+)
 from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest, ServingLimits
 
 _WIRING = ("add_manifest_adapters", "endpoint_props", "model_data_for", "package_local_adapter")
@@ -34,6 +41,7 @@ __all__ = [
     "lock_path_for",
     "parse_manifest",
     "plan_manifest",
+    "plan_manifest_file",
     "write_lock",
 
 ]

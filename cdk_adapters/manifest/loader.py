@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from cdk_adapters.manifest.lock import LockFile, load_lock, lock_path_for
-from cdk_adapters.manifest.schema import Manifest
+from cdk_adapters.manifest.schema import AdapterRow, Manifest
 from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_MANIFEST_PATH = Path("manifests/example.yaml")
@@ -54,31 +54,75 @@ def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
-def parse_manifest(text: str, *, subject: str = "manifest") -> Manifest:
-    """Validate manifest YAML text; raises one `ConfigurationError` with every problem."""
+@dataclass(frozen=True)
+class PartialManifest:
+    """A manifest whose invalid adapter rows were set aside, so the gate can still check the others."""
+
+    loaded: LoadedManifest
+    rejected_names: tuple[str, ...]
+    """Names of the rows that failed the schema (those that have a string name)."""
+
+
+def _yaml_mapping(text: str, subject: str) -> dict:
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as error:
         raise ConfigurationError([Problem(subject, "(file)", f"is not valid YAML: {error}")]) from None
     if not isinstance(data, dict):
         raise ConfigurationError([Problem(subject, "(file)", "must be a YAML mapping with base_model and adapters")])
+    return data
+
+
+def parse_manifest(text: str, *, subject: str = "manifest") -> Manifest:
+    """Validate manifest YAML text; raises one `ConfigurationError` with every problem."""
+    data = _yaml_mapping(text, subject)
     try:
         return Manifest.model_validate(data)
     except ValidationError as error:
         raise ConfigurationError(_problems_from(error, data, subject), heading="invalid manifest") from None
 
 
+def _read(path: Path, subject: str) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise ConfigurationError([Problem(subject, "(file)", "does not exist")]) from None
+
+
 def load_manifest(path: Path | str | None = None, *, lock_path: Path | None = None) -> LoadedManifest:
     """Read and validate the manifest at `path` (default `DEFAULT_MANIFEST_PATH`) and its lock file."""
     path = Path(path) if path is not None else DEFAULT_MANIFEST_PATH
-    subject = f"manifest '{path}'"
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigurationError([Problem(subject, "(file)", "does not exist")]) from None
-    manifest = parse_manifest(text, subject=subject)
+    manifest = parse_manifest(_read(path, f"manifest '{path}'"), subject=f"manifest '{path}'")
     lock_path = Path(lock_path) if lock_path is not None else lock_path_for(path)
     return LoadedManifest(manifest=manifest, path=path, lock_path=lock_path, lock=load_lock(lock_path))
+
+
+def load_valid_rows(path: Path | str | None = None, *, lock_path: Path | None = None) -> PartialManifest | None:
+    """The manifest at `path` without its schema-invalid adapter rows.
+
+    ``None`` when nothing can be salvaged: the file, the base model, the serving limits or the
+    lock file are themselves invalid. Used only to report the gate's problems on the valid rows
+    together with the schema's problems on the others.
+    """
+    path = Path(path) if path is not None else DEFAULT_MANIFEST_PATH
+    try:
+        data = _yaml_mapping(_read(path, f"manifest '{path}'"), f"manifest '{path}'")
+        rows = data.get("adapters") if isinstance(data.get("adapters"), list) else []
+        valid, rejected = [], []
+        for row in rows:
+            try:
+                AdapterRow.model_validate(row)
+                valid.append(row)
+            except ValidationError:
+                name = row.get("name") if isinstance(row, dict) else None
+                if isinstance(name, str):
+                    rejected.append(name)
+        manifest = Manifest.model_validate({**data, "adapters": valid})
+        lock_path = Path(lock_path) if lock_path is not None else lock_path_for(path)
+        loaded = LoadedManifest(manifest=manifest, path=path, lock_path=lock_path, lock=load_lock(lock_path))
+    except (ConfigurationError, ValidationError):
+        return None
+    return PartialManifest(loaded=loaded, rejected_names=tuple(rejected))
 
 
 def _problems_from(error: ValidationError, data: dict, subject: str) -> list[Problem]:

@@ -21,11 +21,11 @@ from cdk_adapters.compat import (
 from cdk_adapters.compat.adapter_contents import AdapterContents
 from cdk_adapters.compat.checks.co_hosted import identical_target_modules, unique_names, version_suffix
 from cdk_adapters.compat.gate import check_adapter_contents
-from cdk_adapters.manifest.loader import LoadedManifest
+from cdk_adapters.manifest.loader import LoadedManifest, load_manifest, load_valid_rows
 from cdk_adapters.manifest.lock import LockEntry
 from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest
 from cdk_adapters.names import validate_adapter_name
-from cdk_adapters.problems import Problem, raise_if_any
+from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 if TYPE_CHECKING:
     from cdk_adapters.vllm_options import VllmOptions
@@ -169,8 +169,30 @@ def plan_manifest(loaded: LoadedManifest) -> ManifestPlan:
     return plan
 
 
+def plan_manifest_file(path: Path | str | None = None, *, lock_path: Path | None = None) -> ManifestPlan:
+    """Load, schema-check and gate the manifest at `path`; one `ConfigurationError` with every problem.
+
+    When some adapter rows fail the schema, the gate still runs on the rows that pass it (and the
+    name rules on every row), so a user sees every problem of every row in one go.
+    """
+    try:
+        loaded = load_manifest(path, lock_path=lock_path)
+    except ConfigurationError as schema_error:
+        partial = load_valid_rows(path, lock_path=lock_path)
+        if partial is None:
+            raise
+        problems = list(schema_error.problems) + check_manifest(partial.loaded)[0]
+        all_names = [row.name for row in partial.loaded.manifest.adapters] + list(partial.rejected_names)
+        for name in partial.rejected_names:
+            problems += validate_adapter_name(name, f"adapter '{name}'")
+        named = [CoHostedAdapter(name=name, target_modules=()) for name in all_names]
+        problems += list(unique_names(named)) + list(version_suffix(named))
+        raise ConfigurationError(_deduplicated(problems), heading=schema_error.heading) from None
+    return plan_manifest(loaded)
+
+
 def _deduplicated(problems: list[Problem]) -> list[Problem]:
     return list(dict.fromkeys(problems))
 
 
-__all__ = ["ManifestPlan", "PlannedAdapter", "base_facts", "check_manifest", "plan_manifest"]
+__all__ = ["ManifestPlan", "PlannedAdapter", "base_facts", "check_manifest", "plan_manifest", "plan_manifest_file"]

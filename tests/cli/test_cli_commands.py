@@ -77,6 +77,17 @@ def test_validate_bad_manifest_lists_every_problem_on_stderr(zoo, tmp_path):
     assert "adapter 'legal': name: must end with a version suffix" in err
 
 
+def test_validate_reports_a_schema_error_together_with_the_gate_on_other_rows(zoo, tmp_path):
+    path = write_manifest(
+        tmp_path,
+        [{"name": "triage-v1", "source": str(zoo.adapter("dora"))}, {"name": "legal-v1", "source": "x", "tag": "typo"}],
+    )
+    status, out, err = run("validate", str(path))
+    assert status == 1 and out == ""
+    assert "adapter 'legal-v1': tag: is not a known field" in err
+    assert "adapter 'triage-v1': use_dora: vLLM cannot serve DoRA adapters" in err
+
+
 def test_validate_directories_against_a_model_directory(zoo):
     status, out, _ = run("validate", str(zoo.adapter("good")), str(zoo.adapter("good-2")), "--base-model-dir", str(zoo.base_dir))
     assert status == 0 and out.count("ok: adapter") == 2

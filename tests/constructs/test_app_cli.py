@@ -111,6 +111,7 @@ def test_bad_environment_and_bad_manifest_fail_together_and_write_no_template(tm
     assert "context.environments.dev.min_memory_required_in_mb: is required" in result.stderr
     assert "adapter 'bad_name'" in result.stderr and "name" in result.stderr
     assert "lock" in result.stderr  # the unlocked s3:// row is reported in the same run
+    assert "Traceback" not in result.stderr  # the problems are the whole message
     assert not list((tmp_path / "out").glob("*.template.json"))
 
 

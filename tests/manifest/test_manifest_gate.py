@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cdk_adapters.manifest import check_manifest, load_manifest, plan_manifest
+from cdk_adapters.manifest import check_manifest, load_manifest, plan_manifest, plan_manifest_file
 from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.vllm_options import VllmOptions
 from tests.manifest.builders import lock_adapters, s3_uri, write_manifest
@@ -196,3 +196,34 @@ def test_module_shapes_must_name_listed_modules(tmp_path):
         load_manifest(path)
     assert fields(caught.value.problems) == [(f"manifest '{path}'", "base_model")]
     assert "module_shapes names qkv_proj, which module_names does not list" in caught.value.problems[0].message
+
+
+def test_schema_errors_and_gate_errors_of_other_rows_are_reported_together(zoo, tmp_path):
+    """A typo in one row must not hide the DoRA adapter, the duplicate and the bad name in others."""
+    path = write_manifest(
+        tmp_path,
+        [
+            {"name": "triage-v3", "source": s3_uri("triage-v3")},
+            {"name": "Billing_Team", "source": s3_uri("billing"), "ownr": "ml@example.com"},
+            {"name": "dora-v1", "source": str(zoo.adapter("dora"))},
+            {"name": "triage-v3", "source": str(zoo.adapter("good-2"))},
+        ],
+    )
+    lock_adapters(path, {"triage-v3": zoo.adapter("good")}, tmp_path)
+    with pytest.raises(ConfigurationError) as raised:
+        plan_manifest_file(path)
+    found = fields(raised.value.problems)
+    assert ("adapter 'Billing_Team'", "ownr") in found  # schema: unknown key
+    assert ("adapter 'Billing_Team'", "name") in found  # name rules still run on the rejected row
+    assert ("adapter 'dora-v1'", "use_dora") in found  # the gate still runs on the valid rows
+    assert ("adapter 'triage-v3'", "name") in found  # duplicates count every row
+    messages = "\n".join(str(p) for p in raised.value.problems)
+    assert "is listed 2 times" in messages and "must end with a version suffix" in messages
+    assert len(set(raised.value.problems)) == len(raised.value.problems)
+
+
+def test_an_invalid_base_model_is_reported_without_guessing_at_the_rows(tmp_path):
+    path = write_manifest(tmp_path, [{"name": "triage-v3", "source": s3_uri("triage-v3")}], base={"hidden_size": -1})
+    with pytest.raises(ConfigurationError) as raised:
+        plan_manifest_file(path)
+    assert fields(raised.value.problems) == [(f"manifest '{path}'", "base_model.hidden_size")]
