@@ -101,14 +101,29 @@ class RegistrationStore:
         return sorted(self._registrations.values(), key=lambda r: (r.registered_at, r.name))
 
     def add(self, name: str, src: str, sha256: str) -> Registration:
+        """Record and persist; if persisting fails, memory is left as it was and the error raised."""
         registration = Registration(name=name, src=src, sha256=sha256, registered_at=time.time())
+        previous = self._registrations.get(name)
         self._registrations[name] = registration
-        self._write()
+        self._write_or_restore(name, previous)
         return registration
 
     def remove(self, name: str) -> None:
-        if self._registrations.pop(name, None) is not None:
+        """Forget and persist; if persisting fails, the registration stays (in memory and on disk)."""
+        previous = self._registrations.pop(name, None)
+        if previous is not None:
+            self._write_or_restore(name, previous)
+
+    def _write_or_restore(self, name: str, previous: Registration | None) -> None:
+        # Memory must never claim what the file does not: a retry or a replay would trust it.
+        try:
             self._write()
+        except BaseException:
+            if previous is None:
+                self._registrations.pop(name, None)
+            else:
+                self._registrations[name] = previous
+            raise
 
     def _write(self) -> None:
         path = self.path

@@ -67,3 +67,16 @@ def test_unreadable_state_is_an_error_naming_the_file(tmp_path, content, words):
     with pytest.raises(StateFileError) as raised:
         RegistrationStore.load(tmp_path)
     assert str(tmp_path / STATE_FILE_NAME) in str(raised.value) and words in str(raised.value)
+
+
+def test_a_failed_write_leaves_memory_as_it_was(tmp_path):
+    store = RegistrationStore.load(tmp_path / "state")
+    kept = store.add("tenant-a-v1", "/opt/ml/a", "a" * 64)
+    (tmp_path / "state" / STATE_FILE_NAME).unlink()
+    (tmp_path / "state" / STATE_FILE_NAME).mkdir()  # renaming the new file onto it fails
+    with pytest.raises(OSError):
+        store.add("tenant-b-v1", "/opt/ml/b", "b" * 64)
+    with pytest.raises(OSError):
+        store.remove("tenant-a-v1")
+    assert store.all() == [kept]
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == [STATE_FILE_NAME]  # no temporary left
