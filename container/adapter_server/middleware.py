@@ -18,15 +18,18 @@ vLLM's own routes. It owns:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, unquote
 
 from adapter_server import observability, sagemaker_contract
-from adapter_server.engine_routes import ASGIApp, EngineRoutes, Message, Scope
+from adapter_server.engine_routes import ASGIApp, EngineAnswer, EngineRoutes, Message, Scope
 from adapter_server.registrations import RegistrationStore, StateFileError, adapter_digest
 from adapter_server.response_usage import StreamObserver, usage_from_body
 from adapter_server.settings import ServingSettings
@@ -70,6 +73,7 @@ class SageMakerAdapterMiddleware:
         self.max_lora_rank = 16
         self.served_model_names: frozenset[str] = frozenset()
         self.residency = observability.ResidencyTracker(1)
+        self._engine_paths: Path | None = None
 
     # ----------------------------------------------------------------------------------- ASGI
 
@@ -181,7 +185,7 @@ class SageMakerAdapterMiddleware:
             failure = "; ".join(str(p) for p in problems) or None
             if failure is None:
                 assert self.engine is not None
-                answer = await self.engine.load(registration.name, registration.src)
+                answer = await self._load(registration.name, registration.src, registration.sha256)
                 if not answer.ok:
                     failure = f"adapter {registration.name!r}: vLLM refused to load it again: {answer.message()}"
             if failure is not None:
@@ -279,7 +283,7 @@ class SageMakerAdapterMiddleware:
             )
         digest = await asyncio.to_thread(adapter_digest, Path(src))
         assert self.engine is not None
-        answer = await self.engine.load(name, src)
+        answer = await self._load(name, src, digest)
         if not answer.ok:
             status = answer.status if 400 <= answer.status < 500 else 502
             return "engine_error", status, _Refusal(
@@ -295,6 +299,24 @@ class SageMakerAdapterMiddleware:
         self.residency.forget(name)
         observability.REGISTERED_ADAPTERS.set(len(self.store.all()))
         return "registered", 200, None
+
+    async def _load(self, name: str, src: str, digest: str) -> EngineAnswer:
+        """Load through a path unique to this name and content, never `src` itself.
+
+        vLLM's prefix cache keys an adapter's KV blocks by its name and path. SageMaker may
+        extract a re-created adapter (same name, new files) into the same directory; loaded from
+        there, it would be served the old adapter's cached KV for every shared prompt prefix.
+        """
+        if self._engine_paths is None:
+            self._engine_paths = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="cdk-adapters-loaded-"))
+        name_key = hashlib.sha256(name.encode()).hexdigest()[:16]
+        link = self._engine_paths / f"{name_key}-{digest[:32]}"
+        staged = link.with_name(link.name + ".new")
+        staged.unlink(missing_ok=True)
+        staged.symlink_to(Path(src).resolve(), target_is_directory=True)
+        os.replace(staged, link)  # the newest src for this name and content wins
+        assert self.engine is not None
+        return await self.engine.load(name, str(link))
 
     async def _unregister(self, name: str, send: Send) -> None:
         await self._wait_until_ready()

@@ -11,6 +11,10 @@ ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 PROMPT = "Invoices are due"
 NEW_TOKENS = 8
+LONG_PROMPT = " ".join(["Invoices are due at the end of the month and summaries should be short."] * 4)
+"""Long enough (167 tokens) to fill whole KV-cache blocks, which vLLM's prefix cache reuses."""
+INVOCATION_BODY_LIMIT = 6_291_456
+"""SageMaker's InvokeEndpoint payload limit in bytes (SPEC section 4)."""
 MODEL_CODE_MARKER = "model-code-ran"
 """Written by a `model.py` planted in the served model directory, if anything ever imports it."""
 
@@ -44,6 +48,22 @@ def invoke(client: httpx.Client, adapter: str | None, body: dict | None = None, 
     if adapter is not None:
         sent[ADAPTER_HEADER] = adapter
     return client.post("/invocations", json=body if body is not None else completion_body(), headers=sent)
+
+
+def chat_body(**overrides) -> dict:
+    """A greedy chat request for the tiny model's chat template."""
+    return {
+        "messages": [{"role": "user", "content": "Summaries should be"}],
+        "max_tokens": 6,
+        "temperature": 0,
+        "ignore_eos": True,
+        **overrides,
+    }
+
+
+def request_lines(server, already: int) -> list[dict]:
+    """The request log lines written since `already` lines had been seen."""
+    return server.events("cdk_adapters.request")[already:]
 
 
 def token_ids(response: httpx.Response) -> list[int]:
