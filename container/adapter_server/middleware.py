@@ -223,6 +223,9 @@ class SageMakerAdapterMiddleware:
 
     async def _admission_problems(self, name: str, src: str) -> list[Problem]:
         assert self.base is not None
+        problem = _src_problem(name, src)
+        if problem is not None:
+            return [problem]
         return await asyncio.to_thread(
             check_adapter_dir,
             name,
@@ -500,6 +503,23 @@ async def _read_body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+def _src_problem(name: str, src: str) -> Problem | None:
+    """``src`` must be the absolute directory SageMaker extracted the adapter archive into."""
+    path = Path(src)
+    subject = f"adapter {name!r}"
+    if not path.is_absolute():
+        return Problem(subject, "src", f"{src!r} must be an absolute path (SageMaker passes where it extracted the archive)")
+    if not path.exists():
+        return Problem(subject, "src", f"{src} does not exist: the adapter archive was not extracted there")
+    if not path.is_dir():
+        return Problem(
+            subject, "src",
+            f"{src} is a file, not a directory: pass the directory the adapter archive was extracted into, "
+            "with adapter_config.json at its top",
+        )
+    return None
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:

@@ -45,7 +45,7 @@ def test_bad_adapters_get_4xx_naming_the_problem_while_good_adapters_keep_servin
                          "no LoRA tensors"),
         "bad-missing-v1": (_without_weights(zoo.adapter("good"), tmp_path / "missing"), "adapter_model.safetensors",
                            "is missing"),
-        "bad-nowhere-v1": (tmp_path / "not-extracted", "adapter_config.json", "is not a directory"),
+        "bad-nowhere-v1": (tmp_path / "not-extracted", "src", "does not exist"),
     }
 
     async def storm():
