@@ -18,6 +18,7 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message],
 
 LOAD_PATH = "/v1/load_lora_adapter"
 UNLOAD_PATH = "/v1/unload_lora_adapter"
+HEALTH_PATH = "/health"
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,19 @@ class EngineRoutes:
     async def unload(self, name: str) -> EngineAnswer:
         return await self._post(UNLOAD_PATH, {"lora_name": name})
 
+    async def healthy(self) -> bool:
+        """vLLM's own ``/health``: 200 while its engine is alive."""
+        return (await self._call("GET", HEALTH_PATH, b"")).ok
+
     async def _post(self, path: str, document: dict) -> EngineAnswer:
-        body = json.dumps(document).encode()
+        return await self._call("POST", path, json.dumps(document).encode())
+
+    async def _call(self, method: str, path: str, body: bytes) -> EngineAnswer:
         scope: Scope = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": "1.1",
-            "method": "POST",
+            "method": method,
             "scheme": "http",
             "path": path,
             "raw_path": path.encode(),

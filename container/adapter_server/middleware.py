@@ -288,9 +288,16 @@ class SageMakerAdapterMiddleware:
         assert self.engine is not None
         answer = await self._load(name, src, digest)
         if not answer.ok:
-            status = answer.status if 400 <= answer.status < 500 else 502
-            return "engine_error", status, _Refusal(
-                status, "engine_error", f"vLLM did not load adapter {name!r}: {answer.message()}", adapter=name
+            if await self.engine.healthy():  # the engine is fine: these files are what it cannot load
+                return "engine_error", 422, _Refusal(
+                    422, "adapter_load_failed",
+                    f"vLLM could not load adapter {name!r} from {src}: {answer.message()}; the files passed the "
+                    "checks but are damaged or incomplete: re-create the archive from the PEFT output",
+                    adapter=name,
+                )
+            return "engine_error", 503, _Refusal(
+                503, "engine_error", f"vLLM did not load adapter {name!r} and is unhealthy: {answer.message()}",
+                adapter=name,
             )
         try:
             await asyncio.to_thread(self.store.add, name, src, digest)
