@@ -337,16 +337,7 @@ class SageMakerAdapterMiddleware:
                     404, "adapter_not_found", f"adapter {name!r} is not registered on this endpoint", adapter=name
                 )
             else:
-                answer = await self.engine.unload(name)
-                if answer.ok or answer.status == 404:  # 404: vLLM already lost it; forget it too
-                    await asyncio.to_thread(self.store.remove, name)
-                    self.residency.forget(name)
-                    observability.REGISTERED_ADAPTERS.set(len(self.store.all()))
-                    outcome, refusal = "unregistered", None
-                else:
-                    outcome, refusal = "engine_error", _Refusal(
-                        502, "engine_error", f"vLLM did not unload adapter {name!r}: {answer.message()}", adapter=name
-                    )
+                outcome, refusal = await self._unregister_locked(name)
         observability.emit(
             observability.REGISTRATION_EVENT, action="unregister", adapter=name, outcome=outcome,
             status=200 if refusal is None else refusal.status, error=None if refusal is None else refusal.message,
@@ -354,6 +345,30 @@ class SageMakerAdapterMiddleware:
         if refusal is not None:
             raise refusal
         await _send_text(send, 200, f"Adapter {name} unregistered")
+
+    async def _unregister_locked(self, name: str) -> tuple[str, _Refusal | None]:
+        """Forget the record first: if that cannot be persisted, nothing changed and the adapter still serves.
+
+        Requests in flight keep their adapter to the end (vLLM's unload only forgets the name);
+        new requests get 404 from the moment the record is gone.
+        """
+        existing = self.store.get(name)
+        assert existing is not None and self.engine is not None
+        try:
+            await asyncio.to_thread(self.store.remove, name)
+        except OSError as error:
+            return "engine_error", _Refusal(
+                500, "state_error", f"adapter {name!r} was not unregistered: cannot persist it ({error})", adapter=name
+            )
+        answer = await self.engine.unload(name)
+        if not answer.ok and answer.status != 404:  # 404: vLLM had already lost it; forgetting is right
+            await asyncio.to_thread(self.store.add, name, existing.src, existing.sha256)
+            return "engine_error", _Refusal(
+                502, "engine_error", f"vLLM did not unload adapter {name!r}: {answer.message()}", adapter=name
+            )
+        self.residency.forget(name)
+        observability.REGISTERED_ADAPTERS.set(len(self.store.all()))
+        return "unregistered", None
 
     async def _list(self, send: Send) -> None:
         await self._wait_until_ready()
