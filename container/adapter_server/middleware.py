@@ -45,6 +45,10 @@ Send = Callable[[Message], Awaitable[None]]
 READY_WAIT_SECONDS = 50.0
 """How long a request waits for start-up replay; SageMaker gives an invocation 60 s in all."""
 
+MAX_BODY_BYTES = 6_291_456
+"""SageMaker's InvokeEndpoint payload limit. Its front end enforces it too; the middleware holds
+bodies in memory, so it refuses larger ones itself (local mode, callers inside the container)."""
+
 GENERATION_PATHS = sagemaker_contract.GUARDED_GENERATION_PATHS
 
 
@@ -236,7 +240,7 @@ class SageMakerAdapterMiddleware:
         )
 
     async def _register(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await _read_body(receive)
+        body = await _read_body(scope, receive)
         name, src = _registration_request(scope, body)
         alias = sagemaker_contract.header(scope["headers"], sagemaker_contract.ADAPTER_ALIAS_HEADER) or name
         await self._wait_until_ready()
@@ -399,7 +403,7 @@ class SageMakerAdapterMiddleware:
                 record.publish(label)
 
         try:
-            body = await _read_body(receive)
+            body = await _read_body(scope, receive)
             target = self._target_route(path, headers)
             record.route = target
             document = _json_object(body)
@@ -515,15 +519,26 @@ class SageMakerAdapterMiddleware:
 # ----------------------------------------------------------------------------------- helpers
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    while True:
+async def _read_body(scope: Scope, receive: Receive) -> bytes:
+    """The whole request body, or a 413 once it is larger than SageMaker would ever pass on."""
+    declared = sagemaker_contract.header(scope["headers"], "content-length")
+    size, chunks, more = 0, [], True
+    while more:
         message = await receive()
         if message["type"] == "http.disconnect":
             break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
+        more = message.get("more_body", False)
+        size += len(message.get("body", b""))
+        if size <= MAX_BODY_BYTES and not (declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES):
+            chunks.append(message.get("body", b""))
+        else:
+            chunks = []  # keep reading (and dropping) the rest, so the client gets to read the answer
+    if size > MAX_BODY_BYTES:
+        raise _Refusal(
+            413, "payload_too_large",
+            f"the request body is {size} bytes; SageMaker's InvokeEndpoint accepts at most {MAX_BODY_BYTES} bytes "
+            "(6 MiB): send a shorter prompt or split the work into several requests",
+        )
     return b"".join(chunks)
 
 

@@ -173,8 +173,8 @@ class VllmServer:
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
-    def events(self, event: str) -> list[dict]:
-        """The JSON lines the launcher and middleware wrote with this ``event``, in order."""
+    def events(self, event: str | None = None) -> list[dict]:
+        """The JSON lines the launcher and middleware wrote (only this ``event``'s, if given), in order."""
         found = []
         assert self.log_path is not None
         for line in self.log_path.read_text(errors="replace").splitlines():
@@ -183,7 +183,7 @@ class VllmServer:
                     document = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if document.get("event") == event:
+                if isinstance(document, dict) and "event" in document and event in (None, document["event"]):
                     found.append(document)
         return found
 
