@@ -7,6 +7,7 @@ import pytest
 from tests.container.sagemaker_calls import (
     CUSTOM_ATTRIBUTES_HEADER,
     NEW_TOKENS,
+    chat_body,
     completion_body,
     invoke,
     register,
@@ -138,8 +139,7 @@ def test_route_attribute_reaches_chat_with_the_adapter_applied(served, zoo):
     client = served.client
     for name, kind in (("route-a-v1", "good"), ("route-b-v1", "good-2")):
         assert register(client, name, zoo.adapter(kind)).status_code == 200
-    chat = {"messages": [{"role": "user", "content": "Summaries should be"}], "max_tokens": 6, "temperature": 0,
-            "ignore_eos": True}
+    chat = chat_body()
     routed = {}
     for name in ("route-a-v1", "route-b-v1"):
         response = invoke(client, name, chat, **{CUSTOM_ATTRIBUTES_HEADER: "route=/v1/chat/completions"})
