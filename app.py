@@ -26,13 +26,7 @@ from constructs import Construct
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.inference_component import ComputeRequirements
-from cdk_adapters.manifest import (
-    DEFAULT_MANIFEST_PATH,
-    ManifestPlan,
-    add_manifest_adapters,
-    endpoint_props,
-    plan_manifest_file,
-)
+from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, plan_manifest_file
 from cdk_adapters.problems import ConfigurationError, Problem
 from cdk_adapters.vllm_options import VllmOptions
 
@@ -49,10 +43,11 @@ class AdapterServingStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, id, **kwargs)
         image_uri = settings.get("image_uri")
-        self.endpoint = MultiAdapterEndpoint(
+        self.endpoint = MultiAdapterEndpoint.from_manifest(
             self,
             "Serving",
-            **endpoint_props(self, plan, vllm=VllmOptions(**settings.get("vllm", {}))),
+            manifest=plan,
+            vllm=VllmOptions(**settings.get("vllm", {})),
             image=ContainerImage.from_digest_uri(image_uri) if image_uri else ContainerImage.from_asset(),
             compute=ComputeRequirements(
                 min_memory_required_in_mb=settings["min_memory_required_in_mb"],
@@ -64,7 +59,6 @@ class AdapterServingStack(cdk.Stack):
             max_instance_count=settings.get("max_instance_count"),
             copy_count=settings.get("copy_count", 1),
         )
-        add_manifest_adapters(self.endpoint, plan)
 
 
 def environment_settings(app: cdk.App) -> tuple[str, dict[str, Any], list[Problem]]:

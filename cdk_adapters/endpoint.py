@@ -9,7 +9,8 @@ clients elsewhere can find which component serves which adapter.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from os import PathLike
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from aws_cdk import CfnOutput, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -36,6 +37,9 @@ from cdk_adapters.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.vllm_options import VllmOptions
+
+if TYPE_CHECKING:
+    from cdk_adapters.manifest import ManifestPlan
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
@@ -283,6 +287,33 @@ class MultiAdapterEndpoint(Construct):
         self._publish_discovery()
         if local_storage:
             acknowledge_local_storage_kms(self.endpoint_config)
+
+    @classmethod
+    def from_manifest(
+        cls,
+        scope: Construct,
+        id: str,
+        *,
+        manifest: "str | PathLike[str] | ManifestPlan",
+        vllm: VllmOptions | None = None,
+        **props: Any,
+    ) -> "MultiAdapterEndpoint":
+        """An endpoint serving an adapter manifest: its base model, serving limits and every row.
+
+        The compatibility gate runs first, on every row (`plan_manifest_file`): when anything is
+        wrong, one `ConfigurationError` lists every problem and nothing is added to `scope`.
+
+        :param manifest: the manifest's path, or a `ManifestPlan` that already passed the gate.
+        :param vllm: engine options; the manifest's `max_loras`, `max_cpu_loras` and
+            `max_lora_rank` replace those fields. Default `VllmOptions()`.
+        :param props: every other `MultiAdapterEndpoint` option (instance type, compute, image, ...).
+        """
+        from cdk_adapters.manifest import ManifestPlan, add_manifest_adapters, endpoint_props, plan_manifest_file
+
+        plan = manifest if isinstance(manifest, ManifestPlan) else plan_manifest_file(manifest)
+        endpoint = cls(scope, id, **endpoint_props(scope, plan, vllm=vllm, weights_id=f"{id}BaseModelWeights"), **props)
+        add_manifest_adapters(endpoint, plan)
+        return endpoint
 
     # ------------------------------------------------------------------ adapters
 

@@ -41,13 +41,17 @@ def model_data_for(scope: Construct, spec: BaseModelSpec, *, id: str = "BaseMode
     return ModelData.from_s3_prefix(bucket, match["key"])
 
 
-def endpoint_props(scope: Construct, plan: ManifestPlan, *, vllm: "VllmOptions | None" = None) -> dict[str, Any]:
+def endpoint_props(
+    scope: Construct, plan: ManifestPlan, *, vllm: "VllmOptions | None" = None, weights_id: str = "BaseModelWeights"
+) -> dict[str, Any]:
     """Keyword arguments for `MultiAdapterEndpoint` taken from the manifest.
 
     ``MultiAdapterEndpoint(stack, "Endpoint", **endpoint_props(stack, plan), instance_type=...)``
+
+    :param weights_id: construct ID, in `scope`, of the imported base-model bucket.
     """
     return {
-        "model_data": model_data_for(scope, plan.manifest.base_model),
+        "model_data": model_data_for(scope, plan.manifest.base_model, id=weights_id),
         "vllm": plan.vllm_options(vllm),
         "base_model_id": plan.manifest.base_model.id,
         "base_model_revision": plan.manifest.base_model.revision,

@@ -109,3 +109,46 @@ def test_a_bad_manifest_synthesizes_and_packages_nothing(zoo, tmp_path):
     assert stack.node.children == []
     assert Template.from_stack(stack).to_json().get("Resources", {}) == {}
     assert not (tmp_path / "packages").exists()
+
+
+def test_from_manifest_builds_what_the_explicit_wiring_builds(manifest, tmp_path):
+    _, explicit = synth(manifest, tmp_path / "packages", tmp_path / "out")
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out2")), "Adapters-Test")
+    endpoint = MultiAdapterEndpoint.from_manifest(
+        stack,
+        "Serving",
+        manifest=manifest,
+        image=ContainerImage.from_digest_uri(IMAGE),
+        compute=ComputeRequirements(min_memory_required_in_mb=16384),
+    )
+    assert sorted(endpoint.adapters) == ["legal-v1", "triage-v3"]
+    assert Template.from_stack(stack).to_json() == explicit.to_json()
+
+
+def test_two_manifests_make_two_endpoints_in_one_stack(manifest, zoo, tmp_path):
+    other = write_manifest(
+        tmp_path, [{"name": "billing-v1", "source": str(zoo.adapter("good"))}], name="other.yaml"
+    )
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out")), "Adapters-Test")
+    common = {"image": ContainerImage.from_digest_uri(IMAGE), "compute": ComputeRequirements(min_memory_required_in_mb=16384)}
+    support = MultiAdapterEndpoint.from_manifest(stack, "Support", manifest=manifest, **common)
+    billing = MultiAdapterEndpoint.from_manifest(stack, "Billing", manifest=other, **common)
+    names = set(adapter_components(Template.from_stack(stack)))
+    assert names == {
+        f"{support.prefix}-triage-v3",
+        f"{support.prefix}-legal-v1",
+        f"{billing.prefix}-billing-v1",
+    }
+    assert support.prefix != billing.prefix
+
+
+def test_from_manifest_with_a_bad_row_adds_nothing_to_the_stack(zoo, tmp_path):
+    path = write_manifest(
+        tmp_path,
+        [{"name": "triage-v1", "source": str(zoo.adapter("good"))}, {"name": "legal-v1", "source": str(zoo.adapter("dora"))}],
+    )
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out")), "Adapters-Test")
+    with pytest.raises(ConfigurationError) as caught:
+        MultiAdapterEndpoint.from_manifest(stack, "Serving", manifest=path, image=ContainerImage.from_digest_uri(IMAGE))
+    assert [(p.subject, p.field) for p in caught.value.problems] == [("adapter 'legal-v1'", "use_dora")]
+    assert stack.node.children == []
