@@ -12,7 +12,7 @@ import json
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from aws_cdk import CfnOutput, Stack, Token
+from aws_cdk import Annotations, CfnOutput, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -24,7 +24,7 @@ from constructs import Construct
 from cdk_adapters import names, serving_env
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.execution_role import ExecutionRolePermissions
+from cdk_adapters.execution_role import ROLE_INLINE_POLICY_LIMIT, ExecutionRolePermissions, inline_policy_characters
 from cdk_adapters.inference_component import (
     AdapterInferenceComponent,
     BaseInferenceComponent,
@@ -47,6 +47,8 @@ ENVIRONMENT_VALUE_MAX_LENGTH = 1024
 SSM_STANDARD_MAX_LENGTH = 4096
 SSM_ADVANCED_MAX_LENGTH = 8192
 INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
+ROLE_POLICY_WARNING_SHARE = 0.9
+"""Warn once the role's inline policies are estimated at this share of IAM's limit."""
 
 
 class MultiAdapterEndpoint(Construct):
@@ -198,6 +200,8 @@ class MultiAdapterEndpoint(Construct):
             volume_key=self.volume_key,
             vpc_access=vpc is not None,
         )
+        self._inline_policies: list[iam.Policy] = [permissions.policy]
+        self._warned_about_policy_size = False
 
         self.security_groups: list[ec2.ISecurityGroup] = []
         vpc_config = None
@@ -348,7 +352,25 @@ class MultiAdapterEndpoint(Construct):
         )
         self._adapters[name.lower()] = component
         self._refresh_discovery()
+        self._inline_policies.append(component.read_policy)
+        self._warn_if_role_policies_near_limit()
         return component
+
+    def _warn_if_role_policies_near_limit(self) -> None:
+        """Each adapter adds a small inline policy; IAM caps one role's inline policies in total.
+
+        Deploys past the cap fail with a LimitExceeded error, so say so at synth, once.
+        """
+        used = inline_policy_characters(self._inline_policies)
+        if self._warned_about_policy_size or used < ROLE_POLICY_WARNING_SHARE * ROLE_INLINE_POLICY_LIMIT:
+            return
+        self._warned_about_policy_size = True
+        Annotations.of(self).add_warning_v2(
+            "cdk-adapters:role-inline-policy-size",
+            f"the execution role's inline policies are estimated at {used} of IAM's {ROLE_INLINE_POLICY_LIMIT} "
+            f"characters with {len(self._adapters)} adapters; a deploy past the limit fails. Serve further "
+            "adapters from another MultiAdapterEndpoint, or use shorter artifact URLs.",
+        )
 
     @property
     def adapters(self) -> dict[str, AdapterInferenceComponent]:

@@ -10,7 +10,8 @@ No AWS managed policy is attached.
 
 from __future__ import annotations
 
-from typing import Sequence
+import json
+from typing import Iterable, Sequence
 
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
@@ -35,6 +36,24 @@ VPC_ACTIONS = (
     "ec2:DescribeSubnets",
     "ec2:DescribeVpcs",
 )
+
+
+ROLE_INLINE_POLICY_LIMIT = 10_240
+"""IAM's limit on the characters of all inline policies of one role together (white space not counted)."""
+
+
+def inline_policy_characters(policies: Iterable[iam.Policy]) -> int:
+    """How much of `ROLE_INLINE_POLICY_LIMIT` these policies use, estimated high.
+
+    The documents are measured as CloudFormation will receive them; intrinsic functions such as
+    ``{"Ref": "AWS::Partition"}`` are longer than the strings they resolve to, so the real figure
+    is lower, never higher.
+    """
+    total = 0
+    for policy in policies:
+        document = Stack.of(policy).resolve(policy.document.to_json())
+        total += len("".join(json.dumps(document, separators=(",", ":")).split()))
+    return total
 
 
 def log_group_arns(scope: Construct, endpoint_name: str, base_component_name: str) -> list[str]:

@@ -465,3 +465,32 @@ def test_digest_image_is_pinned_verbatim(uri):
     endpoint = build_endpoint(image=ContainerImage.from_digest_uri(uri))
     model = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::Model"))["Properties"]
     assert model["PrimaryContainer"]["Image"] == uri
+
+
+def test_warns_at_synth_before_the_role_outgrows_iams_inline_policy_limit():
+    from aws_cdk.assertions import Annotations, Match
+
+    from cdk_adapters.execution_role import ROLE_INLINE_POLICY_LIMIT, inline_policy_characters
+
+    endpoint = build_endpoint()
+    stack = cdk.Stack.of(endpoint)
+    url = "s3://example-adapters-with-a-long-bucket-name/tenants/{0}/versions/{0}/adapter.tar.gz"
+
+    def role_policies() -> list[iam.Policy]:
+        base = endpoint.node.find_child("ExecutionRolePolicy").policy
+        return [base] + [component.read_policy for component in endpoint.adapters.values()]
+
+    def add(index: int) -> None:
+        endpoint.add_adapter(f"tenant-{index}-v1", artifact=AdapterArtifact.from_s3_url(url.format(f"tenant-{index}")))
+
+    added = 0
+    while inline_policy_characters(role_policies()) < 0.85 * ROLE_INLINE_POLICY_LIMIT:
+        add(added)
+        added += 1
+    assert Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("inline policies")) == []
+    for index in range(added, added + 10):
+        add(index)
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("inline policies"))
+    assert len(warnings) == 1, warnings
+    assert f"of IAM's {ROLE_INLINE_POLICY_LIMIT} characters" in str(warnings[0].entry.data)
+    assert 20 < added < 80, added  # where the limit bites: a few dozen adapters per endpoint
