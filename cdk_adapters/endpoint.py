@@ -200,7 +200,7 @@ class MultiAdapterEndpoint(Construct):
             volume_key=self.volume_key,
             vpc_access=vpc is not None,
         )
-        self._inline_policies: list[iam.Policy] = [permissions.policy]
+        self._role_policy_characters = inline_policy_characters([permissions.policy])
         self._warned_about_policy_size = False
 
         self.security_groups: list[ec2.ISecurityGroup] = []
@@ -352,7 +352,7 @@ class MultiAdapterEndpoint(Construct):
         )
         self._adapters[name.lower()] = component
         self._refresh_discovery()
-        self._inline_policies.append(component.read_policy)
+        self._role_policy_characters += inline_policy_characters([component.read_policy])
         self._warn_if_role_policies_near_limit()
         return component
 
@@ -361,7 +361,7 @@ class MultiAdapterEndpoint(Construct):
 
         Deploys past the cap fail with a LimitExceeded error, so say so at synth, once.
         """
-        used = inline_policy_characters(self._inline_policies)
+        used = self._role_policy_characters
         if self._warned_about_policy_size or used < ROLE_POLICY_WARNING_SHARE * ROLE_INLINE_POLICY_LIMIT:
             return
         self._warned_about_policy_size = True
