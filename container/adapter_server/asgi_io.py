@@ -1,0 +1,86 @@
+"""The ASGI plumbing every handler shares: reading a bounded body, and answering with JSON or text.
+
+Handlers raise `Refusal` for a request they answer themselves; whoever catches it sends
+`send_error`'s OpenAI-style JSON, so clients that parse vLLM's errors parse ours too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Awaitable, Callable
+
+from adapter_server import sagemaker_contract
+from adapter_server.engine_routes import Message, Scope
+
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+MAX_BODY_BYTES = 6_291_456
+"""SageMaker's InvokeEndpoint payload limit. Its front end enforces it too; the middleware holds
+bodies in memory, so it refuses larger ones itself (local mode, callers inside the container)."""
+
+
+class Refusal(Exception):
+    """A request the middleware answers itself, with a JSON error."""
+
+    def __init__(self, status: int, kind: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message, self.extra = status, kind, message, extra
+
+
+async def read_body(scope: Scope, receive: Receive) -> bytes:
+    """The whole request body, or a 413 once it is larger than SageMaker would ever pass on."""
+    declared = sagemaker_contract.header(scope["headers"], "content-length")
+    size, chunks, more = 0, [], True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        more = message.get("more_body", False)
+        size += len(message.get("body", b""))
+        if size <= MAX_BODY_BYTES and not (declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES):
+            chunks.append(message.get("body", b""))
+        else:
+            chunks = []  # keep reading (and dropping) the rest, so the client gets to read the answer
+    if size > MAX_BODY_BYTES:
+        raise Refusal(
+            413, "payload_too_large",
+            f"the request body is {size} bytes; SageMaker's InvokeEndpoint accepts at most {MAX_BODY_BYTES} bytes "
+            "(6 MiB): send a shorter prompt or split the work into several requests",
+        )
+    return b"".join(chunks)
+
+
+def json_object(body: bytes) -> dict | None:
+    """The body as a JSON object, or ``None`` when it is empty, not JSON, or JSON of another kind."""
+    try:
+        document = json.loads(body) if body else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+async def send_json(send: Send, status: int, document: Any) -> None:
+    await _send_whole(send, status, b"application/json", json.dumps(document).encode())
+
+
+async def send_text(send: Send, status: int, text: str) -> None:
+    await _send_whole(send, status, b"text/plain; charset=utf-8", text.encode())
+
+
+async def send_error(send: Send, refusal: Refusal) -> None:
+    """OpenAI-style error JSON, so clients that parse vLLM's errors parse ours too."""
+    await send_json(
+        send, refusal.status, {"error": {"message": refusal.message, "type": refusal.kind, "code": refusal.status, **refusal.extra}}
+    )
+
+
+async def _send_whole(send: Send, status: int, content_type: bytes, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})

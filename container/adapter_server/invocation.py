@@ -1,0 +1,140 @@
+"""The inference path: ``/invocations`` and the OpenAI generation routes.
+
+A request that names no adapter is refused unless base-model access is enabled, and an unknown
+adapter is a 404 naming it, so nothing silently falls back to the base model. The request is
+rewritten (`invocation_request`) and forwarded to vLLM, streams included; on the way back its
+answer is observed for one JSON log line and the per-adapter Prometheus metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from adapter_server import observability, sagemaker_contract
+from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_error
+from adapter_server.engine_routes import ASGIApp, Message, Scope
+from adapter_server.invocation_request import (
+    adapter_named_in_body,
+    forwarded_body,
+    forwarded_scope,
+    replaying,
+    target_route,
+)
+from adapter_server.readiness import Readiness
+from adapter_server.response_usage import StreamObserver, usage_from_body
+from adapter_server.serving_context import ServingContext
+from cdk_adapters import serving_env
+
+
+class InvocationHandler:
+    """Guards, rewrites and forwards one inference request to vLLM (`app`), and logs it."""
+
+    def __init__(self, app: ASGIApp, *, context: ServingContext, readiness: Readiness) -> None:
+        self._app = app
+        self._context = context
+        self._readiness = readiness
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.monotonic()
+        headers = scope["headers"]
+        path = scope["path"]
+        record = observability.RequestRecord(
+            adapter=sagemaker_contract.header(headers, sagemaker_contract.ADAPTER_IDENTIFIER_HEADER) or None,
+            route=path,
+            stream=False,
+            request_id=sagemaker_contract.header(headers, "x-amzn-requestid")
+            or sagemaker_contract.header(headers, "x-request-id"),
+        )
+        label = observability.UNREGISTERED_LABEL
+        published = False
+
+        def publish() -> None:
+            # Called before the last byte goes out, so the log line exists when the caller has its answer.
+            nonlocal published
+            if not published:
+                published = True
+                record.publish(label)
+
+        try:
+            body = await read_body(scope, receive)
+            target = target_route(path, headers)
+            record.route = target
+            document = json_object(body)
+            if record.adapter is None:
+                record.adapter = adapter_named_in_body(document, target, self._context.served_model_names)
+            await self._readiness.wait()
+            label = self._admit(record)
+            forwarded = forwarded_body(body, document, record.adapter, target)
+            record.stream = forwarded.stream
+            await self._forward(
+                forwarded_scope(scope, forwarded.body, target), replaying(forwarded.body, receive), send, record,
+                started, forwarded.strip_usage, publish,
+            )
+        except Refusal as refusal:
+            record.status, record.error = refusal.status, refusal.message
+            record.latency_ms = round((time.monotonic() - started) * 1000, 3)
+            publish()
+            await send_error(send, refusal)
+        except BaseException:
+            record.status = record.status or 500
+            record.latency_ms = round((time.monotonic() - started) * 1000, 3)
+            raise
+        finally:
+            publish()
+
+    def _admit(self, record: observability.RequestRecord) -> str:
+        """The request's metrics label; 400 if it names no adapter and base access is off, 404 if unknown."""
+        if record.adapter is None:
+            if not self._context.settings.allow_base_model:
+                raise Refusal(
+                    400, "adapter_required",
+                    "the request names no adapter (header X-Amzn-SageMaker-Adapter-Identifier is missing: call "
+                    "InvokeEndpoint with InferenceComponentName set to an adapter inference component); "
+                    f"base-model access is disabled on this endpoint ({serving_env.ALLOW_BASE_MODEL})",
+                )
+            return observability.BASE_MODEL_LABEL
+        if record.adapter not in self._context.store:
+            raise Refusal(
+                404, "adapter_not_found", f"adapter {record.adapter!r} is not registered on this endpoint",
+                adapter=record.adapter,
+            )
+        record.cold = self._context.residency.use(record.adapter)
+        return record.adapter
+
+    async def _forward(
+        self, scope: Scope, receive: Receive, send: Send, record: observability.RequestRecord,
+        started: float, strip_usage: bool, publish: Callable[[], None],
+    ) -> None:
+        observer: StreamObserver | None = None
+        collected: list[bytes] = []
+
+        def complete() -> None:
+            record.latency_ms = round((time.monotonic() - started) * 1000, 3)
+            usage = observer.usage if observer is not None else usage_from_body(b"".join(collected))
+            record.prompt_tokens, record.output_tokens = usage.prompt_tokens, usage.output_tokens
+            record.ttft_ms = round(usage.ttft_ms, 3) if usage.ttft_ms is not None else None
+            publish()
+
+        async def observing_send(message: Message) -> None:
+            nonlocal observer
+            if message["type"] == "http.response.start":
+                record.status = int(message["status"])
+                content_type = sagemaker_contract.header(message.get("headers", []), "content-type") or ""
+                if content_type.startswith("text/event-stream"):
+                    observer = StreamObserver(started=started, strip_usage_chunk=strip_usage)
+            elif message["type"] == "http.response.body":
+                if observer is not None:
+                    chunk = observer.feed(message.get("body", b""))
+                    if not message.get("more_body", False):
+                        chunk += observer.finish()
+                    message = {**message, "body": chunk}
+                else:
+                    collected.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    complete()
+            await send(message)
+
+        await self._app(scope, receive, observing_send)
+        if record.latency_ms is None:  # the application ended without a final body message
+            complete()

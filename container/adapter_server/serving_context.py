@@ -1,0 +1,27 @@
+"""What start-up learns about this server, and every request reads.
+
+Start-up fills it in once, from the environment and vLLM's own arguments. Until then it holds
+harmless defaults, and `Readiness` refuses every request that would need the rest (for good, if
+start-up fails part way).
+"""
+
+from __future__ import annotations
+
+from adapter_server import observability
+from adapter_server.engine_routes import EngineRoutes
+from adapter_server.registrations import RegistrationStore
+from adapter_server.settings import ServingSettings
+from cdk_adapters.compat import BaseModelFacts
+
+
+class ServingContext:
+    """The settings, engine, base model and registrations shared by registration and inference."""
+
+    def __init__(self) -> None:
+        self.settings = ServingSettings()
+        self.store = RegistrationStore(None)
+        self.engine: EngineRoutes | None = None
+        self.base: BaseModelFacts | None = None
+        self.max_lora_rank = 16
+        self.served_model_names: frozenset[str] = frozenset()
+        self.residency = observability.ResidencyTracker(1)
