@@ -24,7 +24,7 @@ from adapter_server.asgi_io import Receive, Refusal, Send, send_error
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation import InvocationHandler
 from adapter_server.readiness import Readiness
-from adapter_server.registration import RegistrationService
+from adapter_server.registration_service import RegistrationService
 from adapter_server.serving_context import ServingContext
 from adapter_server.startup import ServerStartup
 

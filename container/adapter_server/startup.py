@@ -17,7 +17,7 @@ from typing import Any
 from adapter_server import observability
 from adapter_server.engine_routes import ASGIApp, EngineRoutes, Scope
 from adapter_server.readiness import Readiness
-from adapter_server.registration import RegistrationService
+from adapter_server.registration_service import RegistrationService
 from adapter_server.registrations import RegistrationStore, StateFileError
 from adapter_server.serving_context import ServingContext
 from adapter_server.settings import ServingSettings
