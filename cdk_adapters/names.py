@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from cdk_adapters.contract import discovery
 from cdk_adapters.problems import Problem
 
 SAGEMAKER_NAME_MAX_LENGTH = 63
@@ -83,8 +84,8 @@ def component_prefix(stack_name: str, construct_path: str) -> str:
 
 
 def adapter_component_name(prefix: str, adapter_name: str) -> str:
-    """``<prefix>-<adapter>``; SageMaker compares names case-insensitively, so lower-cased."""
-    return f"{prefix}-{adapter_name.lower()}"
+    """``<prefix>-<adapter>``, lower-cased: the rule the discovery record publishes to clients."""
+    return discovery.adapter_component_name(prefix, adapter_name)
 
 
 def base_component_name(prefix: str) -> str:
