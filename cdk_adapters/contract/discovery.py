@@ -14,8 +14,9 @@ optional keys can be added without breaking older clients.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
-from typing import Any
+import random
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
 
 RECORD_KIND = "cdk-adapters/discovery"
 RECORD_VERSION = 1
@@ -47,14 +48,35 @@ class DiscoveryRecord:
     """Adapter components are named ``adapter_component_name(component_prefix, adapter)``."""
     allow_base_model: bool = False
     """Whether the container serves requests without an adapter (they get 400 otherwise)."""
+    aliases: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Stable name -> {versioned adapter: weight in percent}; weights sum to 100. Its size grows
+    with the aliases a team keeps, never with the adapter count."""
 
     def component_name(self, adapter_name: str) -> str:
         """The inference component that serves `adapter_name`."""
         return adapter_component_name(self.component_prefix, adapter_name)
 
+    def resolve(self, name: str, rng: random.Random | None = None) -> str:
+        """The adapter a call to `name` goes to: an alias picks one of its targets by weight;
+        any other name is an adapter name already."""
+        targets = _lookup(self.aliases, name)
+        if targets is None:
+            return name
+        chooser = rng or random
+        return chooser.choices(list(targets), weights=list(targets.values()))[0]
+
     def to_json(self) -> str:
         """Compact, key-sorted JSON: the same record always renders to the same text."""
-        document: dict[str, Any] = {"kind": RECORD_KIND, "version": RECORD_VERSION, **asdict(self)}
+        document: dict[str, Any] = {
+            "kind": RECORD_KIND,
+            "version": RECORD_VERSION,
+            "endpoint_name": self.endpoint_name,
+            "base_inference_component_name": self.base_inference_component_name,
+            "component_prefix": self.component_prefix,
+            "allow_base_model": self.allow_base_model,
+        }
+        if self.aliases:
+            document["aliases"] = {alias: dict(targets) for alias, targets in self.aliases.items()}
         return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -79,6 +101,11 @@ class DiscoveryRecord:
         ]
         if not isinstance(document.get("allow_base_model", False), bool):
             problems.append("'allow_base_model' must be true or false")
+        aliases = document.get("aliases", {})
+        if not isinstance(aliases, dict):
+            problems.append("'aliases' must be an object")
+            aliases = {}
+        problems += [f"aliases.{alias}: {message}" for alias, message in alias_problems(aliases)]
         if problems:
             raise DiscoveryRecordError("; ".join(problems))
         return cls(
@@ -86,7 +113,44 @@ class DiscoveryRecord:
             base_inference_component_name=document["base_inference_component_name"],
             component_prefix=document["component_prefix"],
             allow_base_model=document.get("allow_base_model", False),
+            aliases=aliases,
         )
+
+
+def alias_problems(
+    aliases: Mapping[str, Mapping[str, int]], adapters: Iterable[str] | None = None
+) -> list[tuple[str, str]]:
+    """``(alias, message)`` for every problem with `aliases`; empty when they are fine.
+
+    Each alias maps to at least one target with integer weights from 1 to 100 that sum to 100.
+    With `adapters` (the endpoint's adapter names), every target must be one of them and no alias
+    may shadow one: names compare case-insensitively, as SageMaker's do.
+    """
+    known = None if adapters is None else {name.lower() for name in adapters}
+    found: list[tuple[str, str]] = []
+    for alias, targets in aliases.items():
+        if not isinstance(targets, Mapping) or not targets:
+            found.append((alias, "must map to at least one adapter with a weight, e.g. {support-en-v4: 100}"))
+            continue
+        weights = list(targets.values())
+        if any(isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 100 for w in weights):
+            found.append((alias, f"weights must be integers from 1 to 100, got {dict(targets)}"))
+        elif sum(weights) != 100:
+            found.append((alias, f"weights must sum to 100, got {sum(weights)} ({dict(targets)})"))
+        if known is not None:
+            if alias.lower() in known:
+                found.append((alias, "shadows the adapter of the same name; pick an alias name no adapter has"))
+            unknown = sorted(target for target in targets if target.lower() not in known)
+            if unknown:
+                found.append((alias, f"targets {', '.join(map(repr, unknown))}, which is not an adapter of this endpoint"))
+    return found
+
+
+def _lookup(aliases: Mapping[str, Mapping[str, int]], name: str) -> Mapping[str, int] | None:
+    for alias, targets in aliases.items():
+        if alias.lower() == name.lower():
+            return targets
+    return None
 
 
 def _get(document: object, key: str) -> object:
