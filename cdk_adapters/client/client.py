@@ -1,0 +1,288 @@
+"""`AdapterClient`: call a named adapter of a cdk-adapters endpoint without knowing how it is deployed.
+
+Built from the discovery record the construct publishes (an SSM parameter), it turns an adapter
+or alias name into ``InferenceComponentName`` by the record's one naming rule, so no caller
+hand-builds component names or forgets them (the recurring bug in OPERATIONS-FACTS §6 item 8).
+An adapter is always required: a call without one is refused before it is sent, and the base
+model is reachable only with ``base_model=True`` on an endpoint whose record allows it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from botocore.exceptions import ClientError
+
+from cdk_adapters.client.errors import (
+    AdapterClientError,
+    AdapterRequired,
+    BaseModelNotAllowed,
+    DiscoveryError,
+    from_client_error,
+)
+from cdk_adapters.client.payload import Image, build_request
+from cdk_adapters.client.retrying import Retrier, RetryPolicy, botocore_config
+from cdk_adapters.client.sse import chunk_text, parse_events, payload_bytes
+from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
+from cdk_adapters.contract.runtime_api import route_attribute
+
+LOCAL_DISCOVERY_PATH = "/cdk-adapters/discovery"
+"""Where `cdk-adapters local` serves its discovery record."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one call goes: the adapter (after alias resolution) and its inference component."""
+
+    adapter: str | None
+    """``None`` for an explicit base-model call."""
+    component: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A whole answer: the parsed JSON body and the adapter that produced it."""
+
+    target: Target
+    body: dict[str, Any]
+
+    @property
+    def adapter(self) -> str | None:
+        return self.target.adapter
+
+    @property
+    def text(self) -> str:
+        choice = (self.body.get("choices") or [{}])[0]
+        message = choice.get("message")
+        return (message.get("content") or "") if isinstance(message, dict) else (choice.get("text") or "")
+
+
+@dataclass
+class Stream:
+    """An answer arriving in chunks (OpenAI chunk objects); iterate it once."""
+
+    target: Target
+    chunks: Iterator[dict[str, Any]] = field(repr=False)
+
+    @property
+    def adapter(self) -> str | None:
+        return self.target.adapter
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self.chunks
+
+    def text(self) -> Iterator[str]:
+        """Only the text each chunk adds."""
+        for chunk in self.chunks:
+            piece = chunk_text(chunk)
+            if piece:
+                yield piece
+
+
+class AdapterClient:
+    """Invokes the adapters of one endpoint described by a `DiscoveryRecord`.
+
+    :param runtime: a boto3 ``sagemaker-runtime`` client (tests pass one with a Stubber).
+    :param retry: how long to wait for a component that is not ready (`RetryPolicy`).
+    :param rng: picks alias targets by weight; seed it for reproducible traffic splits.
+    :param clock, sleep: injected by tests so retries never really wait.
+    """
+
+    def __init__(
+        self,
+        record: DiscoveryRecord,
+        *,
+        runtime: Any,
+        retry: RetryPolicy | None = None,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.record = record
+        self.runtime = runtime
+        self._rng = rng or random.Random()
+        retrier = Retrier(policy=retry or RetryPolicy(), rng=self._rng)
+        if clock is not None:
+            retrier.clock = clock
+        if sleep is not None:
+            retrier.sleep = sleep
+        self._retrier = retrier
+
+    # --- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_record(
+        cls, record: DiscoveryRecord, *, session: Any = None, region_name: str | None = None,
+        endpoint_url: str | None = None, runtime: Any = None, **options: Any,
+    ) -> "AdapterClient":
+        """A client for `record`'s endpoint; builds the ``sagemaker-runtime`` client unless given one."""
+        if runtime is None:
+            runtime = _runtime_client(session, region_name=region_name, endpoint_url=endpoint_url)
+        return cls(record, runtime=runtime, **options)
+
+    @classmethod
+    def from_parameter(
+        cls, name: str, *, session: Any = None, region_name: str | None = None, ssm: Any = None,
+        runtime: Any = None, **options: Any,
+    ) -> "AdapterClient":
+        """Read the discovery record from SSM parameter `name` (``endpoint.discovery_parameter_name``)."""
+        if ssm is None:
+            ssm = _session(session).client("ssm", region_name=region_name)
+        try:
+            value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code")
+            if code == "ParameterNotFound":
+                raise DiscoveryError(
+                    f"SSM parameter {name!r} does not exist in this account and region; it is the endpoint's "
+                    "discovery_parameter_name (printed by cdk deploy)"
+                ) from None
+            raise DiscoveryError(f"cannot read SSM parameter {name!r}: {error}") from None
+        record = _parse_record(value, f"SSM parameter {name!r}")
+        return cls.from_record(record, session=session, region_name=region_name, runtime=runtime, **options)
+
+    @classmethod
+    def from_local(cls, url: str, *, runtime: Any = None, **options: Any) -> "AdapterClient":
+        """A client for `cdk-adapters local` at `url` (it serves its own discovery record)."""
+        address = url.rstrip("/")
+        try:
+            with urllib.request.urlopen(address + LOCAL_DISCOVERY_PATH, timeout=10) as answer:  # noqa: S310 - a URL the user gave
+                text = answer.read().decode()
+        except OSError as error:
+            raise DiscoveryError(f"cannot read the discovery record of local mode at {address}: {error}") from None
+        record = _parse_record(text, f"local mode at {address}")
+        if runtime is None:
+            runtime = local_runtime_client(address)
+        return cls(record, runtime=runtime, **options)
+
+    # --- calls ----------------------------------------------------------------------------
+
+    def resolve(self, adapter: str | None, *, base_model: bool = False) -> Target:
+        """The component a call to `adapter` (an adapter or alias name) goes to; aliases pick by weight."""
+        if base_model:
+            if adapter is not None:
+                raise ValueError("give an adapter or base_model=True, not both")
+            if not self.record.allow_base_model:
+                raise BaseModelNotAllowed(
+                    f"endpoint {self.record.endpoint_name!r} does not serve the base model (its discovery "
+                    "record has allow_base_model false); name an adapter"
+                )
+            return Target(None, self.record.base_inference_component_name)
+        if not adapter:
+            raise AdapterRequired(
+                "name an adapter (or an alias): calls never fall back to the base model silently; "
+                "pass base_model=True for a deliberate base-model call"
+            )
+        resolved = self.record.resolve(adapter, self._rng)
+        return Target(resolved, self.record.component_name(resolved))
+
+    def invoke(
+        self,
+        adapter: str | None,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        images: Sequence[Image] = (),
+        base_model: bool = False,
+        **parameters: Any,
+    ) -> Completion:
+        """One whole answer: a completion of `prompt`, or a chat over `messages` (or `prompt` with
+        `images`). `parameters` go into the body (``max_tokens``, ``temperature``, ...)."""
+        target = self.resolve(adapter, base_model=base_model)
+        request = build_request(model=None, prompt=prompt, messages=messages, images=images, parameters=parameters)
+
+        def attempt() -> dict[str, Any]:
+            return self.runtime.invoke_endpoint(**self._call(target, request.body, request.route))
+
+        response = self._send(attempt, target)
+        return Completion(target, json.loads(response["Body"].read()))
+
+    def stream(
+        self,
+        adapter: str | None,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        images: Sequence[Image] = (),
+        base_model: bool = False,
+        **parameters: Any,
+    ) -> Stream:
+        """Like `invoke`, answered through InvokeEndpointWithResponseStream as parsed chunks. Waiting
+        for a component that is not ready happens before the first chunk; an error after it raises
+        `StreamInterrupted`."""
+        target = self.resolve(adapter, base_model=base_model)
+        request = build_request(
+            model=None, prompt=prompt, messages=messages, images=images, stream=True, parameters=parameters
+        )
+
+        def attempt() -> dict[str, Any]:
+            return self.runtime.invoke_endpoint_with_response_stream(**self._call(target, request.body, request.route))
+
+        response = self._send(attempt, target)
+        return Stream(target, self._chunks(response["Body"], target))
+
+    def chat(self, adapter: str | None, messages: Sequence[Mapping[str, Any]], **options: Any) -> Completion:
+        return self.invoke(adapter, messages=messages, **options)
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def _call(self, target: Target, body: bytes, route: str) -> dict[str, Any]:
+        return {
+            "EndpointName": self.record.endpoint_name,
+            "InferenceComponentName": target.component,
+            "ContentType": "application/json",
+            "CustomAttributes": route_attribute(route),
+            "Body": body,
+        }
+
+    def _send(self, attempt: Callable[[], dict[str, Any]], target: Target) -> dict[str, Any]:
+        subject = f"inference component {target.component!r}"
+        try:
+            return self._retrier.call(attempt, subject=subject)
+        except ClientError as error:
+            raise from_client_error(error, adapter=target.adapter, component=target.component) from error
+
+    def _chunks(self, events: Any, target: Target) -> Iterator[dict[str, Any]]:
+        try:
+            yield from parse_events(payload_bytes(events))
+        except ClientError as error:  # botocore's EventStreamError for an error event mid-stream
+            raise from_client_error(error, adapter=target.adapter, component=target.component) from error
+
+
+def local_runtime_client(url: str) -> Any:
+    """A ``sagemaker-runtime`` client for local mode: its URL, and placeholder credentials
+    (local mode checks no signature)."""
+    import boto3
+
+    return boto3.client(
+        "sagemaker-runtime", endpoint_url=url, region_name="us-east-1", aws_access_key_id="local",
+        aws_secret_access_key="local", config=botocore_config(),
+    )
+
+
+def _runtime_client(session: Any, *, region_name: str | None, endpoint_url: str | None) -> Any:
+    return _session(session).client(
+        "sagemaker-runtime", region_name=region_name, endpoint_url=endpoint_url, config=botocore_config()
+    )
+
+
+def _session(session: Any) -> Any:
+    if session is not None:
+        return session
+    import boto3
+
+    return boto3.session.Session()
+
+
+def _parse_record(text: str, origin: str) -> DiscoveryRecord:
+    try:
+        return DiscoveryRecord.from_json(text)
+    except DiscoveryRecordError as error:
+        raise DiscoveryError(f"{origin} holds no readable discovery record: {error}") from None
+
+
+__all__ = ["AdapterClient", "AdapterClientError", "Completion", "Stream", "Target", "local_runtime_client"]

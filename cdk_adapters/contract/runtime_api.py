@@ -1,0 +1,20 @@
+"""What the runtime client, local mode and the container agree on about one invocation.
+
+Sources: SageMaker's InvokeEndpoint reference (the 6 MB payload limit) and the container's
+``route=`` custom attribute (docs/container.md). The container keeps its own copies in
+``adapter_server.sagemaker_contract``; these are the client side's.
+"""
+
+from __future__ import annotations
+
+INVOKE_ENDPOINT_MAX_BYTES = 6_291_456
+"""InvokeEndpoint's request payload limit (6 MiB), checked by the client before sending."""
+
+ROUTE_ATTRIBUTE = "route"
+COMPLETIONS_ROUTE = "/v1/completions"
+CHAT_ROUTE = "/v1/chat/completions"
+
+
+def route_attribute(route: str) -> str:
+    """The ``CustomAttributes`` value that sends an ``/invocations`` call to `route`."""
+    return f"{ROUTE_ATTRIBUTE}={route}"
