@@ -1,5 +1,9 @@
 """Where the serving image comes from: a digest-pinned ECR URI, or an asset built from `container/`.
 
+The asset's build context is the repository root in a checkout, and the same files assembled from
+the installed package otherwise (`cdk_adapters.image_build_context`), so the default works from a
+``pip install`` too.
+
 A tag can be moved after review; a digest cannot. So a tag-only URI is refused unless the caller
 opts in with ``allow_floating_tag=True``. SageMaker pulls only from Amazon ECR (private registries
 need VPC mode, which this library does not model), so URIs must name an ECR repository; that also
@@ -14,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from aws_cdk import Aws, Token
+from aws_cdk import Aws, Stage, Token
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
+from cdk_adapters import image_build_context
 from cdk_adapters.problems import Problem
 
 _ECR_URI = re.compile(
@@ -27,10 +32,14 @@ _ECR_URI = re.compile(
     r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
 )
 
-DEFAULT_DOCKERFILE = "container/Dockerfile"
-REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
-"""Build context of `ContainerImage.from_asset()`: the repository root, so the image can copy
-`cdk_adapters/` (the shared compatibility gate) beside `container/`."""
+DEFAULT_DOCKERFILE = image_build_context.DOCKERFILE
+REPOSITORY_ROOT = image_build_context.REPOSITORY_ROOT
+"""Build context of `ContainerImage.from_asset()` in a checkout: the repository root, so the image
+can copy `cdk_adapters/` (the shared compatibility gate) beside `container/`."""
+
+ASSEMBLED_CONTEXT_DIR = "cdk-adapters-image-context"
+"""Outside a checkout, the build context is assembled here, in the cloud assembly's asset folder:
+it lives exactly as long as the assembly that refers to it."""
 
 ALWAYS_EXCLUDED = (".git", ".venv", "node_modules", "cdk.out", "**/__pycache__", ".pytest_cache", ".tmp")
 """Never part of the build context, whatever `.dockerignore` says: big, local or generated."""
@@ -67,12 +76,13 @@ class ContainerImage(ABC):
         build_args: Mapping[str, str] | None = None,
         platform: ecr_assets.Platform | None = None,
     ) -> "ContainerImage":
-        """Built by ``cdk deploy`` from this repository's `container/Dockerfile`.
+        """Built by ``cdk deploy`` from this library's `container/Dockerfile`.
 
-        `directory` is the build context (default: the repository root) and `file` the Dockerfile
-        relative to it. ``cdk synth`` only fingerprints the context; it does not build.
+        `directory` is the build context and `file` the Dockerfile relative to it. Default: the
+        repository root in a checkout; from a pip install, the same files assembled from the
+        installed package. ``cdk synth`` only fingerprints the context; it does not build.
         """
-        return _AssetImage(Path(directory) if directory else REPOSITORY_ROOT, file, dict(build_args or {}), platform)
+        return _AssetImage(Path(directory) if directory else None, file, dict(build_args or {}), platform)
 
     @abstractmethod
     def problems(self, subject: str) -> list[Problem]:
@@ -128,15 +138,33 @@ class _UriImage(ContainerImage):
 
 class _AssetImage(ContainerImage):
     def __init__(
-        self, directory: Path, file: str, build_args: dict[str, str], platform: ecr_assets.Platform | None
+        self, directory: Path | None, file: str, build_args: dict[str, str], platform: ecr_assets.Platform | None
     ) -> None:
         self.directory = directory
+        """``None``: this library's own context (the checkout's, or assembled from the package)."""
         self.file = file
         self.build_args = build_args
         self.platform = platform
 
+    @property
+    def _assembled(self) -> bool:
+        return self.directory is None and not image_build_context.in_checkout()
+
     def problems(self, subject: str) -> list[Problem]:
-        dockerfile = self.directory / self.file
+        if self._assembled:
+            missing = image_build_context.missing_from_installation()
+            if missing:
+                return [
+                    Problem(
+                        subject,
+                        "image",
+                        f"the installed cdk-adapters at {image_build_context.PACKAGE_DIR} lacks {', '.join(missing)} "
+                        "of the serving image's build context; reinstall it from a wheel built from the repository "
+                        "(or pass directory= and file= to ContainerImage.from_asset)",
+                    )
+                ]
+            return []
+        dockerfile = (self.directory or REPOSITORY_ROOT) / self.file
         if not dockerfile.is_file():
             return [
                 Problem(
@@ -149,10 +177,13 @@ class _AssetImage(ContainerImage):
         return []
 
     def bind(self, scope: Construct) -> ContainerImageConfig:
+        directory = self.directory or REPOSITORY_ROOT
+        if self._assembled:
+            directory = image_build_context.assemble(Path(Stage.of(scope).asset_outdir) / ASSEMBLED_CONTEXT_DIR)
         asset = ecr_assets.DockerImageAsset(
             scope,
             "ServingImage",
-            directory=str(self.directory),
+            directory=str(directory),
             file=self.file,
             build_args=self.build_args or None,
             platform=self.platform or ecr_assets.Platform.LINUX_AMD64,
