@@ -21,6 +21,7 @@ from cdk_adapters.compat import (
 from cdk_adapters.compat.adapter_contents import AdapterContents
 from cdk_adapters.compat.checks.co_hosted import identical_target_modules, unique_names, version_suffix
 from cdk_adapters.compat.gate import check_adapter_contents
+from cdk_adapters.contract.discovery import alias_problems
 from cdk_adapters.manifest.loader import LoadedManifest, load_manifest, load_valid_rows
 from cdk_adapters.manifest.lock import LockEntry
 from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest
@@ -65,6 +66,11 @@ class ManifestPlan:
     @property
     def max_cpu_loras(self) -> int | None:
         return self.manifest.serving.max_cpu_loras
+
+    @property
+    def aliases(self) -> dict[str, dict[str, int]]:
+        """Alias -> {adapter: weight in percent}, checked: what the discovery record publishes."""
+        return self.manifest.alias_weights
 
     def vllm_options(self, options: "VllmOptions | None" = None) -> "VllmOptions":
         """`options` (default `VllmOptions()`) with the manifest's LoRA limits put in."""
@@ -155,6 +161,7 @@ def check_manifest(loaded: LoadedManifest) -> tuple[list[Problem], ManifestPlan 
             for adapter in planned
         ]
     )
+    problems += _alias_problems(manifest)
     if problems:
         return _deduplicated(problems), None
     rank = limit if limit is not None else covering_max_lora_rank(adapter.facts for adapter in planned)
@@ -189,6 +196,16 @@ def plan_manifest_file(path: Path | str | None = None, *, lock_path: Path | None
         problems += list(unique_names(named)) + list(version_suffix(named))
         raise ConfigurationError(_deduplicated(problems), heading=schema_error.heading) from None
     return plan_manifest(loaded)
+
+
+def _alias_problems(manifest: Manifest) -> list[Problem]:
+    """Every alias names adapters of this manifest, with weights from 1 to 100 summing to 100, and
+    shadows no adapter: the discovery record's one rule (`alias_problems`), checked before synth."""
+    adapters = [row.name for row in manifest.adapters]
+    return [
+        Problem(f"alias '{alias}'", f"aliases.{alias}", message)
+        for alias, message in alias_problems(manifest.alias_weights, adapters)
+    ]
 
 
 def _deduplicated(problems: list[Problem]) -> list[Problem]:

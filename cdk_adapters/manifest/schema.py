@@ -8,7 +8,7 @@ modules, base identity) live in the compatibility gate, not here.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, field_validator, model_validator
 
@@ -149,6 +149,10 @@ class Manifest(_Strict):
     base_model: BaseModelSpec
     serving: ServingLimits = Field(default_factory=ServingLimits)
     adapters: list[AdapterRow] = Field(default_factory=list)
+    aliases: dict[NonEmpty, NonEmpty | dict[NonEmpty, Any]] = Field(default_factory=dict)
+    """Stable names callers use -> one versioned adapter (``support-en: support-en-v4``) or weights in
+    percent (``support-en: {support-en-v4: 90, support-en-v5: 10}``). Published in the discovery
+    record; rolling back is changing one row. The gate checks targets and weights (`alias_weights`)."""
 
     @field_validator("version")
     @classmethod
@@ -156,3 +160,8 @@ class Manifest(_Strict):
         if value != MANIFEST_VERSION:
             raise ValueError(f"only manifest version {MANIFEST_VERSION} exists")
         return value
+
+    @property
+    def alias_weights(self) -> dict[str, dict[str, Any]]:
+        """`aliases` with a single target written as ``{target: 100}``, the discovery record's form."""
+        return {alias: {target: 100} if isinstance(target, str) else dict(target) for alias, target in self.aliases.items()}
