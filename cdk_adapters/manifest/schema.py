@@ -102,6 +102,47 @@ class ServingLimits(_Strict):
         return self
 
 
+class TrafficSpec(_Strict):
+    """One adapter's expected load, for `cdk-adapters plan` (docs/planner.md); deploys ignore it."""
+
+    requests_per_minute: float = Field(ge=0)
+    """Average requests per minute."""
+    prompt_tokens: int = Field(default=0, ge=0)
+    """Average prompt length in tokens."""
+    output_tokens: int = Field(gt=0)
+    """Average generated tokens per request; decode time is what a GPU spends."""
+    peak_factor: float = Field(default=2.0, ge=1)
+    """Peak request rate over the average (1 = flat traffic)."""
+
+
+class RuleAcknowledgment(_Strict):
+    """A gate rule this row's adapter knowingly breaks, and why (cdk-nag's model: rule id + reason).
+
+    Its findings are listed as acknowledged by `cdk-adapters validate` and do not fail the gate.
+    """
+
+    rule: NonEmpty
+    """The rule's id, as problems show it in brackets, e.g. ``identical-target-modules``."""
+    reason: str | None = Field(default=None, validate_default=True)
+    """Why the rule does not apply to this adapter; required, kept for review."""
+
+    @field_validator("rule")
+    @classmethod
+    def _known_rule(cls, value: str) -> str:
+        error = rule_error(value)
+        if error:
+            raise ValueError(error)
+        return value
+
+    @field_validator("reason")
+    @classmethod
+    def _has_reason(cls, value: str | None) -> str | None:
+        error = reason_error(value)
+        if error:
+            raise ValueError(error)
+        return value
+
+
 class AdapterRow(_Strict):
     """One adapter: a versioned name, where it comes from, and who owns it."""
 
@@ -118,6 +159,8 @@ class AdapterRow(_Strict):
     """Local sources only: package tokenizer files saved beside the adapter too."""
     target_modules_differ_reason: NonEmpty | None = None
     """Why this adapter may target other modules than its co-hosted peers (opts out of that check)."""
+    traffic: TrafficSpec | None = None
+    """Expected load (requests per minute, prompt and output tokens, peak factor) for `cdk-adapters plan`."""
 
     @property
     def is_s3(self) -> bool:

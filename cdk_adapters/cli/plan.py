@@ -1,0 +1,191 @@
+"""``cdk-adapters plan``: cost, capacity and LoRA memory for the manifest's fleet (docs/planner.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TextIO
+
+from cdk_adapters.cli.common import PROG, Failure
+from cdk_adapters.problems import ConfigurationError, Problem
+
+DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    plan = commands.add_parser(
+        "plan",
+        help="dedicated vs shared cost, instances needed, and whether the adapters fit in memory",
+        description=(
+            "Plan the shared endpoint for a manifest (default: manifests/example.yaml): monthly cost of "
+            "dedicated endpoints vs one shared endpoint, instances needed, utilisation, break-even, and "
+            "whether max_loras GPU slots and max_cpu_loras cached adapters fit on the instance type. "
+            "Traffic comes from the rows' traffic: fields, or from --tenants and friends for a what-if. "
+            "Prices are never fetched: the shipped table, --price-file or --price-per-hour."
+        ),
+    )
+    plan.add_argument("--manifest", type=Path, help="manifest to plan (default: manifests/example.yaml)")
+    plan.add_argument("--instance-type", default=DEFAULT_INSTANCE_TYPE, help=f"SageMaker instance type (default: {DEFAULT_INSTANCE_TYPE})")
+    prices = plan.add_mutually_exclusive_group()
+    prices.add_argument("--price-per-hour", type=float, metavar="USD", help="price of one instance-hour")
+    prices.add_argument("--price-file", type=Path, metavar="CSV", help="CSV with columns instance_type,usd_per_hour[,source]")
+    plan.add_argument("--hours", type=float, default=730, help="hours per month (default: 730)")
+    what_if = plan.add_argument_group("what-if traffic (instead of the manifest's traffic: fields)")
+    what_if.add_argument("--tenants", type=int, help="number of identical tenants")
+    what_if.add_argument("--requests-per-minute", type=float, default=8.0, help="per tenant (default: 8)")
+    what_if.add_argument("--prompt-tokens", type=int, default=500, help="per request (default: 500)")
+    what_if.add_argument("--output-tokens", type=int, default=600, help="per request (default: 600)")
+    what_if.add_argument("--peak-factor", type=float, default=2.0, help="peak over average request rate (default: 2)")
+    capacity = plan.add_argument_group("capacity")
+    capacity.add_argument("--throughput", type=float, metavar="TOKENS_PER_S", help="measured output tokens/s of one instance (default: the shipped table)")
+    capacity.add_argument("--swap-headroom", type=float, default=0.2, help="share of each shared instance kept free for adapter swaps and bursts (default: 0.2)")
+    capacity.add_argument("--min-instances", type=int, default=2, help="smallest shared fleet (default: 2, so one failure is not an outage)")
+    capacity.add_argument("--shared-instances", type=int, help="price this fixed shared fleet instead of the one capacity asks for")
+    memory = plan.add_argument_group("memory")
+    memory.add_argument("--num-layers", type=int, help="decoder layers of the base (num_hidden_layers); needed unless local adapters or --base-model-dir show it")
+    memory.add_argument("--base-model-dir", type=Path, help="read exact module shapes and counts from this local model directory")
+    memory.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16", help="model and LoRA dtype (default: bfloat16)")
+    memory.add_argument("--max-loras", type=int, help="GPU slots to check (default: the manifest's)")
+    memory.add_argument("--max-cpu-loras", type=int, help="host cache size to check (default: the manifest's)")
+    memory.add_argument("--max-model-len", type=int, default=8192, help="context length vLLM must hold one sequence of (default: 8192)")
+    memory.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's share of GPU memory (default: 0.9)")
+    memory.add_argument("--host-reserve-gib", type=float, default=8.0, help="host memory kept for the OS, agents and server processes (default: 8)")
+    memory.add_argument("--active-adapters", type=int, help="adapters in use at once (default: tenants with traffic)")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.add_argument("--chart", type=Path, metavar="PNG", help="also write a chart of monthly cost against tenant count")
+    plan.set_defaults(handler=run)
+
+
+def _collect(problems: list[Problem], step):
+    try:
+        return step()
+    except ConfigurationError as error:
+        problems.extend(error.problems)
+        return None
+
+
+def _check_ranges(args: argparse.Namespace) -> list[Problem]:
+    checks = [
+        ("--hours", args.hours, args.hours > 0, "> 0"),
+        ("--swap-headroom", args.swap_headroom, 0 <= args.swap_headroom < 1, "in [0, 1)"),
+        ("--min-instances", args.min_instances, args.min_instances >= 1, ">= 1"),
+        ("--gpu-memory-utilization", args.gpu_memory_utilization, 0 < args.gpu_memory_utilization <= 1, "in (0, 1]"),
+        ("--max-model-len", args.max_model_len, args.max_model_len >= 1, ">= 1"),
+        ("--host-reserve-gib", args.host_reserve_gib, args.host_reserve_gib >= 0, ">= 0"),
+    ]
+    for name, value in (
+        ("--throughput", args.throughput),
+        ("--shared-instances", args.shared_instances),
+        ("--num-layers", args.num_layers),
+        ("--max-loras", args.max_loras),
+        ("--max-cpu-loras", args.max_cpu_loras),
+        ("--active-adapters", args.active_adapters),
+    ):
+        if value is not None:
+            checks.append((name, value, value > 0, "> 0"))
+    return [Problem("plan", name, f"must be {rule}, got {value:g}") for name, value, ok, rule in checks if not ok]
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    from cdk_adapters.instance_types import UnknownInstanceType, require_instance_type
+    from cdk_adapters.manifest import plan_manifest_file
+    from cdk_adapters.planner import cost as cost_model
+    from cdk_adapters.planner.fit import MemoryInputs, plan_memory
+    from cdk_adapters.planner.lora_memory import gpu_bytes_per_slot
+    from cdk_adapters.planner.manifest_inputs import adapter_sizes, base_shapes
+    from cdk_adapters.planner.prices import resolve_price
+    from cdk_adapters.planner.recommendation import recommend
+    from cdk_adapters.planner.report import PlanReport, to_json, to_table
+    from cdk_adapters.planner.throughput import given_throughput, instance_throughput
+    from cdk_adapters.planner.traffic import identical_tenants, manifest_tenants
+
+    problems = _check_ranges(args)
+    try:
+        manifest_plan = plan_manifest_file(args.manifest)
+    except ConfigurationError as error:
+        raise Failure(list(error.problems) + problems, f"{error.heading}: nothing was planned") from None
+    try:
+        instance = require_instance_type(args.instance_type)
+    except UnknownInstanceType as error:
+        problems.append(Problem(f"instance type '{args.instance_type}'", "--instance-type", str(error)))
+        instance = None
+    price = _collect(problems, lambda: resolve_price(args.instance_type, price_per_hour=args.price_per_hour, price_file=args.price_file))
+    if args.tenants is not None:
+        tenants = _collect(
+            problems,
+            lambda: identical_tenants(
+                args.tenants,
+                requests_per_minute=args.requests_per_minute,
+                prompt_tokens=args.prompt_tokens,
+                output_tokens=args.output_tokens,
+                peak_factor=args.peak_factor,
+            ),
+        )
+    else:
+        tenants = _collect(problems, lambda: manifest_tenants(manifest_plan.manifest.adapters))
+    base = _collect(problems, lambda: base_shapes(manifest_plan, num_layers=args.num_layers, base_model_dir=args.base_model_dir))
+    if problems or instance is None or price is None or tenants is None or base is None:
+        raise Failure(problems, f"{len(problems)} problem(s) found; nothing was planned")
+
+    throughput = (
+        given_throughput(instance.name, args.throughput)
+        if args.throughput is not None
+        else instance_throughput(instance, base.parameters)
+    )
+    inputs = cost_model.CostInputs(
+        price_per_hour=price.usd_per_hour,
+        throughput=throughput.tokens_per_second,
+        hours=args.hours,
+        swap_headroom=args.swap_headroom,
+        min_instances=args.min_instances,
+        shared_instances=args.shared_instances,
+    )
+    comparison = cost_model.compare(tenants, inputs)
+    max_loras = args.max_loras or manifest_plan.max_loras
+    max_cpu_loras = args.max_cpu_loras or manifest_plan.max_cpu_loras or max_loras
+    if max_cpu_loras < max_loras:
+        raise Failure(
+            [Problem("plan", "--max-cpu-loras", f"({max_cpu_loras}) must be >= max_loras ({max_loras})")], "usage"
+        )
+    memory = plan_memory(
+        MemoryInputs(
+            instance=instance,
+            dtype=args.dtype,
+            base_weight_bytes=base.weight_bytes(args.dtype),
+            slot_bytes=gpu_bytes_per_slot(base, manifest_plan.max_lora_rank, args.dtype),
+            kv_bytes_per_token=base.kv_bytes_per_token(args.dtype, manifest_plan.manifest.base_model.hidden_size),
+            max_loras=max_loras,
+            max_cpu_loras=max_cpu_loras,
+            max_lora_rank=manifest_plan.max_lora_rank,
+            adapters=adapter_sizes(manifest_plan, base, args.dtype),
+            active_adapters=args.active_adapters or sum(1 for t in tenants if t.requests_per_minute > 0),
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+            host_reserve_gib=args.host_reserve_gib,
+        )
+    )
+    report = PlanReport(
+        instance=instance,
+        price=price,
+        throughput=throughput,
+        inputs=inputs,
+        tenants=tuple(tenants),
+        cost=comparison,
+        memory=memory,
+        recommendation=recommend(comparison, memory, instance.name),
+        base_source=base.source,
+    )
+    if args.json:
+        out.write(json.dumps(to_json(report), indent=2) + "\n")
+    else:
+        out.write(to_table(report))
+    if args.chart is not None:
+        from cdk_adapters.planner.chart import render_cost_chart
+
+        path = render_cost_chart(
+            args.chart, cost_model.average_tenant(tenants), inputs, tenants=len(tenants), instance_type=instance.name
+        )
+        err.write(f"{PROG}: wrote {path}\n")
+    if memory.problems:
+        raise Failure(list(memory.problems), f"the adapters do not fit on {instance.name}")
