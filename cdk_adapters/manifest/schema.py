@@ -115,34 +115,6 @@ class TrafficSpec(_Strict):
     """Peak request rate over the average (1 = flat traffic)."""
 
 
-class RuleAcknowledgment(_Strict):
-    """A gate rule this row's adapter knowingly breaks, and why (cdk-nag's model: rule id + reason).
-
-    Its findings are listed as acknowledged by `cdk-adapters validate` and do not fail the gate.
-    """
-
-    rule: NonEmpty
-    """The rule's id, as problems show it in brackets, e.g. ``identical-target-modules``."""
-    reason: str | None = Field(default=None, validate_default=True)
-    """Why the rule does not apply to this adapter; required, kept for review."""
-
-    @field_validator("rule")
-    @classmethod
-    def _known_rule(cls, value: str) -> str:
-        error = rule_error(value)
-        if error:
-            raise ValueError(error)
-        return value
-
-    @field_validator("reason")
-    @classmethod
-    def _has_reason(cls, value: str | None) -> str | None:
-        error = reason_error(value)
-        if error:
-            raise ValueError(error)
-        return value
-
-
 class AdapterRow(_Strict):
     """One adapter: a versioned name, where it comes from, and who owns it."""
 
