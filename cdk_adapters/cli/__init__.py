@@ -23,6 +23,9 @@ COMMANDS = (
     "cdk_adapters.cli.publish",
     "cdk_adapters.cli.lock",
     "cdk_adapters.cli.base_facts",
+    "cdk_adapters.cli.demo_model",
+    "cdk_adapters.cli.local",
+    "cdk_adapters.cli.invoke",
     "cdk_adapters.cli.plan",
 )
 """Modules with a ``register(commands)`` function, one per sub-command."""

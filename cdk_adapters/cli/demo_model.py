@@ -1,0 +1,39 @@
+"""``cdk-adapters demo-model DIR``: a tiny base model, two adapter versions and a manifest for local mode.
+
+So a new user tries local mode in two commands without reading the tests or downloading a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TextIO
+
+from cdk_adapters.cli.common import PROG, Failure
+from cdk_adapters.problems import Problem
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser(
+        "demo-model",
+        help="write a tiny demo base model, two adapters and a manifest, to try local mode",
+        description=(
+            "Write a tiny random Llama (base/), two PEFT LoRA versions of one adapter (adapters/) and "
+            "manifest.yaml with a 90/10 alias over them into DIR. Built offline in seconds; its output is "
+            "random text, it only shows the plumbing. Needs the serving requirements (torch, transformers, peft)."
+        ),
+    )
+    demo.add_argument("directory", type=Path, metavar="DIR", help="an empty or new directory")
+    demo.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    directory: Path = args.directory
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise Failure([Problem(PROG, "DIR", f"{directory} exists and is not an empty directory")], "nothing was written")
+    from cdk_adapters.local.demo_model import DEMO_ADAPTERS, DEMO_ALIAS, write_demo
+
+    manifest = write_demo(directory)
+    out.write(f"wrote {directory / 'base'} (tiny random Llama), adapters {', '.join(DEMO_ADAPTERS)}, {manifest}\n")
+    out.write(f"alias '{DEMO_ALIAS}': 90% {DEMO_ADAPTERS[0]}, 10% {DEMO_ADAPTERS[1]}\n")
+    out.write(f"next: {PROG} local --manifest {manifest} --base-model-dir {directory / 'base'}\n")

@@ -1,0 +1,238 @@
+"""The SageMaker Runtime API in front of a local adapter server.
+
+SageMaker's runtime endpoint turns ``InvokeEndpoint`` into ``POST /invocations`` on the container,
+with ``X-Amzn-SageMaker-Inference-Component`` replaced by the adapter header, and wraps what the
+container answers: its body as is, an error as ``ModelError`` (424) carrying
+``OriginalStatusCode``/``OriginalMessage``, a stream as event-stream ``PayloadPart`` events. This
+front does the same on loopback, so the code that calls it is the code that calls AWS.
+
+Local mode has one endpoint and no accounts; request signatures are not checked.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping
+
+import httpx
+
+from cdk_adapters.contract.discovery import DiscoveryRecord
+from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
+from cdk_adapters.local import event_stream
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+COMPONENT_HEADER = "x-amzn-sagemaker-inference-component"
+CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
+ADAPTER_HEADER = "x-amzn-sagemaker-adapter-identifier"
+DISCOVERY_PATH = "/cdk-adapters/discovery"
+ACCOUNT = "local"
+COMPONENT_REQUIRED = (
+    "Inference Component Name header is required for endpoints to which you plan to deploy inference "
+    "components. Please include Inference Component Name header or consider using SageMaker models."
+)
+
+
+class RuntimeApiError(Exception):
+    """An error the runtime API itself answers (not the container): `code` is botocore's error code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One parsed runtime call."""
+
+    streaming: bool
+    adapter: str | None
+    headers: dict[str, str]
+    body: bytes
+
+
+class RuntimeFront:
+    """ASGI app: SageMaker Runtime's two invocation routes, ``/ping`` and the discovery record."""
+
+    def __init__(self, record: DiscoveryRecord, backend_url: str, *, adapters: Mapping[str, str] | None = None) -> None:
+        self.record = record
+        self.backend_url = backend_url
+        self._adapters = {name.lower(): name for name in (adapters or {})}
+        self._client: httpx.AsyncClient | None = None
+
+    def add_adapter(self, name: str) -> None:
+        self._adapters[name.lower()] = name
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(base_url=self.backend_url, timeout=httpx.Timeout(120.0))
+        return self._client
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send, self)
+            return
+        path, method = scope["path"], scope["method"]
+        try:
+            if method == "GET" and path == "/ping":
+                await _send_whole(send, 200, {"content-type": "text/plain"}, b"ok")
+            elif method == "GET" and path == DISCOVERY_PATH:
+                await _send_whole(send, 200, {"content-type": "application/json"}, self.record.to_json().encode())
+            elif method == "POST" and path.startswith("/endpoints/"):
+                invocation = await self._parse(scope, receive)
+                if invocation.streaming:
+                    await self._stream(invocation, send)
+                else:
+                    await self._invoke(invocation, send)
+            else:
+                raise RuntimeApiError(404, "UnknownOperationException", f"{method} {path} is not a SageMaker Runtime operation")
+        except RuntimeApiError as error:
+            await _send_runtime_error(send, error)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def _parse(self, scope: Scope, receive: Receive) -> Invocation:
+        parts = scope["path"].split("/")
+        if len(parts) != 4 or parts[3] not in ("invocations", "invocations-response-stream"):
+            raise RuntimeApiError(404, "UnknownOperationException", f"POST {scope['path']} is not a SageMaker Runtime operation")
+        endpoint = parts[2]
+        body = await _read_body(receive)
+        if endpoint != self.record.endpoint_name:
+            raise RuntimeApiError(400, "ValidationError", f"Endpoint {endpoint} of account {ACCOUNT} not found.")
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        component = headers.get(COMPONENT_HEADER)
+        if not component:
+            raise RuntimeApiError(400, "ValidationError", COMPONENT_REQUIRED)
+        if len(body) > INVOKE_ENDPOINT_MAX_BYTES:
+            raise RuntimeApiError(
+                413, "ValidationError",
+                f"Request payload of {len(body)} bytes exceeds the {INVOKE_ENDPOINT_MAX_BYTES}-byte InvokeEndpoint limit.",
+            )
+        return Invocation(parts[3] != "invocations", self._adapter_for(component), headers, body)
+
+    def _adapter_for(self, component: str) -> str | None:
+        """The adapter an inference component serves: ``None`` for the base component."""
+        if component.lower() == self.record.base_inference_component_name.lower():
+            return None
+        prefix = self.record.component_prefix.lower() + "-"
+        if not component.lower().startswith(prefix):
+            raise RuntimeApiError(400, "ValidationError", f"Inference Component {component} not found.")
+        suffix = component[len(prefix):]
+        # A component whose adapter is not registered still reaches the container, which answers
+        # 404 naming it, as an adapter component whose adapter the container lost would.
+        return self._adapters.get(suffix.lower(), suffix)
+
+    def _backend_headers(self, invocation: Invocation) -> dict[str, str]:
+        headers = {"content-type": invocation.headers.get("content-type", "application/json"),
+                   "x-amzn-requestid": str(uuid.uuid4())}
+        if invocation.adapter is not None:
+            headers[ADAPTER_HEADER] = invocation.adapter
+        if CUSTOM_ATTRIBUTES_HEADER in invocation.headers:
+            headers[CUSTOM_ATTRIBUTES_HEADER] = invocation.headers[CUSTOM_ATTRIBUTES_HEADER]
+        return headers
+
+    async def _invoke(self, invocation: Invocation, send: Send) -> None:
+        answer = await self._backend_call(invocation, stream=False)
+        if answer.status_code >= 300:
+            await _send_model_error(send, answer.status_code, answer.content)
+            return
+        headers = {"content-type": answer.headers.get("content-type", "application/json"),
+                   "x-amzn-invoked-production-variant": "AllTraffic"}
+        if CUSTOM_ATTRIBUTES_HEADER in answer.headers:
+            headers[CUSTOM_ATTRIBUTES_HEADER] = answer.headers[CUSTOM_ATTRIBUTES_HEADER]
+        await _send_whole(send, 200, headers, answer.content)
+
+    async def _stream(self, invocation: Invocation, send: Send) -> None:
+        request = self.client.build_request(
+            "POST", "/invocations", content=invocation.body, headers=self._backend_headers(invocation)
+        )
+        try:
+            answer = await self.client.send(request, stream=True)
+        except httpx.HTTPError as error:
+            raise RuntimeApiError(500, "InternalFailure", f"the local adapter server did not answer: {error}") from None
+        try:
+            if answer.status_code >= 300:
+                await _send_model_error(send, answer.status_code, await answer.aread())
+                return
+            await send({"type": "http.response.start", "status": 200, "headers": _encode_headers({
+                "content-type": event_stream.CONTENT_TYPE,
+                "x-amzn-sagemaker-content-type": answer.headers.get("content-type", "application/octet-stream"),
+                "x-amzn-invoked-production-variant": "AllTraffic",
+            })})
+            try:
+                async for piece in answer.aiter_raw():
+                    if piece:
+                        await send({"type": "http.response.body", "body": event_stream.payload_part(piece), "more_body": True})
+            except httpx.HTTPError as error:
+                failure = event_stream.model_stream_error(f"the model's stream failed: {error}")
+                await send({"type": "http.response.body", "body": failure, "more_body": False})
+                return
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await answer.aclose()
+
+    async def _backend_call(self, invocation: Invocation, *, stream: bool) -> httpx.Response:
+        try:
+            return await self.client.post("/invocations", content=invocation.body, headers=self._backend_headers(invocation))
+        except httpx.HTTPError as error:
+            raise RuntimeApiError(500, "InternalFailure", f"the local adapter server did not answer: {error}") from None
+
+
+async def _lifespan(receive: Receive, send: Send, front: RuntimeFront) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await front.close()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+async def _send_model_error(send: Send, status: int, original: bytes) -> None:
+    """The container's error as SageMaker wraps it: ``ModelError`` with the original status and body."""
+    text = original.decode("utf-8", errors="replace")
+    side = "client" if status < 500 else "server"
+    document = {
+        "ErrorCode": f"{side.upper()}_ERROR_FROM_MODEL",
+        "Message": f'Received {side} error ({status}) from primary with message "{text}". '
+                   "See the adapter server's log (cdk-adapters local prints where it is).",
+        "OriginalStatusCode": status,
+        "OriginalMessage": text,
+    }
+    await _send_whole(send, 424, {"content-type": "application/json", "x-amzn-errortype": "ModelError"},
+                      json.dumps(document).encode())
+
+
+async def _send_runtime_error(send: Send, error: RuntimeApiError) -> None:
+    await _send_whole(send, error.status, {"content-type": "application/json", "x-amzn-errortype": error.code},
+                      json.dumps({"message": error.message}).encode())
+
+
+async def _send_whole(send: Send, status: int, headers: Mapping[str, str], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": _encode_headers({**headers, "content-length": str(len(body)),
+                                            "x-amzn-requestid": str(uuid.uuid4())})})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _encode_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
