@@ -5,4 +5,6 @@ boto3 alone. Each module is one agreement both sides read from the same definiti
 ``protocol.py`` per feature), so nothing is encoded on one side and re-typed on the other.
 
 * `discovery` - the record that tells a client which endpoint and component serve an adapter.
+* `request_metrics` - the per-request log line, the CloudWatch metrics (EMF) embedded in it, and the
+  container variables that configure them.
 """

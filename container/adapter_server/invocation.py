@@ -3,7 +3,8 @@
 A request that names no adapter is refused unless base-model access is enabled, and an unknown
 adapter is a 404 naming it, so nothing silently falls back to the base model. The request is
 rewritten (`invocation_request`) and forwarded to vLLM, streams included; on the way back its
-answer is observed for one JSON log line and the per-adapter Prometheus metrics.
+answer is observed for one log line (an EMF document: per-adapter CloudWatch metrics) and the
+per-adapter Prometheus metrics. Both count a request under the same adapter label, refusals too.
 """
 
 from __future__ import annotations
@@ -34,6 +35,20 @@ class InvocationHandler:
         self._app = app
         self._context = context
         self._readiness = readiness
+        self._log: observability.RequestLog | None = None
+
+    def _request_log(self) -> observability.RequestLog:
+        """The renderer for the current settings (start-up replaces the defaults once)."""
+        settings = self._context.settings.metrics
+        if self._log is None or self._log.settings is not settings:
+            self._log = observability.RequestLog(settings)
+        return self._log
+
+    def _label(self, adapter: str | None) -> str:
+        """The metrics label of a request refused before admission: its adapter, if registered."""
+        if adapter is None:
+            return observability.BASE_MODEL_LABEL if self._context.settings.allow_base_model else observability.UNREGISTERED_LABEL
+        return adapter if adapter in self._context.store else observability.UNREGISTERED_LABEL
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
@@ -46,7 +61,7 @@ class InvocationHandler:
             request_id=sagemaker_contract.header(headers, "x-amzn-requestid")
             or sagemaker_contract.header(headers, "x-request-id"),
         )
-        label = observability.UNREGISTERED_LABEL
+        label: str | None = None  # set on admission; a refusal before it is labelled by `_label`
         published = False
 
         def publish() -> None:
@@ -54,7 +69,7 @@ class InvocationHandler:
             nonlocal published
             if not published:
                 published = True
-                record.publish(label)
+                record.publish(label or self._label(record.adapter), self._request_log())
 
         try:
             body = await read_body(scope, receive)

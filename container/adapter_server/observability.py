@@ -1,9 +1,11 @@
-"""Per-adapter request log lines and Prometheus metrics.
+"""Per-adapter request log lines (CloudWatch EMF documents) and Prometheus metrics.
 
 vLLM's own metrics carry only the base model's name, so nothing in stock vLLM says which adapter
-is slow or failing. The middleware writes one JSON line per request to stdout (SageMaker ships
-stdout to CloudWatch Logs, where metric filters turn the lines into per-adapter CloudWatch
-metrics) and keeps the same figures as Prometheus metrics, served by vLLM's ``/metrics``.
+is slow or failing. The middleware writes one JSON line per request to stdout, which SageMaker
+ships to CloudWatch Logs. With EMF on (the default) the line is also an Embedded Metric Format
+document, so CloudWatch extracts per-adapter metrics from it with nothing to set up; its fields,
+metrics, dimensions and settings are the shared schema in `cdk_adapters.contract.request_metrics`.
+The same figures are Prometheus metrics, served by vLLM's ``/metrics``.
 """
 
 from __future__ import annotations
@@ -11,21 +13,25 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-REQUEST_EVENT = "cdk_adapters.request"
-"""``event`` of the per-request line; CloudWatch metric filters match on it."""
+from cdk_adapters.contract import request_metrics
+
+REQUEST_EVENT = request_metrics.REQUEST_EVENT
+"""``event`` of the per-request line."""
 REGISTRATION_EVENT = "cdk_adapters.registration"
 REPLAY_EVENT = "cdk_adapters.replay"
 
-BASE_MODEL_LABEL = "__base__"
-"""The ``adapter`` label of requests served by the base model (only when base access is on)."""
-UNREGISTERED_LABEL = "__unregistered__"
-"""The ``adapter`` label for names that are not registered, so callers cannot inflate label sets."""
+BASE_MODEL_LABEL = request_metrics.BASE_MODEL_ADAPTER
+"""The ``adapter`` label (and EMF dimension) of requests served by the base model."""
+UNREGISTERED_LABEL = request_metrics.UNREGISTERED_ADAPTER
+"""The ``adapter`` label (and EMF dimension) for names that are not registered, so callers cannot
+inflate label sets or billed CloudWatch metrics."""
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
 _TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -60,12 +66,16 @@ REGISTRATIONS = Counter(
 _print_lock = threading.Lock()
 
 
-def emit(event: str, **fields: Any) -> None:
-    """Write one JSON line to stdout (flushed: SageMaker's log agent reads it as it comes)."""
-    line = json.dumps({"event": event, **fields}, sort_keys=False, default=str)
+def write_line(line: str) -> None:
+    """Write one line to stdout, flushed: SageMaker's log agent reads it as it comes."""
     with _print_lock:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+
+def emit(event: str, **fields: Any) -> None:
+    """Write one JSON line with ``event`` first."""
+    write_line(json.dumps({"event": event, **fields}, default=str))
 
 
 @dataclass
@@ -84,9 +94,28 @@ class RequestRecord:
     cold: bool | None = None
     error: str | None = None
 
-    def publish(self, metric_label: str) -> None:
-        emit(REQUEST_EVENT, **asdict(self))
-        REQUESTS.labels(metric_label, str(self.status)).inc()
+    def fields(self) -> dict[str, Any]:
+        """The line's `request_metrics.LOG_FIELDS`, in order (built by hand: `asdict` deep-copies)."""
+        return {
+            request_metrics.EVENT: REQUEST_EVENT,
+            request_metrics.ADAPTER: self.adapter,
+            request_metrics.ROUTE: self.route,
+            request_metrics.STREAM: self.stream,
+            request_metrics.REQUEST_ID: self.request_id,
+            request_metrics.STATUS: self.status,
+            request_metrics.LATENCY_MS: self.latency_ms,
+            request_metrics.TTFT_MS: self.ttft_ms,
+            request_metrics.PROMPT_TOKENS: self.prompt_tokens,
+            request_metrics.OUTPUT_TOKENS: self.output_tokens,
+            request_metrics.COLD: self.cold,
+            request_metrics.ERROR: self.error,
+        }
+
+    def publish(self, metric_label: str, log: "RequestLog") -> None:
+        """Write the request line, then count the request under `metric_label` in Prometheus."""
+        write_line(log.line(self.fields(), metric_label))
+        status = str(self.status)
+        REQUESTS.labels(metric_label, status).inc()
         if self.latency_ms is not None:
             LATENCY.labels(metric_label).observe(self.latency_ms / 1000.0)
         if self.ttft_ms is not None:
@@ -97,6 +126,39 @@ class RequestRecord:
             OUTPUT_TOKENS.labels(metric_label).inc(self.output_tokens)
         if self.cold:
             COLD_REQUESTS.labels(metric_label).inc()
+
+
+class RequestLog:
+    """Renders request lines for one `request_metrics.RequestMetricsSettings`.
+
+    EMF off: the plain JSON line. EMF on: the same line plus the two dimension members, the
+    enabled metrics that have a value for this request, and ``_aws``. The directive depends only
+    on which metrics a line carries, so each variant is serialised once and reused.
+    """
+
+    def __init__(self, settings: request_metrics.RequestMetricsSettings) -> None:
+        self.settings = settings
+        self._enabled = tuple(spec.name for spec in settings.metrics)
+        self._directives: dict[tuple[str, ...], str] = {}
+
+    def line(self, fields: dict[str, Any], metric_label: str) -> str:
+        if not self.settings.emf:
+            return json.dumps(fields, default=str)
+        values = request_metrics.metric_values(fields)
+        carried = tuple(name for name in self._enabled if name in values)
+        fields[request_metrics.ENDPOINT_DIMENSION] = self.settings.endpoint_name
+        fields[request_metrics.ADAPTER_DIMENSION] = metric_label
+        if not carried:  # nothing to extract (e.g. only token metrics enabled, and this was a 404)
+            return json.dumps(fields, default=str)
+        for name in carried:
+            fields[name] = values[name]
+        directive = self._directives.get(carried)
+        if directive is None:
+            specs = [request_metrics.METRICS_BY_NAME[name] for name in carried]
+            directive = json.dumps([request_metrics.metric_directive(self.settings.namespace, specs)])
+            self._directives[carried] = directive
+        document = json.dumps(fields, default=str)
+        return f'{document[:-1]}, "_aws": {{"Timestamp": {int(time.time() * 1000)}, "CloudWatchMetrics": {directive}}}}}'
 
 
 class ResidencyTracker:

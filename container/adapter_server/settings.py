@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Mapping
 
 from cdk_adapters import serving_env
+from cdk_adapters.contract import request_metrics
 from cdk_adapters.problems import Problem
 
 LISTEN_PORT = "CDK_ADAPTERS_LISTEN_PORT"
@@ -52,18 +53,23 @@ class ServingSettings:
     allow_vision_modules: bool = False
     state_dir: Path | None = None
     """Where registrations are persisted; ``None`` keeps them in memory only (logged as a warning)."""
+    metrics: request_metrics.RequestMetricsSettings = request_metrics.RequestMetricsSettings()
+    """What the request log embeds (EMF on/off, namespace, metrics, endpoint); decoded by the contract."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> tuple["ServingSettings", list[Problem]]:
         environ = os.environ if environ is None else environ
         problems: list[Problem] = []
         state_dir = environ.get(serving_env.STATE_DIR, "").strip()
+        metrics, metrics_problems = request_metrics.decode(environ)
+        problems.extend(metrics_problems)
         settings = cls(
             allow_base_model=parse_bool(environ, serving_env.ALLOW_BASE_MODEL, False, problems),
             base_model_id=environ.get(serving_env.BASE_MODEL_ID, "").strip() or None,
             base_model_revision=environ.get(serving_env.BASE_MODEL_REVISION, "").strip() or None,
             allow_vision_modules=parse_bool(environ, serving_env.ALLOW_VISION_MODULES, False, problems),
             state_dir=Path(state_dir) if state_dir else None,
+            metrics=metrics,
         )
         if settings.base_model_revision and not settings.base_model_id:
             problems.append(

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from cdk_adapters import serving_env
+from cdk_adapters.contract import request_metrics
 from tests.compat.zoo import AdapterZoo, session_zoo
 from tests.container.sagemaker_calls import MODEL_CODE_MARKER
 from tests.support import tiny_models as tm
@@ -38,6 +39,10 @@ SERVER_LIMITS = {
     "DTYPE": "float32",
 }
 """SPEC section 8's measured recipe; float32 so outputs can be compared with transformers exactly."""
+
+METRICS_NAMESPACE = "CdkAdaptersTests"
+METRICS_ENDPOINT_NAME = "tests-endpoint"
+"""Not the defaults, so the request lines prove the container reads the construct's settings."""
 
 
 HERE = Path(__file__).parent
@@ -92,9 +97,10 @@ class VllmServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def environment(self, *, allow_base_model: bool) -> dict[str, str]:
+    def environment(self, *, allow_base_model: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CDK_ADAPTERS_", "SM_VLLM_"))}
         env.update({serving_env.VLLM_FLAG_PREFIX + key: value for key, value in SERVER_LIMITS.items()})
+        env.update(request_metrics.environment(namespace=METRICS_NAMESPACE, endpoint_name=METRICS_ENDPOINT_NAME))
         env.update(
             {
                 serving_env.VLLM_FLAG_PREFIX + "MODEL": str(self.base_dir),
@@ -112,17 +118,23 @@ class VllmServer:
                 "DO_NOT_TRACK": "1",
             }
         )
+        env.update(extra or {})
         return env
 
-    def start(self, *, allow_base_model: bool = False, expect_healthy: bool = True) -> httpx.Response:
-        """Start and wait for /ping: a 200, or (``expect_healthy=False``) the 503 of a failed start-up."""
+    def start(
+        self, *, allow_base_model: bool = False, expect_healthy: bool = True, extra_env: dict[str, str] | None = None
+    ) -> httpx.Response:
+        """Start and wait for /ping: a 200, or (``expect_healthy=False``) the 503 of a failed start-up.
+
+        `extra_env` is added to (and overrides) the usual environment, for this start only.
+        """
         self.port = _free_port()
         self.log_path = self.log_dir / f"server-{len(self.start_seconds) + 1}.log"
         started = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "adapter_server", "serve"],
-                env=self.environment(allow_base_model=allow_base_model),
+                env=self.environment(allow_base_model=allow_base_model, extra=extra_env),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.log_dir,
@@ -149,10 +161,12 @@ class VllmServer:
         self.stop()
         raise RuntimeError(f"vLLM did not become healthy within {START_TIMEOUT_S} s:\n{self.log_tail()}")
 
-    def restart(self, *, allow_base_model: bool, expect_healthy: bool = True) -> httpx.Response:
+    def restart(
+        self, *, allow_base_model: bool, expect_healthy: bool = True, extra_env: dict[str, str] | None = None
+    ) -> httpx.Response:
         """Stop the process and start a new one over the same state directory (an in-place restart)."""
         self.stop()
-        return self.start(allow_base_model=allow_base_model, expect_healthy=expect_healthy)
+        return self.start(allow_base_model=allow_base_model, expect_healthy=expect_healthy, extra_env=extra_env)
 
     def stop(self) -> None:
         if self.client is not None:

@@ -2,13 +2,17 @@
 
 Runs last (see conftest): it restarts the shared server over the same state directory, the way
 AWS's supervisor restarts a crashed vLLM inside a running container, this time with
-``CDK_ADAPTERS_ALLOW_BASE_MODEL=true``.
+``CDK_ADAPTERS_ALLOW_BASE_MODEL=true`` (and EMF turned off, so the plain request line is checked
+without a start of its own).
 """
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from cdk_adapters.contract import request_metrics
 from tests.container.sagemaker_calls import invoke, register, token_ids, unregister
 from tests.support import tiny_models as tm
 
@@ -25,7 +29,7 @@ def test_registrations_are_replayed_after_a_restart_and_base_access_follows_conf
     listed_before = client.get("/adapters").json()["adapters"]
     assert invoke(client, None).status_code == 400
 
-    server.restart(allow_base_model=True)
+    server.restart(allow_base_model=True, extra_env={request_metrics.EMF_ENV: "false"})
     client = server.client
 
     # /ping turned 200 only after the replay, so the very first request already finds the adapters.
@@ -47,6 +51,9 @@ def test_registrations_are_replayed_after_a_restart_and_base_access_follows_conf
     assert base.json()["model"] == tm.TINY_BASE_MODEL_ID
     assert base.json()["choices"][0]["token_ids"] not in before.values()
     assert server.events("cdk_adapters.request")[-1]["adapter"] is None
+    # EMF off: the plain line, exactly the log fields, no metrics for CloudWatch to extract.
+    last_line = [line for line in server.log_path.read_text().splitlines() if request_metrics.REQUEST_EVENT in line][-1]
+    assert list(json.loads(last_line)) == list(request_metrics.LOG_FIELDS)
     assert len(server.start_seconds) == 2
 
 
