@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from benchmarks._timing import interleaved_medians, print_table
-from cdk_adapters.compat import BaseModelFacts, check_adapter_dir
+from cdk_adapters.compat import BaseModelFacts, Reference, check_adapter_dir
 from cdk_adapters.packaging import package_adapter
 
 HIDDEN, INTERMEDIATE, KV_WIDTH, LAYERS, RANK = 4096, 14336, 1024, 32, 16
@@ -82,16 +82,14 @@ def main() -> None:
         (scratch_dir / "adapter").mkdir()
         adapter = write_llama8b_shaped_adapter(scratch_dir / "adapter")
         size_mb = (adapter / "adapter_model.safetensors").stat().st_size / 1e6
-        problems = check_adapter_dir("bench-v1", adapter, base=BASE, max_lora_rank=RANK)
+        problems = check_adapter_dir("bench-v1", adapter, Reference(BASE, RANK))
         assert not problems, problems
         print(f"adapter: {LAYERS} layers x {len(PROJECTIONS)} projections, rank {RANK}, {size_mb:.1f} MB safetensors")
 
         register = interleaved_medians(
             {
                 "load weights (safetensors -> torch)": lambda: load_file(adapter / "adapter_model.safetensors"),
-                "compatibility gate (check_adapter_dir)": lambda: check_adapter_dir(
-                    "bench-v1", adapter, base=BASE, max_lora_rank=RANK
-                ),
+                "compatibility gate (check_adapter_dir)": lambda: check_adapter_dir("bench-v1", adapter, Reference(BASE, RANK)),
             },
             rounds=args.rounds,
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Iterable
 
 from cdk_adapters.contract import discovery
 from cdk_adapters.problems import Problem
@@ -69,6 +70,35 @@ def validate_adapter_name(name: object, subject: str | None = None) -> list[Prob
         problems.append(
             Problem(about, "name", f"{name!r} is reserved for the base inference component")
         )
+    return problems
+
+
+def adapter_name_key(name: str) -> str:
+    """What two adapter names are compared by: SageMaker compares inference component names
+    case-insensitively (and `adapter_component_name` lower-cases them), so ``SupportEN-v1`` and
+    ``supporten-v1`` would be one component."""
+    return name.lower()
+
+
+def duplicate_adapter_names(names: Iterable[str]) -> list[Problem]:
+    """One problem per adapter name that is given more than once, ignoring case: the rule every
+    gate uses (the manifest gate, the CLI and the construct)."""
+    spellings: dict[str, list[str]] = {}
+    for name in names:
+        spellings.setdefault(adapter_name_key(name), []).append(name)
+    problems = []
+    for given in spellings.values():
+        if len(given) < 2:
+            continue
+        distinct = list(dict.fromkeys(given))
+        if len(distinct) == 1:
+            message = f"is listed {len(given)} times; each adapter name must be unique"
+        else:
+            message = (
+                f"is listed {len(given)} times as {', '.join(map(repr, distinct))}; adapter names are compared "
+                "ignoring case (SageMaker's inference component names are), so each must be unique ignoring case"
+            )
+        problems.append(Problem(f"adapter '{given[0]}'", "name", message))
     return problems
 
 

@@ -14,14 +14,20 @@ from typing import Iterable
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong, naming what it is about (`subject`) and which setting (`field`)."""
+    """One thing wrong, naming what it is about (`subject`) and which setting (`field`).
+
+    `rule` is the id of the compatibility-gate rule that found it (cdk-nag style, e.g.
+    ``rank-limit``): what a manifest row names to acknowledge it. Other checks leave it None.
+    """
 
     subject: str
     field: str
     message: str
+    rule: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.subject}: {self.field}: {self.message}"
+        text = f"{self.subject}: {self.field}: {self.message}"
+        return f"{text} [{self.rule}]" if self.rule else text
 
 
 class ConfigurationError(ValueError):

@@ -14,7 +14,7 @@ import importlib
 import sys
 from typing import Sequence, TextIO
 
-from cdk_adapters.cli.common import PROG, Failure, print_problems
+from cdk_adapters.cli.common import PROG, Failure, UsageError, print_problems
 from cdk_adapters.problems import ConfigurationError
 
 COMMANDS = (
@@ -42,6 +42,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         return int(exit_.code or 0)
     try:
         args.handler(args, out, err)
+    except UsageError as failure:
+        print_problems(err, f"{failure.heading} (see '{PROG} {args.command} --help')", failure.problems)
+        return 2
     except Failure as failure:
         print_problems(err, failure.heading, failure.problems)
         return 1

@@ -1,19 +1,23 @@
-"""What the commands share: the failure they raise, problem printing, base-model options."""
+"""What the commands share: the failures they raise, problem printing, base-model options."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cdk_adapters.compat import (
     AdapterContents,
     AdapterFacts,
     BaseModelFacts,
+    Reference,
     check_adapter_contents,
 )
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import Problem
+
+if TYPE_CHECKING:
+    from cdk_adapters.manifest import LoadedManifest
 
 PROG = "cdk-adapters"
 
@@ -27,15 +31,45 @@ class Failure(Exception):
         self.heading = heading
 
 
+class UsageError(Failure):
+    """Arguments that cannot go together: status 2, as argparse's own usage errors."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__([Problem(PROG, option, message)], "usage error")
+
+
 def print_problems(err: TextIO, heading: str, problems: list[Problem]) -> None:
     err.write(f"{PROG}: {heading}\n")
     for problem in problems:
         err.write(f"  - {problem}\n")
 
 
+def manifest_path(given: Path | None) -> Path:
+    """`given`, else the default manifest when the working directory has one; otherwise a
+    `Failure` saying what to pass (outside this repository there is no default to find)."""
+    from cdk_adapters.manifest.loader import DEFAULT_MANIFEST_PATH
+
+    if given is not None:
+        return given
+    if DEFAULT_MANIFEST_PATH.is_file():
+        return DEFAULT_MANIFEST_PATH
+    raise Failure(
+        [
+            Problem(
+                f"manifest '{DEFAULT_MANIFEST_PATH}'",
+                "--manifest",
+                f"not found in {Path.cwd()}: the default is relative to the working directory; pass your "
+                "manifest with --manifest PATH (or check adapters against a local model with --base-model-dir DIR)",
+            )
+        ],
+        "no manifest",
+    )
+
+
 def base_options(parser: argparse.ArgumentParser, *, lock: bool = False) -> None:
-    parser.add_argument("--manifest", type=Path, help="manifest whose base model and limits apply (default: manifests/example.yaml)")
-    parser.add_argument("--base-model-dir", type=Path, help="check against this local model directory instead of a manifest")
+    against = parser.add_mutually_exclusive_group()
+    against.add_argument("--manifest", type=Path, help="manifest whose base model and limits apply (default: manifests/example.yaml)")
+    against.add_argument("--base-model-dir", type=Path, help="check against this local model directory instead of a manifest")
     parser.add_argument(
         "--max-lora-rank",
         type=int,
@@ -47,33 +81,27 @@ def base_options(parser: argparse.ArgumentParser, *, lock: bool = False) -> None
         parser.add_argument("--lock-file", type=Path, help="lock file to update (default: beside the manifest)")
 
 
-class Reference:
-    """The base model and limits adapters are checked against, from a manifest or a model directory."""
+def resolve_reference(args: argparse.Namespace) -> tuple[Reference, "LoadedManifest | None"]:
+    """What adapters are checked against (a model directory, or the manifest's base and limits;
+    the command-line options win), and the manifest when one was read."""
+    if args.base_model_dir is not None:
+        try:
+            base = BaseModelFacts.from_model_dir(args.base_model_dir)
+        except ValueError as error:
+            raise Failure([Problem(f"base model '{args.base_model_dir}'", "(directory)", str(error))], "cannot read the base model") from None
+        return Reference(base, args.max_lora_rank, args.allow_vision_modules), None
+    from cdk_adapters.manifest import load_manifest, manifest_reference
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.loaded = None
-        if args.base_model_dir is not None:
-            if args.manifest is not None:
-                raise Failure([Problem(PROG, "--base-model-dir", "give either --manifest or --base-model-dir, not both")], "usage")
-            try:
-                self.base = BaseModelFacts.from_model_dir(args.base_model_dir)
-            except ValueError as error:
-                raise Failure([Problem(f"base model '{args.base_model_dir}'", "(directory)", str(error))], "cannot read the base model") from None
-            self.max_lora_rank = args.max_lora_rank
-            self.allow_vision_modules = args.allow_vision_modules
-        else:
-            from cdk_adapters.manifest import base_facts, load_manifest
-
-            self.loaded = load_manifest(args.manifest)
-            manifest = self.loaded.manifest
-            self.base = base_facts(manifest.base_model)
-            self.max_lora_rank = args.max_lora_rank or manifest.serving.max_lora_rank
-            self.allow_vision_modules = args.allow_vision_modules or manifest.base_model.allow_vision_modules
-
-    def check(self, name: str, contents: AdapterContents) -> list[Problem]:
-        return check_adapter_contents(
-            name, contents, base=self.base, max_lora_rank=self.max_lora_rank, allow_vision_modules=self.allow_vision_modules
-        )
+    loaded = load_manifest(manifest_path(args.manifest))
+    from_manifest = manifest_reference(loaded.manifest)
+    return (
+        Reference(
+            from_manifest.base,
+            args.max_lora_rank or from_manifest.max_lora_rank,
+            args.allow_vision_modules or from_manifest.allow_vision_modules,
+        ),
+        loaded,
+    )
 
 
 def describe(facts: AdapterFacts | None) -> str:
@@ -91,7 +119,7 @@ def checked_directory(args: argparse.Namespace, name: str, reference: Reference)
     if not directory.is_dir():
         raise Failure([Problem(f"adapter '{name}'", "source", f"{directory} is not a directory")], "nothing was packaged")
     contents = AdapterContents.from_dir(directory)
-    problems = reference.check(name, contents)
+    problems = check_adapter_contents(name, contents, reference)
     facts = AdapterFacts.from_contents(contents)
     if problems or facts is None:
         raise Failure(problems, f"{len(problems)} problem(s) found; nothing was packaged or uploaded")

@@ -8,6 +8,7 @@ from typing import TextIO
 
 from cdk_adapters.cli.common import (
     Failure,
+    manifest_path,
 )
 
 
@@ -32,7 +33,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     from cdk_adapters.manifest import load_manifest, write_lock
     from cdk_adapters.manifest.refresh import refresh_lock
 
-    loaded = load_manifest(args.manifest, lock_path=args.lock_file)
+    loaded = load_manifest(manifest_path(args.manifest), lock_path=args.lock_file)
+    if not any(row.is_s3 for row in loaded.manifest.adapters):
+        out.write(
+            f"{loaded.path} has no s3:// adapters: local rows are packaged at synth and need no lock entry; "
+            f"{loaded.lock_path} was not written\n"
+        )
+        return
     refreshed = refresh_lock(loaded, boto3.client("s3", region_name=args.region))
     if refreshed.problems:
         raise Failure(refreshed.problems, f"{len(refreshed.problems)} problem(s) found; {loaded.lock_path} was not changed")

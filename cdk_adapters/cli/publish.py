@@ -10,12 +10,12 @@ from typing import TextIO
 from cdk_adapters.cli.common import (
     PROG,
     Failure,
-    Reference,
     base_options,
     checked_directory,
+    resolve_reference,
 )
 from cdk_adapters.compat import CoHostedAdapter
-from cdk_adapters.compat.checks.co_hosted import version_suffix
+from cdk_adapters.compat.checks.co_hosted import VERSION_SUFFIX_CHECK
 from cdk_adapters.problems import Problem
 
 
@@ -51,8 +51,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 
     name = args.name
     subject = f"adapter '{name}'"
-    reference = Reference(args)
-    name_problems = validate_adapter_name(name, subject) + list(version_suffix([CoHostedAdapter(name, ())]))
+    reference, loaded = resolve_reference(args)
+    name_problems = validate_adapter_name(name, subject) + VERSION_SUFFIX_CHECK([CoHostedAdapter(name, ())])
     try:
         checked_directory(args, name, reference)
         directory_problems: list[Problem] = []
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if name_problems or directory_problems:
         problems = name_problems + directory_problems
         raise Failure(problems, f"{len(problems)} problem(s) found; nothing was packaged or uploaded")
-    lock_path = args.lock_file or (lock_path_for(reference.loaded.path) if reference.loaded else None)
+    lock_path = args.lock_file or (lock_path_for(loaded.path) if loaded else None)
     with tempfile.TemporaryDirectory(prefix="cdk-adapters-publish-") as scratch:
         packaged = package_adapter(args.directory, Path(scratch) / "adapter.tar.gz", include_tokenizer=args.include_tokenizer)
         client = boto3.client("s3", region_name=args.region)

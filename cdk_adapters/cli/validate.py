@@ -7,14 +7,16 @@ from pathlib import Path
 from typing import TextIO
 
 from cdk_adapters.cli.common import (
-    PROG,
     Failure,
-    Reference,
+    UsageError,
     base_options,
     describe,
+    manifest_path,
+    resolve_reference,
 )
-from cdk_adapters.compat import AdapterContents, AdapterFacts, CoHostedAdapter
-from cdk_adapters.compat.checks.co_hosted import identical_target_modules
+from cdk_adapters.compat import AdapterContents, AdapterFacts, CoHostedAdapter, check_adapter_contents
+from cdk_adapters.compat.checks.co_hosted import IDENTICAL_TARGET_MODULES
+from cdk_adapters.names import duplicate_adapter_names
 from cdk_adapters.problems import ConfigurationError, Problem
 
 
@@ -38,13 +40,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     manifests = [t for t in targets if t.is_file() and t.suffix in (".yaml", ".yml")]
     adapters = [t for t in targets if t not in manifests]
     if manifests and adapters:
-        raise Failure([Problem(PROG, "targets", "give either one manifest or adapter directories/archives, not both")], "usage")
+        raise UsageError("targets", "give either one manifest or adapter directories/archives, not both")
     if len(manifests) > 1:
-        raise Failure([Problem(PROG, "targets", "validate one manifest at a time")], "usage")
+        raise UsageError("targets", "validate one manifest at a time")
+    if not adapters and args.base_model_dir is not None and not manifests:
+        raise UsageError("targets", "name the adapter directories or archives to check against --base-model-dir")
     if not adapters:
-        validate_manifest(args, manifests[0] if manifests else args.manifest, out)
+        if manifests and (args.manifest is not None or args.base_model_dir is not None):
+            raise UsageError("targets", "a manifest argument is checked on its own; drop --manifest/--base-model-dir")
+        validate_manifest(args, manifests[0] if manifests else manifest_path(args.manifest), out, err)
         return
-    reference = Reference(args)
+    reference, _ = resolve_reference(args)
     problems: list[Problem] = []
     summaries: list[tuple[str, AdapterFacts | None]] = []
     for target in adapters:
@@ -56,9 +62,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         else:
             problems.append(Problem(f"adapter '{name}'", "source", f"{target} does not exist"))
             continue
-        problems += reference.check(name, contents)
+        problems += check_adapter_contents(name, contents, reference)
         summaries.append((name, AdapterFacts.from_contents(contents)))
-    problems += identical_target_modules(
+    problems += duplicate_adapter_names(name for name, _ in summaries)
+    problems += IDENTICAL_TARGET_MODULES(
         [CoHostedAdapter(name, facts.target_modules) for name, facts in summaries if facts is not None]
     )
     if problems:
@@ -67,17 +74,29 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         out.write(f"ok: adapter '{name}' ({describe(facts)})\n")
 
 
-def validate_manifest(args: argparse.Namespace, path: Path | None, out: TextIO) -> None:
-    from cdk_adapters.manifest import plan_manifest_file
+def validate_manifest(args: argparse.Namespace, path: Path, out: TextIO, err: TextIO) -> None:
+    import warnings
 
-    try:
-        plan = plan_manifest_file(path)
-    except ConfigurationError as error:
-        raise Failure(list(error.problems), f"{error.heading}: {len(error.problems)} problem(s) found") from None
+    from cdk_adapters.manifest import plan_manifest_file
+    from cdk_adapters.manifest.loader import ManifestDeprecationWarning
+
+    with warnings.catch_warnings(record=True) as deprecations:
+        warnings.simplefilter("always", ManifestDeprecationWarning)
+        try:
+            plan = plan_manifest_file(path)
+        except ConfigurationError as error:
+            raise Failure(list(error.problems), f"{error.heading}: {len(error.problems)} problem(s) found") from None
+        finally:
+            for warning in deprecations:
+                err.write(f"deprecated: {warning.message}\n")
     loaded = plan.loaded
     for adapter in plan.adapters:
         origin = adapter.row.source if adapter.lock_entry is not None else f"{adapter.local_dir} (packaged at synth)"
         out.write(f"ok: adapter '{adapter.name}' ({describe(adapter.facts)}) from {origin}\n")
+    if plan.acknowledged:
+        out.write(f"acknowledged: {len(plan.acknowledged)} finding(s), not failed:\n")
+        for finding in plan.acknowledged:
+            out.write(f"  - {finding}\n")
     serving = plan.manifest.serving
     derived = "" if serving.max_lora_rank is not None else " (derived)"
     out.write(

@@ -2,11 +2,12 @@
 the serving container when SageMaker registers an adapter. Standard-library only (plus
 `cdk_adapters.problems`): the container imports it without aws-cdk-lib, pydantic or torch."""
 
+from cdk_adapters.compat.acknowledgments import AcknowledgedFinding, Acknowledgment, split_acknowledged
 from cdk_adapters.compat.adapter_contents import AdapterContents
 from cdk_adapters.compat.adapter_facts import AdapterFacts
 from cdk_adapters.compat.base_model import BaseModelFacts
-from cdk_adapters.compat.checks import ADAPTER_CHECKS, AdapterCheck
-from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter
+from cdk_adapters.compat.checks import ADAPTER_CHECKS, RULES, AdapterCheck
+from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter, CoHostedCheck
 from cdk_adapters.compat.gate import (
     check_adapter_archive,
     check_adapter_contents,
@@ -16,17 +17,23 @@ from cdk_adapters.compat.gate import (
     covering_max_lora_rank,
 )
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS, smallest_allowed_max_lora_rank
+from cdk_adapters.compat.reference import Reference
 from cdk_adapters.compat.safetensors_header import SafetensorsHeaderError, read_safetensors_header
 
 __all__ = [
     "ADAPTER_CHECKS",
     "ALLOWED_MAX_LORA_RANKS",
     "CO_HOSTED_CHECKS",
+    "RULES",
+    "AcknowledgedFinding",
+    "Acknowledgment",
     "AdapterCheck",
     "AdapterContents",
     "AdapterFacts",
     "BaseModelFacts",
     "CoHostedAdapter",
+    "CoHostedCheck",
+    "Reference",
     "SafetensorsHeaderError",
     "check_adapter_archive",
     "check_adapter_contents",
@@ -36,4 +43,5 @@ __all__ = [
     "covering_max_lora_rank",
     "read_safetensors_header",
     "smallest_allowed_max_lora_rank",
+    "split_acknowledged",
 ]

@@ -49,6 +49,8 @@ class BaseModelFacts:
     ) -> "BaseModelFacts":
         """Read `config.json` and the safetensors headers (single file or sharded index)."""
         path = Path(path)
+        if not path.is_dir():
+            raise ValueError(f"{path} {'is not a directory' if path.exists() else 'does not exist'}; give a Hugging Face model directory")
         config_path = path / "config.json"
         try:
             config = json.loads(config_path.read_text())

@@ -1,7 +1,8 @@
 """The compatibility gate's entry points: one adapter (directory, archive or lock facts) and a fleet.
 
-Every function returns all problems at once; callers decide whether to raise
-(`cdk_adapters.problems.raise_if_any`) or to answer 4xx (the serving container).
+Every function returns all problems at once, each carrying its rule's id; callers decide whether
+to raise (`cdk_adapters.problems.raise_if_any`) or to answer 4xx (the serving container). Each
+adapter is checked against a `Reference`: the base model's facts and the serving limits.
 """
 
 from __future__ import annotations
@@ -11,93 +12,37 @@ from typing import Iterable, Sequence
 
 from cdk_adapters.compat.adapter_contents import AdapterContents
 from cdk_adapters.compat.adapter_facts import AdapterFacts
-from cdk_adapters.compat.base_model import BaseModelFacts
 from cdk_adapters.compat.checks import ADAPTER_CHECKS, AdapterCheckContext
 from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter
 from cdk_adapters.compat.ranks import smallest_allowed_max_lora_rank
+from cdk_adapters.compat.reference import Reference
 from cdk_adapters.problems import Problem
 
 
-def check_adapter_contents(
-    name: str,
-    contents: AdapterContents,
-    *,
-    base: BaseModelFacts,
-    max_lora_rank: int | None,
-    allow_vision_modules: bool = False,
-) -> list[Problem]:
+def check_adapter_contents(name: str, contents: AdapterContents, reference: Reference) -> list[Problem]:
     """Run every adapter check on files already read (directory or archive)."""
     return _run(
-        AdapterCheckContext(
-            name=name,
-            base=base,
-            facts=AdapterFacts.from_contents(contents),
-            contents=contents,
-            max_lora_rank=max_lora_rank,
-            allow_vision_modules=allow_vision_modules,
-        )
+        AdapterCheckContext(name=name, reference=reference, facts=AdapterFacts.from_contents(contents), contents=contents)
     )
 
 
-def check_adapter_dir(
-    name: str,
-    path: Path,
-    *,
-    base: BaseModelFacts,
-    max_lora_rank: int,
-    allow_vision_modules: bool = False,
-) -> list[Problem]:
+def check_adapter_dir(name: str, path: Path, reference: Reference) -> list[Problem]:
     """Check a PEFT output directory (or the folder SageMaker extracted an archive into).
 
     Reads only the file list, adapter_config.json and the safetensors header: fast enough to run
     on every ``POST /adapters``.
     """
-    return check_adapter_contents(
-        name,
-        AdapterContents.from_dir(path),
-        base=base,
-        max_lora_rank=max_lora_rank,
-        allow_vision_modules=allow_vision_modules,
-    )
+    return check_adapter_contents(name, AdapterContents.from_dir(path), reference)
 
 
-def check_adapter_archive(
-    name: str,
-    path: Path,
-    *,
-    base: BaseModelFacts,
-    max_lora_rank: int | None,
-    allow_vision_modules: bool = False,
-) -> list[Problem]:
+def check_adapter_archive(name: str, path: Path, reference: Reference) -> list[Problem]:
     """Check a ``.tar.gz`` adapter archive in place, including its layout and size."""
-    return check_adapter_contents(
-        name,
-        AdapterContents.from_archive(path),
-        base=base,
-        max_lora_rank=max_lora_rank,
-        allow_vision_modules=allow_vision_modules,
-    )
+    return check_adapter_contents(name, AdapterContents.from_archive(path), reference)
 
 
-def check_adapter_facts(
-    name: str,
-    facts: AdapterFacts,
-    *,
-    base: BaseModelFacts,
-    max_lora_rank: int | None,
-    allow_vision_modules: bool = False,
-) -> list[Problem]:
+def check_adapter_facts(name: str, facts: AdapterFacts, reference: Reference) -> list[Problem]:
     """Check an adapter known only through its lock entry (file-level checks ran when it was locked)."""
-    return _run(
-        AdapterCheckContext(
-            name=name,
-            base=base,
-            facts=facts,
-            contents=None,
-            max_lora_rank=max_lora_rank,
-            allow_vision_modules=allow_vision_modules,
-        )
-    )
+    return _run(AdapterCheckContext(name=name, reference=reference, facts=facts, contents=None))
 
 
 def check_co_hosted(adapters: Sequence[CoHostedAdapter]) -> list[Problem]:

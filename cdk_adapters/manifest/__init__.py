@@ -16,6 +16,7 @@ from cdk_adapters.manifest.plan import (
     PlannedAdapter,
     base_facts,
     check_manifest,
+    manifest_reference,
     plan_manifest,
     plan_manifest_file,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "load_lock",
     "load_manifest",
     "lock_path_for",
+    "manifest_reference",
     "parse_manifest",
     "plan_manifest",
     "plan_manifest_file",

@@ -6,6 +6,7 @@ adapter row) and the field, and all of them are raised together.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ class LoadedManifest:
     path: Path
     lock_path: Path
     lock: LockFile
+
+    @property
+    def deprecations(self) -> list[Problem]:
+        """Fields still read but going away, each with what to write instead."""
+        return deprecated_fields(self.manifest)
 
     def resolve_local(self, source: str) -> Path:
         candidate = Path(source).expanduser()
@@ -73,13 +79,38 @@ def _yaml_mapping(text: str, subject: str) -> dict:
     return data
 
 
+class ManifestDeprecationWarning(FutureWarning):
+    """A manifest uses a field that is still read but will be removed (shown by default: manifests
+    are written by users, not only by Python developers)."""
+
+
+def deprecated_fields(manifest: Manifest) -> list[Problem]:
+    """One problem per use of a deprecated field, saying what to write instead."""
+    return [
+        Problem(
+            f"adapter '{row.name}'",
+            "target_modules_differ_reason",
+            "is deprecated and will not be read by the next version; write "
+            f"acknowledge: {{rule: identical-target-modules, reason: {row.target_modules_differ_reason!r}}}",
+        )
+        for row in manifest.adapters
+        if row.target_modules_differ_reason is not None
+    ]
+
+
 def parse_manifest(text: str, *, subject: str = "manifest") -> Manifest:
-    """Validate manifest YAML text; raises one `ConfigurationError` with every problem."""
+    """Validate manifest YAML text; raises one `ConfigurationError` with every problem.
+
+    A deprecated field is read, with a `ManifestDeprecationWarning` per use.
+    """
     data = _yaml_mapping(text, subject)
     try:
-        return Manifest.model_validate(data)
+        manifest = Manifest.model_validate(data)
     except ValidationError as error:
         raise ConfigurationError(_problems_from(error, data, subject), heading="invalid manifest") from None
+    for deprecation in deprecated_fields(manifest):
+        warnings.warn(f"{subject}: {deprecation}", ManifestDeprecationWarning, stacklevel=2)
+    return manifest
 
 
 def _read(path: Path, subject: str) -> str:

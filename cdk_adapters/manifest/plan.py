@@ -12,14 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdk_adapters.compat import (
+    AcknowledgedFinding,
+    Acknowledgment,
     AdapterFacts,
     BaseModelFacts,
     CoHostedAdapter,
+    Reference,
     check_adapter_facts,
     covering_max_lora_rank,
+    split_acknowledged,
 )
 from cdk_adapters.compat.adapter_contents import AdapterContents
-from cdk_adapters.compat.checks.co_hosted import identical_target_modules, unique_names, version_suffix
+from cdk_adapters.compat.checks.co_hosted import IDENTICAL_TARGET_MODULES, UNIQUE_NAMES, VERSION_SUFFIX_CHECK
 from cdk_adapters.compat.gate import check_adapter_contents
 from cdk_adapters.contract.discovery import alias_problems
 from cdk_adapters.manifest.loader import LoadedManifest, load_manifest, load_valid_rows
@@ -54,6 +58,13 @@ class ManifestPlan:
     base: BaseModelFacts
     adapters: tuple[PlannedAdapter, ...]
     max_lora_rank: int
+    acknowledged: tuple[AcknowledgedFinding, ...] = ()
+    """Findings the rows acknowledged (rule id + reason): reported, not failed."""
+
+    @property
+    def reference(self) -> Reference:
+        """What every adapter was checked against, with the rank limit resolved."""
+        return Reference(self.base, self.max_lora_rank, self.manifest.base_model.allow_vision_modules)
 
     @property
     def manifest(self) -> Manifest:
@@ -97,12 +108,23 @@ def base_facts(spec: BaseModelSpec) -> BaseModelFacts:
     )
 
 
+def manifest_reference(manifest: Manifest) -> Reference:
+    """What the manifest's adapters are checked against (``max_lora_rank`` None: derived)."""
+    return Reference(
+        base=base_facts(manifest.base_model),
+        max_lora_rank=manifest.serving.max_lora_rank,
+        allow_vision_modules=manifest.base_model.allow_vision_modules,
+    )
+
+
 def check_manifest(loaded: LoadedManifest) -> tuple[list[Problem], ManifestPlan | None]:
-    """Every problem in the manifest and its adapters, and the plan when there are none."""
+    """Every open problem in the manifest and its adapters, and the plan when there are none.
+
+    Findings of a rule a row acknowledges (``acknowledge: {rule, reason}``) are not problems;
+    the plan lists them as `ManifestPlan.acknowledged`.
+    """
     manifest = loaded.manifest
-    base = base_facts(manifest.base_model)
-    limit = manifest.serving.max_lora_rank
-    allow_vision = manifest.base_model.allow_vision_modules
+    reference = manifest_reference(manifest)
     problems: list[Problem] = []
     planned: list[PlannedAdapter] = []
     for row in manifest.adapters:
@@ -131,9 +153,7 @@ def check_manifest(loaded: LoadedManifest) -> tuple[list[Problem], ManifestPlan 
                 )
                 continue
             facts = entry.facts
-            problems += check_adapter_facts(
-                row.name, facts, base=base, max_lora_rank=limit, allow_vision_modules=allow_vision
-            )
+            problems += check_adapter_facts(row.name, facts, reference)
             planned.append(PlannedAdapter(row=row, facts=facts, lock_entry=entry))
         else:
             directory = loaded.resolve_local(row.source)
@@ -143,29 +163,34 @@ def check_manifest(loaded: LoadedManifest) -> tuple[list[Problem], ManifestPlan 
                 )
                 continue
             contents = AdapterContents.from_dir(directory)
-            problems += check_adapter_contents(
-                row.name, contents, base=base, max_lora_rank=limit, allow_vision_modules=allow_vision
-            )
+            problems += check_adapter_contents(row.name, contents, reference)
             facts = AdapterFacts.from_contents(contents)
             if facts is not None:
                 planned.append(PlannedAdapter(row=row, facts=facts, local_dir=directory))
-    every_row = [CoHostedAdapter(name=row.name, target_modules=()) for row in manifest.adapters]
-    problems += list(unique_names(every_row)) + list(version_suffix(every_row))
-    problems += identical_target_modules(
+    acknowledgments = _acknowledgments(manifest.adapters)
+    every_row = [
+        CoHostedAdapter(name=row.name, target_modules=(), acknowledged=_rules(acknowledgments, row)) for row in manifest.adapters
+    ]
+    problems += UNIQUE_NAMES(every_row) + VERSION_SUFFIX_CHECK(every_row)
+    problems += IDENTICAL_TARGET_MODULES(
         [
             CoHostedAdapter(
                 name=adapter.name,
                 target_modules=adapter.facts.target_modules,
-                target_modules_differ_reason=adapter.row.target_modules_differ_reason,
+                acknowledged=_rules(acknowledgments, adapter.row),
             )
             for adapter in planned
         ]
     )
+    problems, acknowledged = split_acknowledged(_deduplicated(problems), acknowledgments)
     problems += _alias_problems(manifest)
     if problems:
         return _deduplicated(problems), None
+    limit = reference.max_lora_rank
     rank = limit if limit is not None else covering_max_lora_rank(adapter.facts for adapter in planned)
-    return [], ManifestPlan(loaded=loaded, base=base, adapters=tuple(planned), max_lora_rank=rank)
+    return [], ManifestPlan(
+        loaded=loaded, base=reference.base, adapters=tuple(planned), max_lora_rank=rank, acknowledged=tuple(acknowledged)
+    )
 
 
 def plan_manifest(loaded: LoadedManifest) -> ManifestPlan:
@@ -193,7 +218,8 @@ def plan_manifest_file(path: Path | str | None = None, *, lock_path: Path | None
         for name in partial.rejected_names:
             problems += validate_adapter_name(name, f"adapter '{name}'")
         named = [CoHostedAdapter(name=name, target_modules=()) for name in all_names]
-        problems += list(unique_names(named)) + list(version_suffix(named))
+        problems += UNIQUE_NAMES(named) + VERSION_SUFFIX_CHECK(named)
+        problems = split_acknowledged(problems, _acknowledgments(partial.loaded.manifest.adapters))[0]
         raise ConfigurationError(_deduplicated(problems), heading=schema_error.heading) from None
     return plan_manifest(loaded)
 
@@ -208,8 +234,30 @@ def _alias_problems(manifest: Manifest) -> list[Problem]:
     ]
 
 
+def _acknowledgments(rows) -> dict[str, Acknowledgment]:
+    """Subject -> the rule its row acknowledges and why."""
+    return {
+        f"adapter '{row.name}'": Acknowledgment(row.acknowledgment.rule, row.acknowledgment.reason)
+        for row in rows
+        if row.acknowledgment is not None
+    }
+
+
+def _rules(acknowledgments: dict[str, Acknowledgment], row: AdapterRow) -> frozenset[str]:
+    acknowledgment = acknowledgments.get(f"adapter '{row.name}'")
+    return frozenset({acknowledgment.rule}) if acknowledgment else frozenset()
+
+
 def _deduplicated(problems: list[Problem]) -> list[Problem]:
     return list(dict.fromkeys(problems))
 
 
-__all__ = ["ManifestPlan", "PlannedAdapter", "base_facts", "check_manifest", "plan_manifest", "plan_manifest_file"]
+__all__ = [
+    "ManifestPlan",
+    "PlannedAdapter",
+    "base_facts",
+    "check_manifest",
+    "manifest_reference",
+    "plan_manifest",
+    "plan_manifest_file",
+]

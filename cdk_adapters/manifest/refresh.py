@@ -18,7 +18,7 @@ from cdk_adapters.compat.adapter_facts import AdapterFacts
 from cdk_adapters.compat.gate import check_adapter_contents
 from cdk_adapters.manifest.loader import LoadedManifest
 from cdk_adapters.manifest.lock import LockEntry, LockFile
-from cdk_adapters.manifest.plan import base_facts
+from cdk_adapters.manifest.plan import manifest_reference
 from cdk_adapters.manifest.schema import S3_URI
 from cdk_adapters.problems import Problem
 
@@ -44,7 +44,7 @@ def lock_entry_for_archive(uri: str, archive: Path, sha256: str, size: int) -> L
 def refresh_lock(loaded: LoadedManifest, s3_client: Any) -> LockRefresh:
     """Fetch each ``s3://`` adapter, check it, and build the new lock (written by the caller)."""
     manifest = loaded.manifest
-    base = base_facts(manifest.base_model)
+    reference = manifest_reference(manifest)
     entries: dict[str, LockEntry] = {}
     problems: list[Problem] = []
     with tempfile.TemporaryDirectory(prefix="cdk-adapters-lock-") as scratch:
@@ -72,13 +72,7 @@ def refresh_lock(loaded: LoadedManifest, s3_client: Any) -> LockRefresh:
                     )
                 )
                 continue
-            problems += check_adapter_contents(
-                row.name,
-                AdapterContents.from_archive(local),
-                base=base,
-                max_lora_rank=manifest.serving.max_lora_rank,
-                allow_vision_modules=manifest.base_model.allow_vision_modules,
-            )
+            problems += check_adapter_contents(row.name, AdapterContents.from_archive(local), reference)
             entry = lock_entry_for_archive(row.source, local, sha256, size)
             if entry is None:
                 continue

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, field_validator, model_validator
 
+from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 
 S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>\S*)$")
@@ -115,6 +116,34 @@ class TrafficSpec(_Strict):
     """Peak request rate over the average (1 = flat traffic)."""
 
 
+class RuleAcknowledgment(_Strict):
+    """A gate rule this row's adapter knowingly breaks, and why (cdk-nag's model: rule id + reason).
+
+    Its findings are listed as acknowledged by `cdk-adapters validate` and do not fail the gate.
+    """
+
+    rule: NonEmpty
+    """The rule's id, as problems show it in brackets, e.g. ``identical-target-modules``."""
+    reason: str | None = Field(default=None, validate_default=True)
+    """Why the rule does not apply to this adapter; required, kept for review."""
+
+    @field_validator("rule")
+    @classmethod
+    def _known_rule(cls, value: str) -> str:
+        error = rule_error(value)
+        if error:
+            raise ValueError(error)
+        return value
+
+    @field_validator("reason")
+    @classmethod
+    def _has_reason(cls, value: str | None) -> str | None:
+        error = reason_error(value)
+        if error:
+            raise ValueError(error)
+        return value
+
+
 class AdapterRow(_Strict):
     """One adapter: a versioned name, where it comes from, and who owns it."""
 
@@ -129,8 +158,10 @@ class AdapterRow(_Strict):
     """Free-form labels (tenant, cost centre); not sent to AWS."""
     include_tokenizer: bool = False
     """Local sources only: package tokenizer files saved beside the adapter too."""
+    acknowledge: RuleAcknowledgment | None = None
+    """One gate rule this adapter is allowed to break, with the reason: ``{rule: ..., reason: ...}``."""
     target_modules_differ_reason: NonEmpty | None = None
-    """Why this adapter may target other modules than its co-hosted peers (opts out of that check)."""
+    """Deprecated (read for one more version): ``acknowledge: {rule: identical-target-modules, reason: ...}``."""
     traffic: TrafficSpec | None = None
     """Expected load (requests per minute, prompt and output tokens, peak factor) for `cdk-adapters plan`."""
 
@@ -148,6 +179,22 @@ class AdapterRow(_Strict):
         elif "://" in value:
             raise ValueError("must be s3://<bucket>/<key>.tar.gz or a local directory path")
         return value
+
+    @property
+    def acknowledgment(self) -> RuleAcknowledgment | None:
+        """`acknowledge`, or what the deprecated `target_modules_differ_reason` stands for."""
+        if self.acknowledge is None and self.target_modules_differ_reason is not None:
+            return RuleAcknowledgment(rule="identical-target-modules", reason=self.target_modules_differ_reason)
+        return self.acknowledge
+
+    @model_validator(mode="after")
+    def _one_acknowledgment(self) -> "AdapterRow":
+        if self.acknowledge is not None and self.target_modules_differ_reason is not None:
+            raise ValueError(
+                "give acknowledge or the deprecated target_modules_differ_reason, not both "
+                "(a row acknowledges one rule)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _tokenizer_only_local(self) -> "AdapterRow":

@@ -65,6 +65,7 @@ class RegistrationService:
     async def unregister(self, name: str, send: Send) -> None:
         await self._readiness.wait()
         assert self._context.engine is not None
+        started = time.monotonic()
         async with self._lock:
             if name not in self._context.store:
                 outcome, refusal = "unknown", Refusal(
@@ -191,9 +192,7 @@ class RegistrationService:
             check_adapter_dir,
             name,
             Path(src),
-            base=context.base,
-            max_lora_rank=context.max_lora_rank,
-            allow_vision_modules=context.settings.allow_vision_modules,
+            context.reference,
         )
 
     async def _load(self, name: str, src: str, digest: str) -> EngineAnswer:

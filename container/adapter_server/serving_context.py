@@ -11,7 +11,7 @@ from adapter_server import observability
 from adapter_server.engine_routes import EngineRoutes
 from adapter_server.registrations import RegistrationStore
 from adapter_server.settings import ServingSettings
-from cdk_adapters.compat import BaseModelFacts
+from cdk_adapters.compat import BaseModelFacts, Reference
 
 
 class ServingContext:
@@ -25,3 +25,10 @@ class ServingContext:
         self.max_lora_rank = 16
         self.served_model_names: frozenset[str] = frozenset()
         self.residency = observability.ResidencyTracker(1)
+
+    @property
+    def reference(self) -> Reference:
+        """What registered adapters are checked against: the served base, vLLM's --max-lora-rank
+        and CDK_ADAPTERS_ALLOW_VISION_MODULES (available once start-up has read the base)."""
+        assert self.base is not None, "start-up reads the base model before any registration"
+        return Reference(self.base, self.max_lora_rank, self.settings.allow_vision_modules)

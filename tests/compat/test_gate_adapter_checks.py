@@ -9,13 +9,13 @@ from pathlib import Path
 
 import torch
 
-from cdk_adapters.compat import ADAPTER_CHECKS, BaseModelFacts, check_adapter_dir
+from cdk_adapters.compat import ADAPTER_CHECKS, BaseModelFacts, Reference, check_adapter_dir
 from cdk_adapters.problems import Problem
 from tests.support import tiny_models as tm
 
 
 def check(zoo, path: Path, *, name: str = "tenant-v1", max_lora_rank: int = 16, base=None, **options) -> list[Problem]:
-    return check_adapter_dir(name, path, base=base or zoo.base_facts, max_lora_rank=max_lora_rank, **options)
+    return check_adapter_dir(name, path, Reference(base or zoo.base_facts, max_lora_rank, **options))
 
 
 def only(problems: list[Problem], field: str) -> Problem:

@@ -6,13 +6,13 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from cdk_adapters.compat import AdapterContents, AdapterFacts, BaseModelFacts, check_adapter_dir
+from cdk_adapters.compat import AdapterContents, AdapterFacts, BaseModelFacts, Reference, check_adapter_dir
 from cdk_adapters.problems import Problem
 from tests.support import tiny_models as tm
 
 
 def check(zoo, path: Path, *, max_lora_rank: int = 16, base=None) -> list[Problem]:
-    return check_adapter_dir("tenant-v1", path, base=base or zoo.base_facts, max_lora_rank=max_lora_rank)
+    return check_adapter_dir("tenant-v1", path, Reference(base or zoo.base_facts, max_lora_rank))
 
 
 def edit_config(path: Path, **changes) -> None:

@@ -165,9 +165,9 @@ def test_image_code_runs_with_only_the_standard_library_and_vllms_own_packages(t
                     raise ImportError(f"the image's code must not import {{name}}")
         sys.meta_path.insert(0, Block())
         import adapter_server.middleware, adapter_server.launch
-        from cdk_adapters.compat import BaseModelFacts, check_adapter_dir
+        from cdk_adapters.compat import BaseModelFacts, Reference, check_adapter_dir
         base = BaseModelFacts.from_model_dir({str(zoo.base_dir)!r})
-        problems = check_adapter_dir("good", {str(zoo.adapter("good"))!r}, base=base, max_lora_rank=16)
+        problems = check_adapter_dir("good", {str(zoo.adapter("good"))!r}, Reference(base, max_lora_rank=16))
         plan = adapter_server.launch.resolve_launch({{"CDK_ADAPTERS_NO_CUSTOM_CODE_DIR": {str(tmp_path / "empty")!r}}}, python="python3")
         print(json.dumps({{
             "files": sorted(m.__file__ for m in (adapter_server.middleware, sys.modules["cdk_adapters.compat"])),

@@ -20,6 +20,7 @@ from cdk_adapters.compat.checks import (
     weights_file,
 )
 from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedCheck
 
 ADAPTER_CHECKS: tuple[AdapterCheck, ...] = (
     archive_layout.CHECK,
@@ -40,4 +41,7 @@ ADAPTER_CHECKS: tuple[AdapterCheck, ...] = (
 )
 """Checks for one adapter, run by every gate (synth, `cdk-adapters validate`, the container)."""
 
-__all__ = ["ADAPTER_CHECKS", "AdapterCheck", "AdapterCheckContext"]
+RULES: dict[str, AdapterCheck | CoHostedCheck] = {check.id: check for check in (*ADAPTER_CHECKS, *CO_HOSTED_CHECKS)}
+"""Every rule of the gate by its id: what problems carry and manifest rows acknowledge."""
+
+__all__ = ["ADAPTER_CHECKS", "CO_HOSTED_CHECKS", "RULES", "AdapterCheck", "AdapterCheckContext", "CoHostedCheck"]

@@ -26,7 +26,10 @@ def _run(context: AdapterCheckContext):
             "train with peft.LoraConfig",
         )
     if facts.rank is None or facts.rank <= 0:
-        yield context.problem("r", f"r must be a positive integer (got {facts.rank!r}); fix adapter_config.json")
+        # The file's own value: the facts hold None for anything that is not an integer ("eight").
+        config = contents.config if contents is not None and contents.config is not None else {"r": facts.rank}
+        got = f"got {config['r']!r}" if "r" in config else "it is missing"
+        yield context.problem("r", f"r must be a positive integer ({got}); fix adapter_config.json")
     if contents is not None and contents.config is not None:
         yield from _malformed_fields(context, contents.config)
 

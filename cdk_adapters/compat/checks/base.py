@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from cdk_adapters.compat.adapter_contents import AdapterContents
 from cdk_adapters.compat.adapter_facts import AdapterFacts
 from cdk_adapters.compat.base_model import BaseModelFacts
+from cdk_adapters.compat.reference import Reference
 from cdk_adapters.problems import Problem
 
 
@@ -17,15 +18,25 @@ class AdapterCheckContext:
 
     `contents` is None when the adapter is known only through its lock entry (an ``s3://`` source
     at synth): checks that need the files then ran when the archive was published or locked.
-    `max_lora_rank` None means "derive it": only vLLM's largest allowed rank bounds the adapter.
     """
 
     name: str
-    base: BaseModelFacts
+    reference: Reference
     facts: AdapterFacts | None
     contents: AdapterContents | None
-    max_lora_rank: int | None
-    allow_vision_modules: bool = False
+
+    @property
+    def base(self) -> BaseModelFacts:
+        return self.reference.base
+
+    @property
+    def max_lora_rank(self) -> int | None:
+        """None means "derive it": only vLLM's largest allowed rank bounds the adapter."""
+        return self.reference.max_lora_rank
+
+    @property
+    def allow_vision_modules(self) -> bool:
+        return self.reference.allow_vision_modules
 
     @property
     def subject(self) -> str:
@@ -35,22 +46,34 @@ class AdapterCheckContext:
         return Problem(subject=self.subject, field=field, message=message)
 
 
+def with_rule(rule: str, problems: Iterable[Problem]) -> list[Problem]:
+    """`problems`, each carrying the id of the rule that found it."""
+    return [replace(problem, rule=rule) for problem in problems]
+
+
 @dataclass(frozen=True)
 class AdapterCheck:
-    """One rule. `needs_contents` rules run only where the files are at hand."""
+    """One rule, identified by `id` (its module's name, dashed). `needs_contents` rules run only
+    where the files are at hand.
+
+    Adapter rules are never acknowledgeable: the serving container runs every one of them again
+    when SageMaker registers the adapter, so acknowledging one at synth would only move the
+    failure to the deploy.
+    """
 
     id: str
     description: str
     run: Callable[[AdapterCheckContext], Iterable[Problem]]
     needs_contents: bool = False
     needs_facts: bool = True
+    acknowledgeable: bool = False
 
     def __call__(self, context: AdapterCheckContext) -> list[Problem]:
         if self.needs_contents and context.contents is None:
             return []
         if self.needs_facts and context.facts is None:
             return []
-        return list(self.run(context))
+        return with_rule(self.id, self.run(context))
 
 
 def listed(names) -> str:

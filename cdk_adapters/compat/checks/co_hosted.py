@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
+from cdk_adapters.compat.checks.base import with_rule
+from cdk_adapters.names import duplicate_adapter_names
 from cdk_adapters.problems import Problem
 
 VERSION_SUFFIX = re.compile(r"^(?P<family>.+)-v(?P<version>[1-9][0-9]*)$")
@@ -19,10 +21,27 @@ class CoHostedAdapter:
 
     name: str
     target_modules: tuple[str, ...]
-    target_modules_differ_reason: str | None = None
+    acknowledged: frozenset[str] = frozenset()
+    """Rule ids its manifest row acknowledges; such an adapter is left out of the majority a rule
+    compares the others with (its finding is still reported, as acknowledged)."""
 
 
-def version_suffix(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:
+@dataclass(frozen=True)
+class CoHostedCheck:
+    """One rule over all adapters of an endpoint, identified by `id`."""
+
+    id: str
+    description: str
+    run: Callable[[Sequence[CoHostedAdapter]], Iterable[Problem]]
+    acknowledgeable: bool = False
+    """Whether a manifest row may acknowledge it: these checks run only at synth and in the CLI,
+    so an acknowledged finding cannot fail later in the serving container."""
+
+    def __call__(self, adapters: Sequence[CoHostedAdapter]) -> list[Problem]:
+        return with_rule(self.id, self.run(adapters))
+
+
+def _version_suffix(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:
     for adapter in adapters:
         if not VERSION_SUFFIX.match(adapter.name):
             yield Problem(
@@ -34,26 +53,23 @@ def version_suffix(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:
             )
 
 
-def unique_names(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:
-    counts = Counter(adapter.name for adapter in adapters)
-    for name, count in counts.items():
-        if count > 1:
-            yield Problem(f"adapter '{name}'", "name", f"is listed {count} times; each adapter name must be unique")
+def _unique_names(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:
+    return duplicate_adapter_names(adapter.name for adapter in adapters)
 
 
-def identical_target_modules(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:
-    """Co-hosted adapters should adapt the same modules; a stated reason opts one out."""
-    checked = [adapter for adapter in adapters if adapter.target_modules_differ_reason is None]
-    if len(checked) < 2:
+def _identical_target_modules(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:
+    """Co-hosted adapters should adapt the same modules. The reference is the most common set
+    among the adapters that do not acknowledge this rule (on a tie, the one listed first)."""
+    if len(adapters) < 2:
         return
-    sets = Counter(frozenset(adapter.target_modules) for adapter in checked)
-    # The most common set is the reference; on a tie, the one listed first.
-    order = {}
-    for adapter in checked:
+    compared = [a for a in adapters if IDENTICAL_TARGET_MODULES.id not in a.acknowledged] or list(adapters)
+    sets = Counter(frozenset(adapter.target_modules) for adapter in compared)
+    order: dict[frozenset[str], str] = {}
+    for adapter in compared:
         order.setdefault(frozenset(adapter.target_modules), adapter.name)
     reference = max(sets, key=lambda modules: (sets[modules], -list(order).index(modules)))
-    reference_names = [a.name for a in checked if frozenset(a.target_modules) == reference]
-    for adapter in checked:
+    reference_names = [a.name for a in compared if frozenset(a.target_modules) == reference]
+    for adapter in adapters:
         modules = frozenset(adapter.target_modules)
         if modules == reference:
             continue
@@ -68,13 +84,27 @@ def identical_target_modules(adapters: Sequence[CoHostedAdapter]) -> Iterable[Pr
             f"adapter '{adapter.name}'",
             "target_modules",
             f"targets {', '.join(sorted(modules))} but co-hosted adapter(s) {', '.join(reference_names)} target "
-            f"{', '.join(sorted(reference))} ({detail}); retrain with the same target_modules, or state why "
-            "they differ with target_modules_differ_reason in its manifest row",
+            f"{', '.join(sorted(reference))} ({detail}); retrain with the same target_modules, or acknowledge "
+            "the rule in its manifest row (acknowledge: {rule: identical-target-modules, reason: ...})",
         )
 
 
-CO_HOSTED_CHECKS: tuple[Callable[[Sequence[CoHostedAdapter]], Iterable[Problem]], ...] = (
-    unique_names,
-    version_suffix,
-    identical_target_modules,
+UNIQUE_NAMES = CoHostedCheck(
+    id="unique-names",
+    description="no adapter name is given twice, ignoring case (SageMaker compares component names so)",
+    run=_unique_names,
 )
+VERSION_SUFFIX_CHECK = CoHostedCheck(
+    id="version-suffix",
+    description="every adapter name ends with -v<N>, so a new version is a new name",
+    run=_version_suffix,
+    acknowledgeable=True,
+)
+IDENTICAL_TARGET_MODULES = CoHostedCheck(
+    id="identical-target-modules",
+    description="co-hosted adapters target the same modules as the majority of their peers",
+    run=_identical_target_modules,
+    acknowledgeable=True,
+)
+
+CO_HOSTED_CHECKS: tuple[CoHostedCheck, ...] = (UNIQUE_NAMES, VERSION_SUFFIX_CHECK, IDENTICAL_TARGET_MODULES)
