@@ -44,7 +44,7 @@ def render_cost_chart(path: Path, average: TenantTraffic, inputs: CostInputs, *,
     axes.set_xlabel("tenants (adapters)")
     axes.set_ylabel("USD per month")
     axes.set_title(
-        f"{instance_type} at ${inputs.price_per_hour:g}/h x {inputs.hours:g} h; "
+        f"{instance_type} at ${inputs.price_per_hour:,.2f}/h x {inputs.hours:g} h; "
         f"{average.requests_per_minute:g} req/min x {average.output_tokens} output tokens per tenant",
         fontsize=10,
     )

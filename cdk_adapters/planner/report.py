@@ -118,7 +118,7 @@ def to_table(report: PlanReport) -> str:
     lines = [f"cdk-adapters plan: {cost.tenants} tenant(s) on {report.instance.name}"]
     lines += _rows(
         [
-            ("price", f"${price.usd_per_hour:g}/hour x {report.inputs.hours:g} h/month ({price.source})"),
+            ("price", f"${price.usd_per_hour:,.2f}/hour x {report.inputs.hours:g} h/month ({price.source})"),
             ("throughput", f"{tp.tokens_per_second:,.0f} output tokens/s per instance ({'estimate' if tp.estimate else 'given'})"),
         ]
     )
