@@ -75,7 +75,9 @@ class RegistrationService:
                 outcome, refusal = await self._unregister_locked(name)
         observability.emit(
             observability.REGISTRATION_EVENT, action="unregister", adapter=name, outcome=outcome,
-            status=200 if refusal is None else refusal.status, error=None if refusal is None else refusal.message,
+            status=200 if refusal is None else refusal.status,
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+            error=None if refusal is None else refusal.message,
         )
         if refusal is not None:
             raise refusal
