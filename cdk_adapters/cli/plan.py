@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import PROG, Failure
+from cdk_adapters.cli.common import PROG, Failure, UsageError
 from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
@@ -145,9 +145,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     max_loras = args.max_loras or manifest_plan.max_loras
     max_cpu_loras = args.max_cpu_loras or manifest_plan.max_cpu_loras or max_loras
     if max_cpu_loras < max_loras:
-        raise Failure(
-            [Problem("plan", "--max-cpu-loras", f"({max_cpu_loras}) must be >= max_loras ({max_loras})")], "usage"
-        )
+        raise UsageError("--max-cpu-loras", f"({max_cpu_loras}) must be >= max_loras ({max_loras}): the host cache holds every GPU-resident adapter")
     memory = plan_memory(
         MemoryInputs(
             instance=instance,
@@ -183,9 +181,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if args.chart is not None:
         from cdk_adapters.planner.chart import render_cost_chart
 
-        path = render_cost_chart(
-            args.chart, cost_model.average_tenant(tenants), inputs, tenants=len(tenants), instance_type=instance.name
-        )
+        try:
+            path = render_cost_chart(
+                args.chart, cost_model.average_tenant(tenants), inputs, tenants=len(tenants), instance_type=instance.name
+            )
+        except ImportError as error:
+            raise Failure(
+                [Problem(PROG, "--chart", f"needs matplotlib ({error.name} is not installed): pip install matplotlib==3.11.2")],
+                "no chart was written",
+            ) from None
         err.write(f"{PROG}: wrote {path}\n")
     if memory.problems:
         raise Failure(list(memory.problems), f"the adapters do not fit on {instance.name}")

@@ -102,6 +102,9 @@ def test_missing_layer_count_and_shapes(tmp_path, zoo):
 def test_usage_errors_exit_2():
     assert plan("--dtype", "int3").status == 2
     assert plan("--price-per-hour", "1", "--price-file", "x.csv").status == 2
+    clash = plan(*WHAT_IF, "--max-loras", "8", "--max-cpu-loras", "4")
+    assert clash.status == 2
+    assert "--max-cpu-loras: (4) must be >= max_loras (8)" in clash.err
 
 
 def test_out_of_range_options_are_named():
