@@ -7,6 +7,7 @@ one adapter and a 90/10 alias) plus a third adapter from a ``.tar.gz`` on disk.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cdk_adapters.contract.request_metrics import REQUEST_EVENT
 from cdk_adapters.local.demo_model import build_lora_adapter
 from cdk_adapters.local.serving import free_port
 from cdk_adapters.packaging import package_adapter
@@ -46,7 +48,17 @@ class LocalMode:
     def requests_logged(self) -> int:
         """How many invocations the adapter server logged (its JSON request lines)."""
         log = self.work_dir / "adapter-server.log"
-        return sum('"event": "cdk_adapters.request"' in line for line in log.read_text(errors="replace").splitlines())
+        return sum(_is_request_line(line) for line in log.read_text(errors="replace").splitlines())
+
+
+def _is_request_line(line: str) -> bool:
+    if not line.startswith("{"):
+        return False
+    try:
+        document = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and document.get("event") == REQUEST_EVENT
 
 
 @pytest.fixture(scope="session")
