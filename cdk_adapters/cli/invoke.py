@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import PROG, Failure
+from cdk_adapters.cli.common import PROG, Failure, UsageError
 from cdk_adapters.problems import Problem
 
 DEFAULT_LOCAL_URL = "http://127.0.0.1:8080"
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     expected = 1 if args.base_model else 2
     if len(args.words) != expected:
         shape = "PROMPT (with --base-model)" if args.base_model else "ADAPTER PROMPT"
-        raise Failure([Problem(PROG, "arguments", f"expected {shape}, got {len(args.words)} word(s); quote the prompt")], "usage")
+        raise UsageError("ADAPTER PROMPT", f"expected {shape}, got {len(args.words)} word(s); quote the prompt")
     adapter, prompt = (None, args.words[0]) if args.base_model else (args.words[0], args.words[1])
     options = {"max_tokens": args.max_tokens}
     if args.temperature is not None:

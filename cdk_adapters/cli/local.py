@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import PROG, Failure
+from cdk_adapters.cli.common import PROG, Failure, UsageError
 from cdk_adapters.problems import Problem
 
 
@@ -103,7 +103,7 @@ def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tup
     for given in args.adapter:
         name, sep, path = given.partition("=")
         if not sep or not name or not path:
-            problems.append(Problem(PROG, "--adapter", f"{given!r} is not NAME=PATH"))
+            raise UsageError("--adapter", f"{given!r} is not NAME=PATH")
         else:
             overrides[name] = Path(path)
     adapters, skipped = [], []
