@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 from adapter_server import settings as local_settings
 from adapter_server import vllm_flags
 from cdk_adapters import serving_env, serving_image
+from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import ConfigurationError, Problem
 
 _FLAG_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -64,15 +65,20 @@ def resolve_launch(
     *,
     python: str = sys.executable,
     no_custom_code_dir: Path | None = None,
+    model_dir: Path = Path(serving_image.MODEL_DIR),
 ) -> LaunchPlan:
-    """Turn the container environment into a vLLM command; raise `ConfigurationError` listing every problem."""
+    """Turn the container environment into a vLLM command; raise `ConfigurationError` listing every problem.
+
+    `model_dir` is where SageMaker puts the model, served when no model is configured.
+    """
     problems: list[Problem] = []
     _, settings_problems = local_settings.ServingSettings.from_environ(environ)
     problems.extend(settings_problems)
 
     flags = _flags_from_environment(environ, problems)
     model = flags.pop(vllm_flags.MODEL_FLAG, None)
-    model_value = model[1] if model else serving_image.MODEL_DIR
+    model_value = model[1] if model else str(model_dir)
+    _check_model(model_value, configured=model is not None, environ=environ, problems=problems)
     _check_port(flags.pop(vllm_flags.PORT_FLAG, None), problems)
     for fixed in vllm_flags.FIXED_FLAGS:
         _check_fixed(fixed, flags.pop(fixed.flag, None), problems)
@@ -140,6 +146,10 @@ def _flag_tokens(flag: str, raw: str, variable: str, problems: list[Problem]) ->
     if value == "":
         problems.append(Problem(variable, "value", "is empty; unset the variable to use vLLM's default"))
         return None
+    number_problem = _number_problem(flag, value)
+    if number_problem is not None:
+        problems.append(Problem(variable, "value", number_problem))
+        return None
     lowered = value.lower()
     if lowered == "true":
         return [flag]
@@ -148,6 +158,47 @@ def _flag_tokens(flag: str, raw: str, variable: str, problems: list[Problem]) ->
             return []  # vLLM has no --no- form for these: off means absent.
         return ["--no-" + flag[2:]]
     return [flag, value]
+
+
+def _number_problem(flag: str, value: str) -> str | None:
+    """Why `value` is not what vLLM's parser reads for a numeric `flag` (None when it is, or when
+    `flag` is not numeric)."""
+    if flag in vllm_flags.INTEGER_FLAGS:
+        minimum = vllm_flags.INTEGER_FLAGS[flag]
+        if not re.fullmatch(r"-?[0-9]+", value):
+            return f"must be a whole number for {flag}, got {value!r}"
+        if minimum is not None and int(value) < minimum:
+            return f"must be at least {minimum} for {flag}, got {value}"
+        if flag == "--max-lora-rank" and int(value) not in ALLOWED_MAX_LORA_RANKS:
+            return f"must be one of {', '.join(map(str, ALLOWED_MAX_LORA_RANKS))} for {flag} (vLLM's choices), got {value}"
+    if flag in vllm_flags.FLOAT_FLAGS:
+        try:
+            float(value)
+        except ValueError:
+            return f"must be a number for {flag}, got {value!r}"
+    return None
+
+
+def _check_model(model: str, *, configured: bool, environ: Mapping[str, str], problems: list[Problem]) -> None:
+    """A model directory that is not there would reach vLLM as a Hugging Face repo id, and fail
+    a minute later in a long transformers traceback; say what is missing instead."""
+    variable = serving_env.VLLM_FLAG_PREFIX + "MODEL"
+    if not configured:
+        if not Path(model).is_dir():
+            problems.append(
+                Problem(
+                    variable,
+                    "value",
+                    f"is not set, and {model} (where SageMaker puts the model) does not exist; outside SageMaker "
+                    f"(local mode) set {variable} to a model directory",
+                )
+            )
+        return
+    if serving_env.SAGEMAKER_VLLM_FLAG_PREFIX + "MODEL" in environ and variable not in environ:
+        variable = serving_env.SAGEMAKER_VLLM_FLAG_PREFIX + "MODEL"
+    looks_local = model.startswith(("/", ".", "~")) or "\\" in model
+    if looks_local and not Path(model).expanduser().exists():
+        problems.append(Problem(variable, "value", f"{model} does not exist; give the model's directory"))
 
 
 def _check_port(tokens: list[str] | None, problems: list[Problem]) -> None:

@@ -24,6 +24,24 @@ STORE_TRUE_ONLY_FLAGS: frozenset[str] = frozenset(
 )
 """Boolean flags with no ``--no-`` form: ``false`` means leaving them out."""
 
+INTEGER_FLAGS: dict[str, int | None] = {
+    "--max-loras": 1,
+    "--max-cpu-loras": 1,
+    "--max-lora-rank": 1,
+    "--max-num-seqs": 1,
+    "--tensor-parallel-size": 1,
+    "--pipeline-parallel-size": 1,
+    "--data-parallel-size": 1,
+    "--block-size": 1,
+    "--seed": None,
+}
+"""Flags vLLM parses as integers (the LoRA limits and the ones people set most), with the smallest
+value that makes sense (None: any). Checked by the launcher, so ``abc`` is refused with every
+other problem instead of by vLLM's parser after the container has started."""
+
+FLOAT_FLAGS: frozenset[str] = frozenset({"--gpu-memory-utilization", "--cpu-offload-gb"})
+"""Flags vLLM parses as floating-point numbers."""
+
 MIDDLEWARE_OBJECT = "adapter_server.middleware.SageMakerAdapterMiddleware"
 """What `--middleware` installs: vLLM calls ``app.add_middleware(<class>)`` with this class."""
 

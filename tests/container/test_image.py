@@ -171,7 +171,10 @@ def test_image_code_runs_with_only_the_standard_library_and_vllms_own_packages(t
         from cdk_adapters.compat import BaseModelFacts, Reference, check_adapter_dir
         base = BaseModelFacts.from_model_dir({str(zoo.base_dir)!r})
         problems = check_adapter_dir("good", {str(zoo.adapter("good"))!r}, Reference(base, max_lora_rank=16))
-        plan = adapter_server.launch.resolve_launch({{"CDK_ADAPTERS_NO_CUSTOM_CODE_DIR": {str(tmp_path / "empty")!r}}}, python="python3")
+        plan = adapter_server.launch.resolve_launch(
+            {{"CDK_ADAPTERS_NO_CUSTOM_CODE_DIR": {str(tmp_path / "empty")!r}, "CDK_ADAPTERS_VLLM_MODEL": {str(zoo.base_dir)!r}}},
+            python="python3",
+        )
         print(json.dumps({{
             "files": sorted(m.__file__ for m in (adapter_server.middleware, sys.modules["cdk_adapters.compat"])),
             "problems": [str(p) for p in problems],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -19,9 +20,12 @@ HEAD = ["python", "-m", "vllm.entrypoints.openai.api_server"]
 
 
 def launch(env: dict[str, str], tmp_path: Path) -> LaunchPlan:
+    """Resolve `env` as if SageMaker had put a model at the default path (here a temporary one)."""
     empty = tmp_path / "no-custom-code"
     empty.mkdir(exist_ok=True)
-    return resolve_launch(env, python="python", no_custom_code_dir=empty)
+    model_dir = tmp_path / "opt-ml-model"
+    model_dir.mkdir(exist_ok=True)
+    return resolve_launch(env, python="python", no_custom_code_dir=empty, model_dir=model_dir)
 
 
 def flag_tokens(plan: LaunchPlan) -> list[str]:
@@ -30,9 +34,10 @@ def flag_tokens(plan: LaunchPlan) -> list[str]:
 
 
 def test_defaults_follow_the_sagemaker_contract(tmp_path):
+    assert inspect.signature(resolve_launch).parameters["model_dir"].default == Path(serving_image.MODEL_DIR)
     plan = launch({}, tmp_path)
     assert list(plan.command) == HEAD + [
-        "--model", serving_image.MODEL_DIR,
+        "--model", str(tmp_path / "opt-ml-model"),
         "--port", str(serving_image.SERVING_PORT),
         "--enable-lora",
         "--api-server-count", "1",
@@ -55,13 +60,13 @@ def test_values_map_to_flags_booleans_both_ways(tmp_path):
             "CDK_ADAPTERS_VLLM_ENABLE_PREFIX_CACHING": "FALSE",
             "CDK_ADAPTERS_VLLM_DISABLE_LOG_STATS": "false",  # no --no- form in vLLM: off means absent
             "CDK_ADAPTERS_VLLM_ENABLE_PER_REQUEST_METRICS": "false",
-            "CDK_ADAPTERS_VLLM_MODEL": "/models/base",
+            "CDK_ADAPTERS_VLLM_MODEL": str(tmp_path),
             serving_env.EXTRA_ARGS: json.dumps(["--seed", "7"]),
         },
         tmp_path,
     )
     tokens = flag_tokens(plan)
-    assert tokens[:2] == ["--model", "/models/base"]
+    assert tokens[:2] == ["--model", str(tmp_path)]
     assert tokens[-2:] == ["--seed", "7"]
     assert "--max-loras 4" in " ".join(tokens)
     assert "--gpu-memory-utilization 0.85" in " ".join(tokens)
@@ -150,7 +155,7 @@ def test_the_no_custom_code_directory_must_be_empty(tmp_path):
     occupied.mkdir()
     (occupied / "model.py").write_text("print('hello')\n")
     with pytest.raises(ConfigurationError) as raised:
-        resolve_launch({"CDK_ADAPTERS_NO_CUSTOM_CODE_DIR": str(occupied)}, python="python")
+        resolve_launch({"CDK_ADAPTERS_NO_CUSTOM_CODE_DIR": str(occupied)}, python="python", model_dir=tmp_path)
     assert [(p.subject, p.field) for p in raised.value.problems] == [("CDK_ADAPTERS_NO_CUSTOM_CODE_DIR", "value")]
     assert "must be an existing empty directory" in str(raised.value)
 
@@ -171,8 +176,11 @@ def _run_entrypoint(args: list[str], env: dict[str, str]) -> subprocess.Complete
     )
 
 
-def test_entrypoint_refuses_bad_configuration_before_starting_vllm():
-    result = _run_entrypoint(["serve"], {"CDK_ADAPTERS_VLLM_PORT": "9000", serving_env.ALLOW_BASE_MODEL: "maybe"})
+def test_entrypoint_refuses_bad_configuration_before_starting_vllm(tmp_path):
+    result = _run_entrypoint(
+        ["serve"],
+        {"CDK_ADAPTERS_VLLM_MODEL": str(tmp_path), "CDK_ADAPTERS_VLLM_PORT": "9000", serving_env.ALLOW_BASE_MODEL: "maybe"},
+    )
     assert result.returncode == 78
     assert "the serving container cannot start (2 problem(s))" in result.stderr
     assert "CDK_ADAPTERS_VLLM_PORT: value" in result.stderr
@@ -184,3 +192,51 @@ def test_entrypoint_accepts_only_sagemakers_serve_argument():
     result = _run_entrypoint(["train"], {})
     assert result.returncode == 2
     assert "usage: python -m adapter_server [serve]" in result.stderr
+
+
+def test_local_short_form_without_a_model_exits_78_with_the_launchers_message():
+    # README's local mode, run without CDK_ADAPTERS_VLLM_MODEL: /opt/ml/model exists only on SageMaker.
+    result = _run_entrypoint(["serve"], {})
+    assert result.returncode == 78, result.stderr
+    assert "cdk-adapters: the serving container cannot start (1 problem(s))" in result.stderr
+    assert f"CDK_ADAPTERS_VLLM_MODEL: value: is not set, and {serving_image.MODEL_DIR}" in result.stderr
+    assert "set CDK_ADAPTERS_VLLM_MODEL to a model directory" in result.stderr
+    assert "Traceback" not in result.stderr and "cdk_adapters.launch" not in result.stdout
+
+
+def test_a_model_path_that_does_not_exist_is_named(tmp_path):
+    with pytest.raises(ConfigurationError) as raised:
+        launch({"SM_VLLM_MODEL": str(tmp_path / "missing")}, tmp_path)
+    assert [(p.subject, p.field) for p in raised.value.problems] == [("SM_VLLM_MODEL", "value")]
+    assert f"{tmp_path / 'missing'} does not exist" in str(raised.value)
+    # A Hugging Face id is vLLM's to resolve; only paths are checked here.
+    assert "--model" in launch({"CDK_ADAPTERS_VLLM_MODEL": "org/model"}, tmp_path).command
+
+
+def test_numeric_flags_are_checked_by_the_launcher_not_vllms_parser(tmp_path):
+    with pytest.raises(ConfigurationError) as raised:
+        launch(
+            {
+                "CDK_ADAPTERS_VLLM_MAX_LORAS": "abc",
+                "CDK_ADAPTERS_VLLM_MAX_CPU_LORAS": "0",
+                "CDK_ADAPTERS_VLLM_MAX_LORA_RANK": "24",
+                "SM_VLLM_TENSOR_PARALLEL_SIZE": "true",
+                "CDK_ADAPTERS_VLLM_GPU_MEMORY_UTILIZATION": "most",
+            },
+            tmp_path,
+        )
+    messages = {p.subject: p.message for p in raised.value.problems}
+    assert messages == {
+        "CDK_ADAPTERS_VLLM_MAX_LORAS": "must be a whole number for --max-loras, got 'abc'",
+        "CDK_ADAPTERS_VLLM_MAX_CPU_LORAS": "must be at least 1 for --max-cpu-loras, got 0",
+        "CDK_ADAPTERS_VLLM_MAX_LORA_RANK": "must be one of 1, 8, 16, 32, 64, 128, 256, 320, 512 for --max-lora-rank "
+        "(vLLM's choices), got 24",
+        "SM_VLLM_TENSOR_PARALLEL_SIZE": "must be a whole number for --tensor-parallel-size, got 'true'",
+        "CDK_ADAPTERS_VLLM_GPU_MEMORY_UTILIZATION": "must be a number for --gpu-memory-utilization, got 'most'",
+    }
+
+
+def test_entrypoint_refuses_a_non_numeric_max_loras_with_exit_78(tmp_path):
+    result = _run_entrypoint(["serve"], {"CDK_ADAPTERS_VLLM_MODEL": str(tmp_path), "CDK_ADAPTERS_VLLM_MAX_LORAS": "abc"})
+    assert result.returncode == 78
+    assert "CDK_ADAPTERS_VLLM_MAX_LORAS: value: must be a whole number for --max-loras, got 'abc'" in result.stderr

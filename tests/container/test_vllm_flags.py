@@ -15,7 +15,8 @@ import pytest
 from adapter_server import vllm_flags
 from adapter_server.launch import resolve_launch
 from cdk_adapters import serving_env
-from cdk_adapters.serving_image import MODEL_DIR, SERVING_PORT
+from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.serving_image import SERVING_PORT
 from cdk_adapters.vllm_options import VllmOptions
 
 
@@ -30,7 +31,9 @@ def parser():
 def _parse(parser, env: dict[str, str], tmp_path: Path) -> argparse.Namespace:
     empty = tmp_path / "empty"
     empty.mkdir(exist_ok=True)
-    plan = resolve_launch(env, python="python", no_custom_code_dir=empty)
+    model_dir = tmp_path / "opt-ml-model"
+    model_dir.mkdir(exist_ok=True)
+    plan = resolve_launch(env, python="python", no_custom_code_dir=empty, model_dir=model_dir)
     assert list(plan.command[:3]) == ["python", "-m", vllm_flags.VLLM_MODULE]
     return parser.parse_args(list(plan.command[3:]))
 
@@ -44,6 +47,21 @@ def test_store_true_only_flags_are_exactly_vllms(parser):
     assert store_true == vllm_flags.STORE_TRUE_ONLY_FLAGS
 
 
+def _action(parser, flag: str) -> argparse.Action:
+    return next(action for action in parser._actions if flag in action.option_strings)
+
+
+def test_numeric_flags_are_numbers_in_vllms_parser(parser):
+    for flag in vllm_flags.INTEGER_FLAGS:
+        convert = _action(parser, flag).type
+        assert convert("4") == 4, flag
+        with pytest.raises((ValueError, argparse.ArgumentTypeError)):
+            convert("abc")
+    for flag in vllm_flags.FLOAT_FLAGS:
+        assert _action(parser, flag).type("0.5") == 0.5, flag
+    assert _action(parser, "--max-lora-rank").choices == list(ALLOWED_MAX_LORA_RANKS)
+
+
 def test_every_other_boolean_flag_has_a_no_form(parser):
     booleans = [a for a in parser._actions if isinstance(a, argparse.BooleanOptionalAction)]
     assert len(booleans) > 50
@@ -54,7 +72,7 @@ def test_every_other_boolean_flag_has_a_no_form(parser):
 
 def test_default_command_parses_to_the_contract(parser, tmp_path):
     args = _parse(parser, {}, tmp_path)
-    assert args.model == MODEL_DIR and args.port == SERVING_PORT
+    assert args.model == str(tmp_path / "opt-ml-model") and args.port == SERVING_PORT
     assert args.enable_lora is True
     assert args.api_server_count == 1
     assert args.middleware == [vllm_flags.MIDDLEWARE_OBJECT]
