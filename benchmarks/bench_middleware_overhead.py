@@ -7,15 +7,21 @@ same machine load; each block's first request is not counted, because on a 2-cor
 server that was idle pays about a second to wake up when it takes over from the other. Both get ``POST /invocations`` with SageMaker's adapter header; stock vLLM maps
 that header to the adapter through AWS's standards library.
 
-    .venv/bin/python -m benchmarks.bench_middleware_overhead [--rounds N] [--block N]
+The second table is throughput with `IN_FLIGHT` requests in flight at once, as a copy serving
+several callers sees them: one burst per path per round, the order rotating each round so no path
+always follows the same one, median requests per second.
+
+    .venv/bin/python -m benchmarks.bench_middleware_overhead [--rounds N] [--block N] [--burst N]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +41,7 @@ from adapter_server import launch  # noqa: E402  (container/ is not a package on
 
 ADAPTER = "bench-v1"
 ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
+IN_FLIGHT = 8
 
 
 def free_port() -> int:
@@ -100,10 +107,50 @@ def complete(client: httpx.Client) -> str:
     return response.json()["choices"][0]["text"]
 
 
+async def _burst(base_url: str, path: str, body: dict, headers: dict, requests: int) -> float:
+    """Requests per second for `requests` calls with `IN_FLIGHT` of them in flight at once."""
+    remaining = IN_FLIGHT  # first, one request per connection: opens them and wakes an idle server
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            response = await client.post(path, json=body, headers=headers)
+            response.raise_for_status()
+
+    limits = httpx.Limits(max_connections=IN_FLIGHT, max_keepalive_connections=IN_FLIGHT)
+    async with httpx.AsyncClient(base_url=base_url, timeout=120, limits=limits) as client:
+        await asyncio.gather(*(worker(client) for _ in range(IN_FLIGHT)))
+        remaining = requests
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(IN_FLIGHT)))
+        return requests / (time.perf_counter() - started)
+
+
+def interleaved_throughput(candidates: dict[str, tuple], *, rounds: int, burst: int) -> dict[str, float]:
+    """Median requests per second per candidate; each round runs one burst of each, in a rotating order."""
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    names = list(candidates)
+    for round_index in range(rounds):
+        for name in names[round_index % len(names):] + names[: round_index % len(names)]:
+            base_url, path, body, headers = candidates[name]
+            samples[name].append(asyncio.run(_burst(base_url, path, body, headers, burst)))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def print_throughput_table(title: str, medians: dict[str, float], *, baseline: str) -> None:
+    """Requests per second per candidate and the baseline's throughput over it (>1: slower than baseline)."""
+    print(f"\n{title}")
+    print(f"  {'candidate':<44} {'req/s':>10} {'ratio':>8}")
+    for name, rate in medians.items():
+        print(f"  {name:<44} {rate:>10.1f} {medians[baseline] / rate:>8.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--block", type=int, default=8)
+    parser.add_argument("--burst", type=int, default=48, help=f"requests per concurrent burst ({IN_FLIGHT} in flight)")
     args = parser.parse_args()
     processes: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -144,6 +191,23 @@ def main() -> None:
             print_table(
                 "invocation latency: our middleware next to stock vLLM",
                 medians,
+                baseline="stock vLLM /invocations (standards library)",
+            )
+            ours_url, stock_url = f"http://127.0.0.1:{ours_port}", f"http://127.0.0.1:{stock_port}"
+            header = {ADAPTER_HEADER: ADAPTER}
+            rates = interleaved_throughput(
+                {
+                    "stock vLLM /v1/completions (no SageMaker layer)": (stock_url, "/v1/completions", {**PROMPT, "model": ADAPTER}, {}),
+                    "stock vLLM /invocations (standards library)": (stock_url, "/invocations", PROMPT, header),
+                    "ours /invocations (our middleware)": (ours_url, "/invocations", PROMPT, header),
+                },
+                rounds=args.rounds,
+                burst=args.burst,
+            )
+            print(f"\n{args.rounds} rounds x one burst of {args.burst} requests per path, {IN_FLIGHT} in flight")
+            print_throughput_table(
+                f"throughput with {IN_FLIGHT} requests in flight (ratio: stock's req/s over this path's)",
+                rates,
                 baseline="stock vLLM /invocations (standards library)",
             )
         finally:

@@ -28,6 +28,22 @@ from adapter_server.serving_context import ServingContext
 from cdk_adapters import serving_env
 
 
+_ADAPTER_HEADER = sagemaker_contract.ADAPTER_IDENTIFIER_HEADER.encode("latin-1")
+_AMZN_REQUEST_ID_HEADER = b"x-amzn-requestid"
+_REQUEST_ID_HEADER = b"x-request-id"
+_LOGGED_HEADERS = frozenset({_ADAPTER_HEADER, _AMZN_REQUEST_ID_HEADER, _REQUEST_ID_HEADER})
+
+
+def _named_headers(headers: list[tuple[bytes, bytes]]) -> dict[bytes, str]:
+    """The first value of each header the record needs, in one pass over the request's headers."""
+    found: dict[bytes, str] = {}
+    for name, value in headers:
+        name = name.lower()
+        if name in _LOGGED_HEADERS and name not in found:
+            found[name] = value.decode("latin-1")
+    return found
+
+
 class InvocationHandler:
     """Guards, rewrites and forwards one inference request to vLLM (`app`), and logs it."""
 
@@ -54,12 +70,12 @@ class InvocationHandler:
         started = time.monotonic()
         headers = scope["headers"]
         path = scope["path"]
+        named = _named_headers(headers)
         record = observability.RequestRecord(
-            adapter=sagemaker_contract.header(headers, sagemaker_contract.ADAPTER_IDENTIFIER_HEADER) or None,
+            adapter=named.get(_ADAPTER_HEADER) or None,
             route=path,
             stream=False,
-            request_id=sagemaker_contract.header(headers, "x-amzn-requestid")
-            or sagemaker_contract.header(headers, "x-request-id"),
+            request_id=named.get(_AMZN_REQUEST_ID_HEADER) or named.get(_REQUEST_ID_HEADER),
         )
         label: str | None = None  # set on admission; a refusal before it is labelled by `_label`
         published = False

@@ -114,18 +114,34 @@ class RequestRecord:
     def publish(self, metric_label: str, log: "RequestLog") -> None:
         """Write the request line, then count the request under `metric_label` in Prometheus."""
         write_line(log.line(self.fields(), metric_label))
-        status = str(self.status)
-        REQUESTS.labels(metric_label, status).inc()
+        _child(REQUESTS, metric_label, str(self.status)).inc()
         if self.latency_ms is not None:
-            LATENCY.labels(metric_label).observe(self.latency_ms / 1000.0)
+            _child(LATENCY, metric_label).observe(self.latency_ms / 1000.0)
         if self.ttft_ms is not None:
-            TIME_TO_FIRST_TOKEN.labels(metric_label).observe(self.ttft_ms / 1000.0)
+            _child(TIME_TO_FIRST_TOKEN, metric_label).observe(self.ttft_ms / 1000.0)
         if self.prompt_tokens:
-            PROMPT_TOKENS.labels(metric_label).inc(self.prompt_tokens)
+            _child(PROMPT_TOKENS, metric_label).inc(self.prompt_tokens)
         if self.output_tokens:
-            OUTPUT_TOKENS.labels(metric_label).inc(self.output_tokens)
+            _child(OUTPUT_TOKENS, metric_label).inc(self.output_tokens)
         if self.cold:
-            COLD_REQUESTS.labels(metric_label).inc()
+            _child(COLD_REQUESTS, metric_label).inc()
+
+
+_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, looked up once per series instead of on every request.
+
+    ``labels()`` takes a lock and validates its arguments on each call; the label values are
+    bounded anyway (registered names, the two shared labels, HTTP statuses), and a series is
+    still created only when first used, as before.
+    """
+    key = (id(metric), labels)  # the metrics are module constants: their ids never change
+    child = _children.get(key)
+    if child is None:
+        child = _children.setdefault(key, metric.labels(*labels))
+    return child
 
 
 class RequestLog:
