@@ -126,7 +126,7 @@ def test_names(zoo, tmp_path):
     assert "version suffix -v<N>" in messages[3]
 
 
-def test_target_modules_differ_unless_a_reason_is_given(zoo, tmp_path):
+def test_target_modules_differ_unless_the_row_acknowledges_the_rule(zoo, tmp_path):
     rows = [
         {"name": "triage-v1", "source": str(zoo.adapter("good"))},
         {"name": "billing-v1", "source": str(zoo.adapter("good-2"))},
@@ -135,9 +135,11 @@ def test_target_modules_differ_unless_a_reason_is_given(zoo, tmp_path):
     problems, _ = check_manifest(load_manifest(write_manifest(tmp_path, rows)))
     assert fields(problems) == [("adapter 'style-v1'", "target_modules")]
     assert "adds down_proj, gate_proj, up_proj" in problems[0].message
-    rows[2]["target_modules_differ_reason"] = "style adapter adapts MLPs only; measured equal latency"
+    assert problems[0].rule == "identical-target-modules"
+    rows[2]["acknowledge"] = {"rule": "identical-target-modules", "reason": "style adapter adapts MLPs only; measured equal latency"}
     problems, plan = check_manifest(load_manifest(write_manifest(tmp_path, rows)))
     assert problems == [] and plan is not None
+    assert [(f.problem.subject, f.problem.rule) for f in plan.acknowledged] == [("adapter 'style-v1'", "identical-target-modules")]
 
 
 def test_missing_local_directory(tmp_path):
