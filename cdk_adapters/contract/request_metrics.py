@@ -216,10 +216,13 @@ def environment(
     *, namespace: str = DEFAULT_NAMESPACE, metrics: Iterable[str] | None = None, emf: bool = True,
     endpoint_name: str | None = None, subject: str = "request metrics",
 ) -> dict[str, str]:
-    """The container variables for these settings (all of them, explicitly); raises on any problem.
+    """The container variables for these settings, defaults spelled out; raises on any problem.
 
-    `metrics` are names from `METRICS` (``None``: all); `endpoint_name` may be a CDK token.
+    `metrics` are names from `METRICS` (``None``: all); `endpoint_name` may be a CDK token (left
+    out when ``None``: the container then says `LOCAL_ENDPOINT_NAME`).
     """
+    if metrics is not None and not isinstance(metrics, str):
+        metrics = list(metrics)  # read once: problems() and the rendering below both need it
     raise_if_any(problems(namespace=namespace, metrics=metrics, emf=emf, endpoint_name=endpoint_name, subject=subject))
     names = [spec.name for spec in METRICS] if metrics is None else list(metrics)
     env = {EMF_ENV: "true" if emf else "false", NAMESPACE_ENV: namespace, METRICS_ENV: ",".join(names)}
