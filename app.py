@@ -24,9 +24,9 @@ from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 from constructs import Construct
 
 from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
-from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, plan_manifest_file
+from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, endpoint_from_manifest, plan_manifest_file
 from cdk_adapters.problems import ConfigurationError, Problem
 from cdk_adapters.vllm_options import VllmOptions
 
@@ -43,7 +43,7 @@ class AdapterServingStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, id, **kwargs)
         image_uri = settings.get("image_uri")
-        self.endpoint = MultiAdapterEndpoint.from_manifest(
+        self.endpoint = endpoint_from_manifest(
             self,
             "Serving",
             manifest=plan,
@@ -58,6 +58,7 @@ class AdapterServingStack(cdk.Stack):
             min_instance_count=settings.get("min_instance_count"),
             max_instance_count=settings.get("max_instance_count"),
             copy_count=settings.get("copy_count", 1),
+            placement=FleetPlacement(**settings.get("placement", {})),
         )
 
 

@@ -1,36 +1,52 @@
 """Where one LoRA adapter's archive lives: a ``.tar.gz`` in S3 with the adapter files at its root.
 
 SageMaker downloads the archive with the endpoint's execution role and extracts it before calling
-the container's ``POST /adapters``. Each artifact therefore says both its URL and exactly what the
-role must be allowed to read, so every adapter gets a policy for its own object and nothing more.
+the container's ``POST /adapters``. Published archives (``from_s3_url``, ``from_bucket``) are read
+through the endpoint's declared `AdapterLocation`s, so an artifact only says where it is; local
+archives (``from_archive``) become CDK file assets, which the role reads object by object.
 """
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import AssetStaging, Aws, FileAssetPackaging, Stack, Token
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk_adapters.problems import Problem
+from cdk_adapters.s3_url import S3UrlError, parse_s3_url
 
-_S3_URL = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>[^\s]+)$")
 ARCHIVE_SUFFIX = ".tar.gz"
 TAR_SUFFIX = ".tar"
 
 
 @dataclass(frozen=True)
+class S3Object:
+    """A published archive: its bucket (literal name or a bucket token), key and KMS key."""
+
+    bucket_name: str
+    key: str
+    encryption_key: kms.IKey | None = None
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket_name}/{self.key}"
+
+
+@dataclass(frozen=True)
 class AdapterArtifactConfig:
-    """A bound artifact: the ``ArtifactUrl`` and the statements that let the role read it."""
+    """A bound artifact: the ``ArtifactUrl``, and for a CDK asset what the role must read.
+
+    `asset_object_arn` is None for published archives: their declared location grants the read.
+    """
 
     s3_url: str
-    statements: tuple[iam.PolicyStatement, ...]
+    asset_object_arn: str | None = None
+    asset_kms_key_arn: str | None = None
 
 
 class AdapterArtifact(ABC):
@@ -38,14 +54,14 @@ class AdapterArtifact(ABC):
 
     @staticmethod
     def from_bucket(bucket: s3.IBucket, key: str) -> "AdapterArtifact":
-        """An object in a bucket you have as a construct; its KMS key (if any) is granted too."""
-        return _BucketArtifact(bucket, key)
+        """An object in a bucket you have as a construct; its KMS key (if any) must be its location's."""
+        return _PublishedArchive(bucket.bucket_name, key, bucket.encryption_key, field="artifact.key")
 
     @staticmethod
     def from_s3_url(url: str, *, encryption_key: kms.IKey | None = None) -> "AdapterArtifact":
-        """``s3://bucket/key.tar.gz``, e.g. what ``cdk-adapters publish`` printed. Pass
-        `encryption_key` when the object is encrypted with a customer managed KMS key."""
-        return _UrlArtifact(url, encryption_key)
+        """``s3://bucket/key.tar.gz``, e.g. what ``cdk-adapters publish`` printed. `encryption_key`:
+        the customer managed KMS key of the object, which its location must declare too."""
+        return _UrlArchive(url, encryption_key)
 
     @staticmethod
     def from_archive(path: str | Path) -> "AdapterArtifact":
@@ -53,6 +69,11 @@ class AdapterArtifact(ABC):
         (``<sha256>.tar.gz`` in the bootstrap bucket): the same bytes always get the same key, so a
         redeploy never touches an unchanged adapter."""
         return _LocalArchive(Path(path))
+
+    @property
+    def s3_object(self) -> S3Object | None:
+        """The published object, or None for a local archive (its key is known only at bind)."""
+        return None
 
     @abstractmethod
     def problems(self, subject: str) -> list[Problem]:
@@ -63,54 +84,48 @@ class AdapterArtifact(ABC):
         """Create what the artifact needs under `scope` (an asset, for local archives)."""
 
 
-def _archive_key_problems(subject: str, key: object, field: str) -> list[Problem]:
+def _archive_key_problems(subject: str, key: object, field: str, url: str | None = None) -> list[Problem]:
     if not isinstance(key, str) or Token.is_unresolved(key):
         return [Problem(subject, field, "must be a literal string")]
     if not key.endswith(ARCHIVE_SUFFIX):
-        return [Problem(subject, field, f"{key!r} must name a {ARCHIVE_SUFFIX} archive with the adapter files at its root")]
+        named = repr(url) if url is not None else repr(key)
+        return [Problem(subject, field, f"{named} must name a {ARCHIVE_SUFFIX} archive with the adapter files at its root")]
     return []
 
 
-class _BucketArtifact(AdapterArtifact):
-    def __init__(self, bucket: s3.IBucket, key: str) -> None:
-        self.bucket = bucket
-        self.key = key
+class _PublishedArchive(AdapterArtifact):
+    def __init__(self, bucket_name: str, key: str, encryption_key: kms.IKey | None, field: str) -> None:
+        self._object = S3Object(bucket_name, key, encryption_key)
+        self._field = field
+
+    @property
+    def s3_object(self) -> S3Object:
+        return self._object
 
     def problems(self, subject: str) -> list[Problem]:
-        return _archive_key_problems(subject, self.key, "artifact.key")
+        return _archive_key_problems(subject, self._object.key, self._field)
 
     def bind(self, scope: Construct) -> AdapterArtifactConfig:
-        statements = [iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(self.key)])]
-        if self.bucket.encryption_key is not None:
-            statements.append(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[self.bucket.encryption_key.key_arn]))
-        return AdapterArtifactConfig(f"s3://{self.bucket.bucket_name}/{self.key}", tuple(statements))
+        return AdapterArtifactConfig(self._object.url)
 
 
-class _UrlArtifact(AdapterArtifact):
+class _UrlArchive(_PublishedArchive):
     def __init__(self, url: str, encryption_key: kms.IKey | None) -> None:
         self.url = url
-        self.encryption_key = encryption_key
+        try:
+            parsed = parse_s3_url(url)
+            self._error = None
+            super().__init__(parsed.bucket, parsed.key, encryption_key, field="artifact.url")
+        except S3UrlError as error:
+            self._error = str(error)
+            super().__init__("", "", encryption_key, field="artifact.url")
 
     def problems(self, subject: str) -> list[Problem]:
-        if not isinstance(self.url, str) or Token.is_unresolved(self.url):
+        if isinstance(self.url, str) and Token.is_unresolved(self.url):
             return [Problem(subject, "artifact.url", "must be a literal s3:// URL")]
-        match = _S3_URL.match(self.url)
-        if not match:
-            return [Problem(subject, "artifact.url", f"{self.url!r} is not an s3://<bucket>/<key> URL")]
-        return _archive_key_problems(subject, match["key"], "artifact.url")
-
-    def bind(self, scope: Construct) -> AdapterArtifactConfig:
-        match = _S3_URL.match(self.url)
-        assert match, "bind() is only called after problems() found none"
-        statements = [
-            iam.PolicyStatement(
-                actions=["s3:GetObject"],
-                resources=[f"arn:{Aws.PARTITION}:s3:::{match['bucket']}/{match['key']}"],
-            )
-        ]
-        if self.encryption_key is not None:
-            statements.append(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[self.encryption_key.key_arn]))
-        return AdapterArtifactConfig(self.url, tuple(statements))
+        if self._error is not None:
+            return [Problem(subject, "artifact.url", self._error)]
+        return _archive_key_problems(subject, self._object.key, "artifact.url", url=self.url)
 
 
 class _LocalArchive(AdapterArtifact):
@@ -141,7 +156,4 @@ class _LocalArchive(AdapterArtifact):
             display_name=f"{scope.node.path}/Archive",
         )
         object_arn = f"arn:{Aws.PARTITION}:s3:::{location.bucket_name}/{location.object_key}"
-        statements = [iam.PolicyStatement(actions=["s3:GetObject"], resources=[object_arn])]
-        if location.kms_key_arn:
-            statements.append(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[location.kms_key_arn]))
-        return AdapterArtifactConfig(location.s3_object_url, tuple(statements))
+        return AdapterArtifactConfig(location.s3_object_url, object_arn, location.kms_key_arn)

@@ -2,29 +2,36 @@
 
 It creates the execution role, the base model, an endpoint config able to host inference
 components, the endpoint, the base inference component, and (through `add_adapter`) one adapter
-inference component per adapter, plus a discovery record (outputs and an SSM parameter) so
-clients elsewhere can find which component serves which adapter.
+inference component per adapter, plus a discovery record clients read to find them.
+
+This module only orchestrates. Each concern has its own home: the role's permissions
+(`execution_role`, read access by `adapter_location`), the container environment
+(`serving_policy`), networking (`networking`), where adapter components live and how fast they
+are created (`fleet`), and the discovery record (`discovery`, schema in `contract.discovery`).
+What depends on the whole fleet (the discovery value, the policy-size and capacity checks) is
+rendered or checked once, at synth.
 """
 
 from __future__ import annotations
 
-import json
-from os import PathLike
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from aws_cdk import Annotations, CfnOutput, Stack, Token
+import jsii
+from aws_cdk import Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
-from aws_cdk import aws_ssm as ssm
-from constructs import Construct
+from constructs import Construct, IValidation
 
-from cdk_adapters import names, serving_env
+from cdk_adapters import discovery, names
 from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.execution_role import ROLE_INLINE_POLICY_LIMIT, ExecutionRolePermissions, inline_policy_characters
+from cdk_adapters.contract.discovery import DiscoveryRecord, alias_problems
+from cdk_adapters.execution_role import ExecutionRolePermissions
+from cdk_adapters.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.inference_component import (
     AdapterInferenceComponent,
     BaseInferenceComponent,
@@ -34,21 +41,15 @@ from cdk_adapters.inference_component import (
 from cdk_adapters.instance_storage import has_local_instance_storage
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.nag_acknowledgments import acknowledge_local_storage_kms
+from cdk_adapters.networking import EndpointNetworking, VpcPlacement
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
+from cdk_adapters.serving_policy import ServingPolicy
 from cdk_adapters.vllm_options import VllmOptions
-
-if TYPE_CHECKING:
-    from cdk_adapters.manifest import ManifestPlan
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
-ENVIRONMENT_VALUE_MAX_LENGTH = 1024
-SSM_STANDARD_MAX_LENGTH = 4096
-SSM_ADVANCED_MAX_LENGTH = 8192
 INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
-ROLE_POLICY_WARNING_SHARE = 0.9
-"""Warn once the role's inline policies are estimated at this share of IAM's limit."""
 
 
 class MultiAdapterEndpoint(Construct):
@@ -68,6 +69,8 @@ class MultiAdapterEndpoint(Construct):
         compute: ComputeRequirements | None = None,
         image: ContainerImage | None = None,
         vllm: VllmOptions | None = None,
+        adapter_locations: Sequence[AdapterLocation] | None = None,
+        placement: FleetPlacement | None = None,
         instance_type: str = DEFAULT_INSTANCE_TYPE,
         initial_instance_count: int = 1,
         min_instance_count: int | None = None,
@@ -92,9 +95,16 @@ class MultiAdapterEndpoint(Construct):
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
         :param compute: what one base-model copy reserves; `min_memory_required_in_mb` is required.
-        :param image: serving image. Default: `ContainerImage.from_asset()`, this repository's
+        :param image: serving image. Default: `ContainerImage.from_asset()`, this library's
             `container/` (the only image that speaks the adapter contract this library relies on).
         :param vllm: vLLM engine options. Default `VllmOptions()` (4 GPU-resident adapters, rank <= 16).
+        :param adapter_locations: the S3 bucket prefixes published adapters live under; the role
+            gets one read grant per location, whatever the adapter count, and an S3 adapter outside
+            every location is refused. More with `add_adapter_location`. Default: none (then only
+            local archives, `AdapterArtifact.from_archive`, can be added).
+        :param placement: where adapter components live. Default `FleetPlacement()`: hashed over
+            8 nested stacks of at most 400 resources (about 3,000 adapters); fixed for the
+            endpoint's life. `FleetPlacement.in_endpoint_stack()` keeps them in this stack.
         :param instance_type: default ``ml.g6.2xlarge`` (one L4 GPU, 24 GB).
         :param initial_instance_count: instances at creation. Default 1.
         :param min_instance_count: managed instance scaling floor. Default: `initial_instance_count`.
@@ -122,52 +132,47 @@ class MultiAdapterEndpoint(Construct):
         :param vpc: run the instances in this VPC. Default: none.
         :param vpc_subnets: which subnets of `vpc`. Default: private subnets.
         :param security_groups: default: one created with no ingress, when `vpc` is given.
-        :param discovery_parameter_name: SSM parameter holding the adapter map as JSON.
-            Default ``/cdk-adapters/<endpoint name>/inference-components``.
+        :param discovery_parameter_name: SSM parameter holding the discovery record (JSON, see
+            `cdk_adapters.contract.discovery`). Default ``/cdk-adapters/<prefix>/inference-components``.
         """
         super().__init__(scope, id)
         self.compute = compute or ComputeRequirements()
         self.vllm = vllm or VllmOptions()
         self.startup = startup or StartupTimeouts()
         self.image = image or ContainerImage.from_asset()
+        self.placement = placement or FleetPlacement()
         self.instance_type = instance_type
         self.min_instance_count = initial_instance_count if min_instance_count is None else min_instance_count
         self.max_instance_count = initial_instance_count if max_instance_count is None else max_instance_count
-        self._adapters: dict[str, AdapterInferenceComponent] = {}
-
-        stack = Stack.of(self)
-        problems: list[Problem] = []
-        if Token.is_unresolved(stack.stack_name):
-            problems.append(Problem(self._subject, "stack_name", "the stack name must be known at synth to derive component names"))
-            prefix = "unresolved"
-        else:
-            prefix = names.component_prefix(stack.stack_name, self.node.path)
-        self.prefix = prefix
-        self.endpoint_name = prefix
-        self.base_component_name = names.base_component_name(prefix)
-        self.discovery_parameter_name = discovery_parameter_name or f"/cdk-adapters/{prefix}/inference-components"
-
-        container_environment = self._container_environment(
-            allow_base_model, allow_vision_modules, base_model_id, base_model_revision, environment or {}, problems
+        self.serving_policy = ServingPolicy(
+            allow_base_model=allow_base_model,
+            allow_vision_modules=allow_vision_modules,
+            base_model_id=base_model_id,
+            base_model_revision=base_model_revision,
+            environment=dict(environment or {}),
         )
-        problems += self._check_props(
-            initial_instance_count, copy_count, volume_key, volume_size_in_gb, vpc, vpc_subnets, security_groups
-        )
+        self.networking = EndpointNetworking(vpc=vpc, vpc_subnets=vpc_subnets, security_groups=security_groups)
+        self.adapter_locations: list[AdapterLocation] = []
+        self.aliases: dict[str, dict[str, int]] = {}
+
+        self.prefix = self._derive_prefix()
+        self.endpoint_name = self.prefix
+        self.base_component_name = names.base_component_name(self.prefix)
+        self.discovery_parameter_name = discovery_parameter_name or discovery.discovery_parameter_name(self.prefix)
+
+        container_environment, problems = self.serving_policy.render(self.vllm, self._subject)
+        problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
+        problems += self.networking.problems(self._subject)
+        problems += self.placement.problems(self._subject)
         problems += self.compute.problems(self._subject)
         problems += self.startup.problems(self._subject)
         problems += self.vllm.problems(self._subject)
         problems += self.image.problems(self._subject)
         problems += model_data.problems(self._subject)
-        tensor_parallel = self.vllm.tensor_parallel_size
-        if tensor_parallel is not None and tensor_parallel != self.compute.accelerator_devices:
-            problems.append(
-                Problem(
-                    self._subject,
-                    "vllm.tensor_parallel_size",
-                    f"({tensor_parallel}) must equal compute.accelerator_devices ({self.compute.accelerator_devices}): "
-                    "each copy gets exactly that many GPUs",
-                )
-            )
+        for index, location in enumerate(adapter_locations or ()):
+            problems += location.problems(self._subject, f"adapter_locations[{index}]")
+        if Token.is_unresolved(Stack.of(self).stack_name):
+            problems.append(Problem(self._subject, "stack_name", "the stack name must be known at synth to derive component names"))
         raise_if_any(problems, heading=f"MultiAdapterEndpoint {self.node.path!r} is misconfigured")
 
         # Everything below only creates constructs; all checks passed above.
@@ -175,7 +180,7 @@ class MultiAdapterEndpoint(Construct):
             self,
             "ExecutionRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description=f"SageMaker execution role of multi-adapter endpoint {prefix}",
+            description=f"SageMaker execution role of multi-adapter endpoint {self.prefix}",
         )
         image_config = self.image.bind(self)
         model_data_config = model_data.bind()
@@ -186,10 +191,9 @@ class MultiAdapterEndpoint(Construct):
                 self,
                 "VolumeKey",
                 enable_key_rotation=True,
-                description=f"Encrypts the instance volumes of SageMaker endpoint {prefix}",
+                description=f"Encrypts the instance volumes of SageMaker endpoint {self.prefix}",
             )
-
-        permissions = ExecutionRolePermissions(
+        self.permissions = ExecutionRolePermissions(
             self,
             "ExecutionRolePolicy",
             role=self.role,
@@ -198,51 +202,274 @@ class MultiAdapterEndpoint(Construct):
             base_component_name=self.base_component_name,
             model_data_statements=model_data_config.statements,
             volume_key=self.volume_key,
-            vpc_access=vpc is not None,
+            vpc_access=self.networking.vpc is not None,
         )
-        self._role_policy_characters = inline_policy_characters([permissions.policy])
-        self._warned_about_policy_size = False
+        for location in adapter_locations or ():
+            self._add_location(location)
+        vpc_placement, self.security_groups = self.networking.bind(
+            self, f"SageMaker endpoint {self.prefix}: no ingress; egress for S3 and ECR"
+        )
+        self._create_hosting(
+            image_config.image_uri,
+            container_environment,
+            model_data_config.model_data_source,
+            vpc_placement,
+            network_isolation,
+            initial_instance_count,
+            inference_ami_version,
+            volume_size_in_gb,
+        )
+        self.base_component = BaseInferenceComponent(
+            self,
+            "BaseComponent",
+            inference_component_name=self.base_component_name,
+            endpoint_name=self.endpoint.attr_endpoint_name,
+            variant_name=VARIANT_NAME,
+            model_name=self.model.attr_model_name,
+            compute=self.compute,
+            startup=self.startup,
+            copy_count=copy_count,
+        )
+        self.base_component.node.add_dependency(self.permissions.policy)
+        self.fleet = AdapterFleet(
+            self,
+            "Adapters",
+            placement=self.placement,
+            base=self.base_component,
+            endpoint_name=self.endpoint.attr_endpoint_name,
+            prerequisites=[self.permissions.policy.node.default_child],  # type: ignore[list-item]
+        )
+        self.discovery_parameter = discovery.publish_discovery(
+            self,
+            parameter_name=self.discovery_parameter_name,
+            endpoint_name=self.endpoint.attr_endpoint_name,
+            base_component_name=self.base_component_name,
+            component_prefix=self.prefix,
+            record=self.discovery_record,
+        )
+        self.node.add_validation(_AliasValidation(self))
+        if local_storage:
+            acknowledge_local_storage_kms(self.endpoint_config)
 
-        self.security_groups: list[ec2.ISecurityGroup] = []
-        vpc_config = None
-        if vpc is not None:
-            self.security_groups = list(security_groups or [])
-            if not self.security_groups:
-                self.security_groups.append(
-                    ec2.SecurityGroup(
-                        self,
-                        "SecurityGroup",
-                        vpc=vpc,
-                        description=f"SageMaker endpoint {prefix}: no ingress; egress for S3 and ECR",
-                        allow_all_outbound=True,
-                    )
+    # ------------------------------------------------------------------ adapters
+
+    def add_adapter(self, name: str, *, artifact: AdapterArtifact) -> AdapterInferenceComponent:
+        """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
+
+        Adds exactly one resource (the component) and changes no other: its construct ID derives
+        from `name` alone, its placement from `name` and the fixed shard count, and the role
+        already reads its archive through an adapter location. A local archive also adds its
+        object to the local-archive policy.
+        """
+        subject = f"adapter {name!r} of MultiAdapterEndpoint {self.node.path!r}"
+        problems = names.validate_adapter_name(name, subject)
+        if isinstance(name, str) and name.lower() in self.fleet.components:
+            problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
+        problems += artifact.problems(subject)
+        if not problems:
+            problems += self._location_problems(artifact, subject)
+            problems += self.fleet.capacity_problems(name, subject)
+        raise_if_any(problems, heading=f"cannot add adapter {name!r}")
+        component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
+        config = component.artifact_config
+        if config.asset_object_arn is not None:
+            self.permissions.add_local_archive(config.asset_object_arn, config.asset_kms_key_arn)
+            assert self.permissions.local_archive_policy is not None
+            self.fleet.add_prerequisite(self.permissions.local_archive_policy.node.default_child)  # type: ignore[arg-type]
+        return component
+
+    def add_adapter_location(self, location: AdapterLocation) -> None:
+        """Let the role read (and adapters come from) one more bucket prefix."""
+        raise_if_any(location.problems(self._subject, "adapter_location"), heading="cannot add adapter location")
+        self._add_location(location)
+
+    def add_alias(self, alias: str, targets: str | Mapping[str, int]) -> None:
+        """Publish a stable name for a versioned adapter (``"support-en" -> "support-en-v4"``) or a
+        weighted split (``{"support-en-v4": 90, "support-en-v5": 10}``) in the discovery record.
+
+        Changing an alias changes only the discovery parameter's value, never a component:
+        rolling back is one changed alias. Targets are checked against the adapters at synth.
+        """
+        weighted = {targets: 100} if isinstance(targets, str) else dict(targets)
+        subject = f"alias {alias!r} of MultiAdapterEndpoint {self.node.path!r}"
+        problems = [
+            Problem(subject, "name", message)
+            for message in _alias_name_problems(alias)
+        ] + [Problem(subject, "targets", message) for _, message in alias_problems({alias: weighted})]
+        if isinstance(alias, str) and alias.lower() in {known.lower() for known in self.aliases}:
+            problems.append(Problem(subject, "name", "is already added"))
+        raise_if_any(problems, heading=f"cannot add alias {alias!r}")
+        self.aliases[alias] = weighted
+
+    @property
+    def adapters(self) -> dict[str, AdapterInferenceComponent]:
+        """Adapter name -> its component, in the order added."""
+        return {component.adapter_name: component for component in self.fleet.components.values()}
+
+    def adapter_component_names(self) -> dict[str, str]:
+        """Adapter name -> inference component name: what a client passes as ``InferenceComponentName``."""
+        return {component.adapter_name: component.inference_component_name for component in self.fleet.components.values()}
+
+    def discovery_record(self) -> DiscoveryRecord:
+        """What the discovery parameter holds (rendered at synth, after every adapter and alias)."""
+        return DiscoveryRecord(
+            endpoint_name=self.endpoint_name,
+            base_inference_component_name=self.base_component_name,
+            component_prefix=self.prefix,
+            allow_base_model=self.serving_policy.allow_base_model,
+            aliases={alias: dict(targets) for alias, targets in self.aliases.items()},
+        )
+
+    # ------------------------------------------------------------------ grants and metrics
+
+    def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
+        """Let `grantee` invoke this endpoint's adapters.
+
+        `adapters` names the adapters (already added); default all of this endpoint's components,
+        present and future, through the ``<prefix>-*`` name pattern, so adding an adapter later never
+        rewrites the grantee's policy. IAM authorizes both actions against the endpoint and the
+        ``inference-component`` resource types (Service Authorization Reference), so the component
+        ARNs really limit which adapters the grantee can call. An empty list is refused: it would
+        grant only the endpoint, which can invoke nothing.
+        """
+        stack = Stack.of(self)
+        if adapters is None:
+            component_arns = [stack.format_arn(service="sagemaker", resource="inference-component", resource_name=f"{self.prefix}-*")]
+        else:
+            if isinstance(adapters, str) or not list(adapters):
+                raise ConfigurationError(
+                    [
+                        Problem(
+                            self._subject,
+                            "grant_invoke.adapters",
+                            f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant "
+                            "every adapter (an empty list would grant the endpoint alone, which invokes nothing)",
+                        )
+                    ]
                 )
-            subnets = vpc.select_subnets(**_subnet_kwargs(vpc_subnets))
-            vpc_config = (
-                [group.security_group_id for group in self.security_groups],
-                subnets.subnet_ids,
-            )
+            unknown = [a for a in adapters if not isinstance(a, str) or a.lower() not in self.fleet.components]
+            if unknown:
+                raise ConfigurationError([self._unknown_adapter("grant_invoke.adapters", a) for a in unknown])
+            component_arns = [
+                stack.format_arn(
+                    service="sagemaker",
+                    resource="inference-component",
+                    resource_name=self.fleet.components[a.lower()].inference_component_name,
+                )
+                for a in adapters
+            ]
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(INVOKE_ACTIONS),
+            resource_arns=[self.endpoint_arn, *component_arns],
+        )
 
+    def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` read the discovery parameter, by its literal ARN, so a client in another
+        stack needs no cross-stack export."""
+        arn = Stack.of(self).format_arn(
+            service="ssm", resource="parameter", resource_name=self.discovery_parameter_name.lstrip("/")
+        )
+        return iam.Grant.add_to_principal(grantee=grantee, actions=["ssm:GetParameter"], resource_arns=[arn])
+
+    def metric(self, metric_name: str, *, adapter: str | None = None, **props: Any) -> cloudwatch.Metric:
+        """An ``AWS/SageMaker`` metric of one adapter's component, or of the base component.
+
+        The components' own ``metric_*`` methods (``endpoint.adapters[name].metric_invocations()``,
+        ``endpoint.base_component.metric_invocations_per_copy()``) name the metrics SageMaker publishes.
+        """
+        return self._component(adapter).metric(metric_name, **props)
+
+    def _component(self, adapter: str | None) -> BaseInferenceComponent | AdapterInferenceComponent:
+        if adapter is None:
+            return self.base_component
+        component = self.fleet.components.get(adapter.lower()) if isinstance(adapter, str) else None
+        if component is None:
+            raise ConfigurationError([self._unknown_adapter("adapter", adapter)])
+        return component
+
+    def _unknown_adapter(self, field: str, adapter: object) -> Problem:
+        return Problem(self._subject, field, f"{adapter!r} is not an adapter of this endpoint; add it first")
+
+    # ------------------------------------------------------------------ internals
+
+    @property
+    def _subject(self) -> str:
+        return f"MultiAdapterEndpoint {self.node.path!r}"
+
+    def _derive_prefix(self) -> str:
+        stack_name = Stack.of(self).stack_name
+        if Token.is_unresolved(stack_name):
+            return "unresolved"
+        return names.component_prefix(stack_name, self.node.path)
+
+    def _add_location(self, location: AdapterLocation) -> None:
+        self.adapter_locations.append(location)
+        self.permissions.add_location(location)
+
+    def _location_problems(self, artifact: AdapterArtifact, subject: str) -> list[Problem]:
+        """A published archive must lie in a declared location, with its location's KMS key."""
+        published = artifact.s3_object
+        if published is None:
+            return []
+        field = "artifact.url" if not Token.is_unresolved(published.bucket_name) else "artifact.key"
+        location = next((loc for loc in self.adapter_locations if loc.contains(published.bucket_name, published.key)), None)
+        if location is None:
+            declared = ", ".join(loc.describe() for loc in self.adapter_locations) or "none"
+            return [
+                Problem(
+                    subject,
+                    field,
+                    f"{published.url} is outside every adapter location of this endpoint (declared: {declared}); "
+                    "publish it under a declared location, or declare its bucket prefix with "
+                    "adapter_locations=[AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/')]",
+                )
+            ]
+        key = published.encryption_key
+        if key is not None and (location.encryption_key is None or location.encryption_key.key_arn != key.key_arn):
+            return [
+                Problem(
+                    subject,
+                    "artifact.encryption_key",
+                    f"the object is encrypted with a KMS key its location {location.describe()} does not declare; "
+                    "pass the same key as the AdapterLocation's encryption_key so the role may decrypt it",
+                )
+            ]
+        return []
+
+    def _create_hosting(
+        self,
+        image_uri: str,
+        container_environment: dict[str, str],
+        model_data_source: sagemaker.CfnModel.ModelDataSourceProperty,
+        vpc_placement: VpcPlacement | None,
+        network_isolation: bool,
+        initial_instance_count: int,
+        inference_ami_version: str,
+        volume_size_in_gb: int | None,
+    ) -> None:
+        """The model, an endpoint config that can host inference components, and the endpoint."""
         self.model = sagemaker.CfnModel(
             self,
             "Model",
             execution_role_arn=self.role.role_arn,
             enable_network_isolation=network_isolation,
             primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                image=image_config.image_uri,
+                image=image_uri,
                 environment=container_environment,
-                model_data_source=model_data_config.model_data_source,
+                model_data_source=model_data_source,
             ),
-            vpc_config=sagemaker.CfnModel.VpcConfigProperty(security_group_ids=vpc_config[0], subnets=vpc_config[1])
-            if vpc_config
+            vpc_config=sagemaker.CfnModel.VpcConfigProperty(
+                security_group_ids=vpc_placement.security_group_ids, subnets=vpc_placement.subnet_ids
+            )
+            if vpc_placement
             else None,
         )
-        self.model.node.add_dependency(permissions)
-
+        self.model.node.add_dependency(self.permissions.policy)
         download, health = self.startup.seconds()
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,
-            instance_type=instance_type,
+            instance_type=self.instance_type,
             initial_instance_count=initial_instance_count,
             managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
                 status="ENABLED",
@@ -262,217 +489,20 @@ class MultiAdapterEndpoint(Construct):
             production_variants=[variant],
             kms_key_id=self.volume_key.key_arn if self.volume_key else None,
             enable_network_isolation=network_isolation,
-            vpc_config=sagemaker.CfnEndpointConfig.VpcConfigProperty(security_group_ids=vpc_config[0], subnets=vpc_config[1])
-            if vpc_config
+            vpc_config=sagemaker.CfnEndpointConfig.VpcConfigProperty(
+                security_group_ids=vpc_placement.security_group_ids, subnets=vpc_placement.subnet_ids
+            )
+            if vpc_placement
             else None,
         )
-        self.endpoint_config.node.add_dependency(permissions)
+        self.endpoint_config.node.add_dependency(self.permissions.policy)
         self.endpoint = sagemaker.CfnEndpoint(
             self,
             "Endpoint",
             endpoint_name=self.endpoint_name,
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
         )
-        self.endpoint_arn = stack.format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name)
-
-        self.base_component = BaseInferenceComponent(
-            self,
-            "BaseComponent",
-            inference_component_name=self.base_component_name,
-            endpoint_name=self.endpoint.attr_endpoint_name,
-            variant_name=VARIANT_NAME,
-            model_name=self.model.attr_model_name,
-            compute=self.compute,
-            startup=self.startup,
-            copy_count=copy_count,
-        )
-        self.base_component.node.add_dependency(permissions)
-        self._adapter_scope = Construct(self, "Adapters")
-        self._publish_discovery()
-        if local_storage:
-            acknowledge_local_storage_kms(self.endpoint_config)
-
-    @classmethod
-    def from_manifest(
-        cls,
-        scope: Construct,
-        id: str,
-        *,
-        manifest: "str | PathLike[str] | ManifestPlan",
-        vllm: VllmOptions | None = None,
-        **props: Any,
-    ) -> "MultiAdapterEndpoint":
-        """An endpoint serving an adapter manifest: its base model, serving limits and every row.
-
-        The compatibility gate runs first, on every row (`plan_manifest_file`): when anything is
-        wrong, one `ConfigurationError` lists every problem and nothing is added to `scope`.
-
-        :param manifest: the manifest's path, or a `ManifestPlan` that already passed the gate.
-        :param vllm: engine options; the manifest's `max_loras`, `max_cpu_loras` and
-            `max_lora_rank` replace those fields. Default `VllmOptions()`.
-        :param props: every other `MultiAdapterEndpoint` option (instance type, compute, image, ...).
-        """
-        from cdk_adapters.manifest import ManifestPlan, add_manifest_adapters, endpoint_props, plan_manifest_file
-
-        plan = manifest if isinstance(manifest, ManifestPlan) else plan_manifest_file(manifest)
-        endpoint = cls(scope, id, **endpoint_props(scope, plan, vllm=vllm, weights_id=f"{id}BaseModelWeights"), **props)
-        add_manifest_adapters(endpoint, plan)
-        return endpoint
-
-    # ------------------------------------------------------------------ adapters
-
-    def add_adapter(self, name: str, *, artifact: AdapterArtifact) -> AdapterInferenceComponent:
-        """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
-
-        The construct ID derives from `name` alone, so adding or removing another adapter never
-        changes this one's logical ID.
-        """
-        subject = f"adapter {name!r} of MultiAdapterEndpoint {self.node.path!r}"
-        problems = names.validate_adapter_name(name, subject)
-        if isinstance(name, str) and name.lower() in self._adapters:
-            problems.append(Problem(subject, "name", f"is already added (adapter names are case-insensitive, as SageMaker's are)"))
-        problems += artifact.problems(subject)
-        if not problems:
-            grown = len(self._discovery_record()) + len(json.dumps({name: names.adapter_component_name(self.prefix, name)}))
-            if grown > SSM_ADVANCED_MAX_LENGTH:
-                problems.append(
-                    Problem(subject, "name", f"the adapter map would be {grown} characters; its SSM parameter holds "
-                            f"{SSM_ADVANCED_MAX_LENGTH}. Serve further adapters from another endpoint")
-                )
-        raise_if_any(problems, heading=f"cannot add adapter {name!r}")
-        component = AdapterInferenceComponent(
-            self._adapter_scope,
-            name,
-            adapter_name=name,
-            inference_component_name=names.adapter_component_name(self.prefix, name),
-            endpoint_name=self.endpoint.attr_endpoint_name,
-            base=self.base_component,
-            artifact=artifact,
-            role=self.role,
-        )
-        self._adapters[name.lower()] = component
-        self._refresh_discovery()
-        self._role_policy_characters += inline_policy_characters([component.read_policy])
-        self._warn_if_role_policies_near_limit()
-        return component
-
-    def _warn_if_role_policies_near_limit(self) -> None:
-        """Each adapter adds a small inline policy; IAM caps one role's inline policies in total.
-
-        Deploys past the cap fail with a LimitExceeded error, so say so at synth, once.
-        """
-        used = self._role_policy_characters
-        if self._warned_about_policy_size or used < ROLE_POLICY_WARNING_SHARE * ROLE_INLINE_POLICY_LIMIT:
-            return
-        self._warned_about_policy_size = True
-        Annotations.of(self).add_warning_v2(
-            "cdk-adapters:role-inline-policy-size",
-            f"the execution role's inline policies are estimated at {used} of IAM's {ROLE_INLINE_POLICY_LIMIT} "
-            f"characters with {len(self._adapters)} adapters; a deploy past the limit fails. Serve further "
-            "adapters from another MultiAdapterEndpoint, or use shorter artifact URLs.",
-        )
-
-    @property
-    def adapters(self) -> dict[str, AdapterInferenceComponent]:
-        """Adapter name -> its component, in the order added."""
-        return {component.adapter_name: component for component in self._adapters.values()}
-
-    def adapter_component_names(self) -> dict[str, str]:
-        """Adapter name -> inference component name: what a client passes as ``InferenceComponentName``."""
-        return {component.adapter_name: component.inference_component_name for component in self._adapters.values()}
-
-    # ------------------------------------------------------------------ grants and metrics
-
-    def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
-        """Let `grantee` invoke this endpoint's adapters.
-
-        `adapters` names the adapters (already added); default all of this endpoint's components,
-        present and future, through the ``<prefix>-*`` name pattern, so adding an adapter later never
-        rewrites the grantee's policy. IAM authorizes both actions against the endpoint and the
-        ``inference-component`` resource types (Service Authorization Reference), so the component
-        ARNs really limit which adapters the grantee can call.
-        """
-        stack = Stack.of(self)
-        if adapters is None:
-            component_arns = [stack.format_arn(service="sagemaker", resource="inference-component", resource_name=f"{self.prefix}-*")]
-        else:
-            unknown = [a for a in adapters if not isinstance(a, str) or a.lower() not in self._adapters]
-            if unknown:
-                raise ConfigurationError([self._unknown_adapter("grant_invoke.adapters", a) for a in unknown])
-            component_arns = [
-                stack.format_arn(service="sagemaker", resource="inference-component", resource_name=self._adapters[a.lower()].inference_component_name)
-                for a in adapters
-            ]
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=list(INVOKE_ACTIONS),
-            resource_arns=[self.endpoint_arn, *component_arns],
-        )
-
-    def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let `grantee` read the discovery parameter (the adapter map), by its literal ARN, so a
-        client in another stack needs no cross-stack export."""
-        arn = Stack.of(self).format_arn(
-            service="ssm", resource="parameter", resource_name=self.discovery_parameter_name.lstrip("/")
-        )
-        return iam.Grant.add_to_principal(grantee=grantee, actions=["ssm:GetParameter"], resource_arns=[arn])
-
-    def metric(self, metric_name: str, *, adapter: str | None = None, **props: Any) -> cloudwatch.Metric:
-        """An ``AWS/SageMaker`` metric of one adapter's component, or of the base component.
-
-        The components' own ``metric_*`` methods (``endpoint.adapters[name].metric_invocations()``,
-        ``endpoint.base_component.metric_invocations_per_copy()``) name the metrics SageMaker publishes.
-        """
-        return self._component(adapter).metric(metric_name, **props)
-
-    def _component(self, adapter: str | None) -> BaseInferenceComponent | AdapterInferenceComponent:
-        if adapter is None:
-            return self.base_component
-        component = self._adapters.get(adapter.lower()) if isinstance(adapter, str) else None
-        if component is None:
-            raise ConfigurationError([self._unknown_adapter("adapter", adapter)])
-        return component
-
-    def _unknown_adapter(self, field: str, adapter: object) -> Problem:
-        return Problem(self._subject, field, f"{adapter!r} is not an adapter of this endpoint; add it first")
-
-    # ------------------------------------------------------------------ internals
-
-    @property
-    def _subject(self) -> str:
-        return f"MultiAdapterEndpoint {self.node.path!r}"
-
-    def _container_environment(
-        self,
-        allow_base_model: bool,
-        allow_vision_modules: bool,
-        base_model_id: str | None,
-        base_model_revision: str | None,
-        extra: Mapping[str, str],
-        problems: list[Problem],
-    ) -> dict[str, str]:
-        env = self.vllm.environment()
-        env[serving_env.ALLOW_BASE_MODEL] = "true" if allow_base_model else "false"
-        env[serving_env.ALLOW_VISION_MODULES] = "true" if allow_vision_modules else "false"
-        if base_model_id is not None:
-            env[serving_env.BASE_MODEL_ID] = base_model_id
-        if base_model_revision is not None:
-            if base_model_id is None:
-                problems.append(Problem(self._subject, "base_model_revision", "needs base_model_id as well"))
-            env[serving_env.BASE_MODEL_REVISION] = base_model_revision
-        for key, value in extra.items():
-            if key in env or key.startswith(serving_env.VLLM_FLAG_PREFIX) or key.startswith("CDK_ADAPTERS_"):
-                problems.append(Problem(self._subject, f"environment.{key}", "is managed by the construct; use the typed option instead"))
-            elif not isinstance(value, str):
-                problems.append(Problem(self._subject, f"environment.{key}", f"must be a string, got {value!r}"))
-            else:
-                env[key] = value
-        for key, value in env.items():
-            if len(value) > ENVIRONMENT_VALUE_MAX_LENGTH:
-                problems.append(
-                    Problem(self._subject, f"environment.{key}", f"is {len(value)} characters; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH}")
-                )
-        return env
+        self.endpoint_arn = Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name)
 
     def _check_props(
         self,
@@ -480,9 +510,6 @@ class MultiAdapterEndpoint(Construct):
         copy_count: int,
         volume_key: kms.IKey | None,
         volume_size_in_gb: int | None,
-        vpc: ec2.IVpc | None,
-        vpc_subnets: ec2.SubnetSelection | None,
-        security_groups: Sequence[ec2.ISecurityGroup] | None,
     ) -> list[Problem]:
         found: list[Problem] = []
 
@@ -509,61 +536,33 @@ class MultiAdapterEndpoint(Construct):
                 bad("volume_size_in_gb", f"{self.instance_type} has local NVMe storage; SageMaker refuses a volume size for it")
         if volume_size_in_gb is not None and (not isinstance(volume_size_in_gb, int) or not 1 <= volume_size_in_gb <= 512):
             bad("volume_size_in_gb", f"must be an integer from 1 to 512, got {volume_size_in_gb!r}")
-        if vpc is None and (vpc_subnets is not None or security_groups):
-            bad("vpc", "vpc_subnets and security_groups need a vpc")
+        tensor_parallel = self.vllm.tensor_parallel_size
+        if tensor_parallel is not None and tensor_parallel != self.compute.accelerator_devices:
+            bad(
+                "vllm.tensor_parallel_size",
+                f"({tensor_parallel}) must equal compute.accelerator_devices ({self.compute.accelerator_devices}): "
+                "each copy gets exactly that many GPUs",
+            )
         return found
 
-    def _discovery_record(self) -> str:
-        return json.dumps(
-            {
-                "endpoint_name": self.endpoint_name,
-                "base_inference_component_name": self.base_component_name,
-                "adapters": self.adapter_component_names(),
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
 
-    def _publish_discovery(self) -> None:
-        """Outputs and an SSM parameter that say which component serves which adapter.
-
-        Only the adapter map output and the parameter's value change when adapters change.
-        """
-        CfnOutput(self, "EndpointName", value=self.endpoint.attr_endpoint_name, description="SageMaker endpoint name")
-        CfnOutput(self, "BaseInferenceComponentName", value=self.base_component_name, description="Base model inference component")
-        self._adapter_map_output = CfnOutput(
-            self, "AdapterInferenceComponents", value="{}", description="JSON map: adapter name -> InferenceComponentName"
-        )
-        self.discovery_parameter = ssm.StringParameter(
-            self,
-            "DiscoveryParameter",
-            parameter_name=self.discovery_parameter_name,
-            string_value=self._discovery_record(),
-            description=f"Adapter -> inference component map of SageMaker endpoint {self.endpoint_name}",
-        )
-        self._refresh_discovery()
-
-    def _refresh_discovery(self) -> None:
-        adapter_map = json.dumps(self.adapter_component_names(), sort_keys=True, separators=(",", ":"))
-        self._adapter_map_output.value = adapter_map
-        record = self._discovery_record()
-        parameter: ssm.CfnParameter = self.discovery_parameter.node.default_child  # type: ignore[assignment]
-        parameter.value = record
-        parameter.tier = "Standard" if len(record) <= SSM_STANDARD_MAX_LENGTH else "Advanced"
+def _alias_name_problems(alias: object) -> list[str]:
+    if not isinstance(alias, str) or not names.SAGEMAKER_NAME_PATTERN.match(alias):
+        return ["must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens)"]
+    return []
 
 
-def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict[str, object]:
-    if selection is None:
-        return {"subnet_type": ec2.SubnetType.PRIVATE_WITH_EGRESS}
-    return {
-        key: value
-        for key, value in {
-            "subnet_type": selection.subnet_type,
-            "subnets": selection.subnets,
-            "subnet_group_name": selection.subnet_group_name,
-            "availability_zones": selection.availability_zones,
-            "one_per_az": selection.one_per_az,
-            "subnet_filters": selection.subnet_filters,
-        }.items()
-        if value is not None
-    }
+@jsii.implements(IValidation)
+class _AliasValidation:
+    """At synth: every alias targets adapters of this endpoint and shadows none of them."""
+
+    def __init__(self, endpoint: MultiAdapterEndpoint) -> None:
+        self._endpoint = endpoint
+
+    def validate(self) -> list[str]:
+        endpoint = self._endpoint
+        adapters = endpoint.adapters.keys()
+        return [
+            f"alias {alias!r} of MultiAdapterEndpoint {endpoint.node.path!r}: targets: {message}"
+            for alias, message in alias_problems(endpoint.aliases, adapters)
+        ]

@@ -6,6 +6,12 @@ own resources; the only ``*`` resources are those IAM offers no narrower form fo
 (``ecr:GetAuthorizationToken``, ``cloudwatch:PutMetricData`` - which is held to SageMaker's
 namespaces by a condition - and the EC2 network-interface calls a VPC endpoint needs).
 No AWS managed policy is attached.
+
+Adapters are read by location (`AdapterLocation`: one grant per bucket prefix), so the policy's
+size does not depend on the adapter count. Local archives (CDK file assets in the bootstrap
+bucket) are granted object by object in a second policy, the only part that grows (about 150
+characters each); synth fails with a clear message before the role's inline policies would pass
+IAM's limit (`ROLE_INLINE_POLICY_LIMIT`), which caps an endpoint at a few dozen local archives.
 """
 
 from __future__ import annotations
@@ -13,12 +19,14 @@ from __future__ import annotations
 import json
 from typing import Iterable, Sequence
 
+import jsii
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from cdk_adapters import nag_acknowledgments as nag
+from cdk_adapters.adapter_location import AdapterLocation
 
 SAGEMAKER_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
 ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
@@ -69,10 +77,9 @@ def log_group_arns(scope: Construct, endpoint_name: str, base_component_name: st
 
 
 class ExecutionRolePermissions(Construct):
-    """One inline policy with everything the base model needs, attached to the execution role.
-
-    Adapters get their own policies (see `AdapterInferenceComponent`), so adding one never edits
-    this policy.
+    """The execution role's inline policy: everything the base model needs plus one read grant per
+    adapter location, so adding an adapter never edits it; and, only once a local archive is
+    added, a second policy naming each local archive object.
     """
 
     def __init__(
@@ -89,6 +96,7 @@ class ExecutionRolePermissions(Construct):
         vpc_access: bool,
     ) -> None:
         super().__init__(scope, id)
+        self._role = role
         statements = [
             iam.PolicyStatement(sid="PullServingImage", actions=list(ECR_PULL_ACTIONS), resources=[repository_arn]),
             iam.PolicyStatement(sid="AuthenticateToEcr", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
@@ -135,3 +143,59 @@ class ExecutionRolePermissions(Construct):
             + [(statement.resources, nag.REASON_MODEL_PREFIX) for statement in model_data_statements],
         )
         nag.acknowledge_inline_policy(self.policy)
+        self.local_archive_policy: iam.Policy | None = None
+        self._local_archive_reads: iam.PolicyStatement | None = None
+        self._local_archive_keys: iam.PolicyStatement | None = None
+        self.local_archive_count = 0
+        self.node.add_validation(_PolicySizeValidation(self))
+
+    def add_location(self, location: AdapterLocation) -> None:
+        """Let the role read every archive under `location` (one statement, whatever the count)."""
+        statements = location.statements()
+        self.policy.add_statements(*statements)
+        nag.acknowledge_wildcards(self.policy, [(statements[0].resources, nag.REASON_ADAPTER_LOCATION)])
+
+    def add_local_archive(self, object_arn: str, kms_key_arn: str | None) -> None:
+        """Let the role read one local archive's asset object (exact ARN, no wildcard)."""
+        if self.local_archive_policy is None:
+            self._local_archive_reads = iam.PolicyStatement(sid="ReadLocalAdapterArchives", actions=["s3:GetObject"])
+            self.local_archive_policy = iam.Policy(self, "LocalArchivePolicy", statements=[self._local_archive_reads])
+            self._role.attach_inline_policy(self.local_archive_policy)
+            nag.acknowledge_inline_policy(self.local_archive_policy, nag.REASON_LOCAL_ARCHIVE_POLICY)
+        assert self._local_archive_reads is not None
+        self._local_archive_reads.add_resources(object_arn)
+        self.local_archive_count += 1
+        if kms_key_arn:
+            if self._local_archive_keys is None:
+                self._local_archive_keys = iam.PolicyStatement(sid="DecryptLocalAdapterArchives", actions=["kms:Decrypt"])
+                self.local_archive_policy.add_statements(self._local_archive_keys)
+            if kms_key_arn not in self._local_archive_keys.resources:
+                self._local_archive_keys.add_resources(kms_key_arn)
+
+    @property
+    def policies(self) -> list[iam.Policy]:
+        return [self.policy] + ([self.local_archive_policy] if self.local_archive_policy is not None else [])
+
+    def characters(self) -> int:
+        """Estimated characters of the inline policies this construct attaches (see `inline_policy_characters`)."""
+        return inline_policy_characters(self.policies)
+
+
+@jsii.implements(IValidation)
+class _PolicySizeValidation:
+    """At synth, once: refuse inline policies past IAM's per-role limit (the deploy would fail)."""
+
+    def __init__(self, permissions: ExecutionRolePermissions) -> None:
+        self._permissions = permissions
+
+    def validate(self) -> list[str]:
+        used = self._permissions.characters()
+        if used <= ROLE_INLINE_POLICY_LIMIT:
+            return []
+        local = self._permissions.local_archive_count
+        return [
+            f"{self._permissions.node.path}: the execution role's inline policies come to about {used} characters, "
+            f"over IAM's {ROLE_INLINE_POLICY_LIMIT} per role; {local} local adapter archive(s) are granted one by one. "
+            "Publish adapters to S3 (`cdk-adapters publish`) under a declared AdapterLocation, which costs nothing "
+            "per adapter, or serve some from another MultiAdapterEndpoint."
+        ]

@@ -12,11 +12,9 @@ from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from cdk_adapters import nag_acknowledgments as nag
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.problems import Problem
 
@@ -230,7 +228,9 @@ class AdapterInferenceComponent(InferenceComponentMetrics, Construct):
     It carries only what SageMaker allows for an adapter: the endpoint, its own name, the base
     component's name and the artifact URL (no variant, compute, runtime config or model). Its
     invocation metrics are its own; utilization belongs to the base component, whose containers
-    serve it.
+    serve it. It creates nothing else: the role reads its archive through the endpoint's adapter
+    locations (or, for a local archive, the endpoint grants `artifact_config.asset_object_arn`),
+    and the fleet orders it after the base component, so adding an adapter adds one resource.
     """
 
     def __init__(
@@ -241,32 +241,24 @@ class AdapterInferenceComponent(InferenceComponentMetrics, Construct):
         adapter_name: str,
         inference_component_name: str,
         endpoint_name: str,
-        base: BaseInferenceComponent,
+        base_component_name: str,
         artifact: AdapterArtifact,
-        role: iam.IRole,
     ) -> None:
         super().__init__(scope, id)
-        bound = artifact.bind(self)
+        self.artifact_config = artifact.bind(self)
         self.adapter_name = adapter_name
         self.inference_component_name = inference_component_name
-        self.artifact_url = bound.s3_url
-        # Its own policy, not a statement in the role's default policy: adding an adapter then
-        # adds resources and changes none.
-        self.read_policy = iam.Policy(self, "ArtifactReadPolicy", statements=list(bound.statements))
-        role.attach_inline_policy(self.read_policy)
-        nag.acknowledge_inline_policy(self.read_policy)
+        self.artifact_url = self.artifact_config.s3_url
         self.resource = sagemaker.CfnInferenceComponent(
             self,
             "Resource",
             inference_component_name=inference_component_name,
             endpoint_name=endpoint_name,
             specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
-                base_inference_component_name=base.inference_component_name,
+                base_inference_component_name=base_component_name,
                 container=sagemaker.CfnInferenceComponent.InferenceComponentContainerSpecificationProperty(
-                    artifact_url=bound.s3_url
+                    artifact_url=self.artifact_url
                 ),
             ),
         )
-        self.resource.node.add_dependency(base.resource)
-        self.resource.node.add_dependency(self.read_policy)
         self.inference_component_arn = self.resource.ref

@@ -45,9 +45,20 @@ REASON_VPC = (
     "network-interface and Describe* actions do not support resource-level scoping at creation time"
 )
 REASON_INLINE_POLICY = (
-    "inline policies are deliberate: each adapter gets its own policy for its own artifact, so adding or "
-    "removing an adapter adds or removes a resource and never edits a shared one; customer managed policies "
-    "are capped at 10-20 per role and could not hold one per adapter"
+    "inline on purpose: the policy grants only this endpoint's own resources (its image repository, log groups, "
+    "model prefix and adapter locations) to this endpoint's own execution role, and must never be attached to "
+    "another principal; its size does not grow with the adapter count"
+)
+REASON_ADAPTER_LOCATION = (
+    "adapters are read by location, not by adapter: one read-only grant on a declared bucket prefix that holds "
+    "only immutable, versioned adapter archives (cdk-adapters publish never overwrites), so the role's policy "
+    "stays the same size for one adapter or a thousand; per-object grants pass IAM's 10,240-character limit at "
+    "about 40 adapters"
+)
+REASON_LOCAL_ARCHIVE_POLICY = (
+    "inline on purpose: it names the exact CDK asset objects of this endpoint's local adapter archives, for this "
+    "endpoint's own execution role only; it grows by one object ARN per local archive, and synth refuses it "
+    "before the role's inline policies would pass IAM's 10,240-character limit"
 )
 REASON_LOCAL_STORAGE_KMS = (
     "the instance type has local NVMe instance storage, which the instance hardware encrypts; SageMaker "
@@ -101,8 +112,8 @@ def acknowledge_wildcards(policy: IConstruct, statements_by_reason: Iterable[tup
     )
 
 
-def acknowledge_inline_policy(policy: IConstruct) -> None:
-    acknowledge(policy, (Acknowledgment(id=rule, reason=REASON_INLINE_POLICY) for rule in INLINE_POLICY_RULES))
+def acknowledge_inline_policy(policy: IConstruct, reason: str = REASON_INLINE_POLICY) -> None:
+    acknowledge(policy, (Acknowledgment(id=rule, reason=reason) for rule in INLINE_POLICY_RULES))
 
 
 def acknowledge_local_storage_kms(endpoint_config: Construct) -> None:

@@ -1,7 +1,7 @@
 """``python -m cdk_adapters.synth_summary cdk.out``: what ``cdk synth`` produced, in a few lines.
 
-Prints each stack with its resource count and adapters, and the policy-validation (cdk-nag)
-result. Exits non-zero when the cloud assembly is missing or incomplete, or when the validation
+Prints each stack with its resource count, the nested stacks its adapters are spread over (with
+theirs), the adapters, and the policy-validation (cdk-nag) result. Exits non-zero when the cloud assembly is missing or incomplete, or when the validation
 report lists any violation, so ``make synth`` fails loudly instead of summarising a broken build.
 """
 
@@ -17,6 +17,11 @@ STACK_ARTIFACT = "aws:cloudformation:stack"
 VALIDATION_REPORT = "validation-report.json"
 """CDK writes it whenever a policy-validation plugin (cdk-nag, CloudFormation Validate) reports."""
 COMPONENT_TYPE = "AWS::SageMaker::InferenceComponent"
+SHOWN_ADAPTERS = 20
+"""A fleet of a thousand adapters is summarised, not listed."""
+NESTED_STACK_TYPE = "AWS::CloudFormation::Stack"
+ASSET_PATH_METADATA = "aws:asset:path"
+"""CDK records a nested stack's template file (relative to the assembly) under this metadata key."""
 
 
 @dataclass
@@ -25,7 +30,9 @@ class StackSummary:
     resource_count: int
     resource_types: Counter[str]
     adapters: dict[str, str] = field(default_factory=dict)
-    """Inference component name -> its base component, for adapter components."""
+    """Inference component name -> its base component, for adapter components (nested ones too)."""
+    nested: dict[str, int] = field(default_factory=dict)
+    """Nested stack (construct path) -> its resource count."""
 
 
 @dataclass
@@ -61,16 +68,32 @@ def summarize(outdir: Path) -> AssemblySummary:
             resource_count=len(resources),
             resource_types=Counter(resource["Type"] for resource in resources.values()),
         )
-        for resource in resources.values():
-            properties = resource.get("Properties", {})
-            base = properties.get("Specification", {}).get("BaseInferenceComponentName")
-            if resource["Type"] == COMPONENT_TYPE and base:
-                summary.adapters[str(properties.get("InferenceComponentName"))] = str(base)
+        _collect_adapters(resources, summary.adapters)
+        for logical_id, resource in sorted(resources.items()):
+            nested_file = resource.get("Metadata", {}).get(ASSET_PATH_METADATA)
+            if resource["Type"] != NESTED_STACK_TYPE or not nested_file:
+                continue
+            nested_path = outdir / nested_file
+            if not nested_path.is_file():
+                errors.append(f"{artifact_id}: nested template {nested_path} missing")
+                continue
+            nested_resources = json.loads(nested_path.read_text()).get("Resources", {})
+            path = resource["Metadata"].get("aws:cdk:path", logical_id)
+            summary.nested[path.split(".NestedStack/")[0]] = len(nested_resources)
+            _collect_adapters(nested_resources, summary.adapters)
         stacks.append(summary)
     if not stacks and not errors:
         errors.append(f"{outdir}: the cloud assembly has no stacks")
     failed, passed = _violations(outdir / VALIDATION_REPORT)
     return AssemblySummary(stacks, failed, errors, passed)
+
+
+def _collect_adapters(resources: dict, adapters: dict[str, str]) -> None:
+    for resource in resources.values():
+        properties = resource.get("Properties", {})
+        base = properties.get("Specification", {}).get("BaseInferenceComponentName")
+        if resource["Type"] == COMPONENT_TYPE and base:
+            adapters[str(properties.get("InferenceComponentName"))] = str(base)
 
 
 def _violations(report_path: Path) -> tuple[list[str], list[str]]:
@@ -97,8 +120,16 @@ def render(summary: AssemblySummary) -> str:
         lines.append(f"stack {stack.name}: {stack.resource_count} resources")
         for resource_type, count in sorted(stack.resource_types.items()):
             lines.append(f"    {count:3d}  {resource_type}")
-        adapters = ", ".join(sorted(stack.adapters)) or "none"
-        lines.append(f"  adapters ({len(stack.adapters)}): {adapters}")
+        if stack.nested:
+            lines.append(
+                f"  adapter shards ({len(stack.nested)} nested stacks): "
+                + ", ".join(f"{path.rsplit('/', 1)[-1]} {count}" for path, count in sorted(stack.nested.items()))
+                + " resources"
+            )
+        names = sorted(stack.adapters)
+        shown = ", ".join(names[:SHOWN_ADAPTERS]) or "none"
+        more = f", and {len(names) - SHOWN_ADAPTERS} more" if len(names) > SHOWN_ADAPTERS else ""
+        lines.append(f"  adapters ({len(stack.adapters)}): {shown}{more}")
     if summary.errors:
         pass
     elif summary.violations:

@@ -22,7 +22,14 @@ from cdk_adapters.manifest.plan import (
 )
 from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest, ServingLimits
 
-_WIRING = ("add_manifest_adapters", "endpoint_props", "model_data_for", "package_local_adapter")
+_WIRING = (
+    "add_manifest_adapters",
+    "adapter_locations_for",
+    "endpoint_from_manifest",
+    "endpoint_props",
+    "model_data_for",
+    "package_local_adapter",
+)
 
 __all__ = [
     "DEFAULT_MANIFEST_PATH",

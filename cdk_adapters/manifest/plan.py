@@ -131,6 +131,7 @@ def check_manifest(loaded: LoadedManifest) -> tuple[list[Problem], ManifestPlan 
         subject = f"adapter '{row.name}'"
         problems += validate_adapter_name(row.name, subject)
         if row.is_s3:
+            problems += _location_problems(row, manifest, subject)
             entry = loaded.lock.adapters.get(row.name)
             if entry is None:
                 problems.append(
@@ -222,6 +223,21 @@ def plan_manifest_file(path: Path | str | None = None, *, lock_path: Path | None
         problems = split_acknowledged(problems, _acknowledgments(partial.loaded.manifest.adapters))[0]
         raise ConfigurationError(_deduplicated(problems), heading=schema_error.heading) from None
     return plan_manifest(loaded)
+
+
+def _location_problems(row: AdapterRow, manifest: Manifest, subject: str) -> list[Problem]:
+    """An ``s3://`` row must lie under a declared adapter location: the role reads by location."""
+    if any(location.contains(row.source) for location in manifest.adapter_locations):
+        return []
+    declared = ", ".join(location.url for location in manifest.adapter_locations) or "none"
+    return [
+        Problem(
+            subject,
+            "source",
+            f"{row.source} is outside every adapter location of the manifest (adapter_locations: {declared}); "
+            "publish it under a declared prefix, or add its bucket prefix to adapter_locations",
+        )
+    ]
 
 
 def _alias_problems(manifest: Manifest) -> list[Problem]:

@@ -203,6 +203,32 @@ class AdapterRow(_Strict):
         return self
 
 
+class AdapterLocationSpec(_Strict):
+    """A bucket prefix published adapters live under; the endpoint's role reads by location."""
+
+    url: NonEmpty
+    """``s3://bucket/prefix/`` (a missing trailing ``/`` is added)."""
+    kms_key_arn: NonEmpty | None = None
+    """The customer managed KMS key of the objects, if any."""
+
+    @field_validator("url")
+    @classmethod
+    def _url_form(cls, value: str) -> str:
+        from cdk_adapters.s3_url import S3UrlError, parse_s3_url
+
+        try:
+            parsed = parse_s3_url(value, key_required=False)
+        except S3UrlError as error:
+            raise ValueError(str(error)) from None
+        if "*" in parsed.key or "?" in parsed.key:
+            raise ValueError("a location is a plain key prefix such as s3://bucket/adapters/ (no wildcards)")
+        return value if parsed.key == "" or value.endswith("/") else value + "/"
+
+    def contains(self, url: str) -> bool:
+        """Whether the object at `url` lies under this prefix."""
+        return url.startswith(self.url if self.url.count("/") > 2 else self.url.rstrip("/") + "/")
+
+
 class Manifest(_Strict):
     """The whole manifest file."""
 
@@ -210,11 +236,21 @@ class Manifest(_Strict):
     """Schema version; only 1 exists."""
     base_model: BaseModelSpec
     serving: ServingLimits = Field(default_factory=ServingLimits)
+    adapter_locations: list[AdapterLocationSpec] = Field(default_factory=list)
+    """Where ``s3://`` rows may come from; every such row must lie under one of them."""
     adapters: list[AdapterRow] = Field(default_factory=list)
     aliases: dict[NonEmpty, NonEmpty | dict[NonEmpty, Any]] = Field(default_factory=dict)
     """Stable names callers use -> one versioned adapter (``support-en: support-en-v4``) or weights in
     percent (``support-en: {support-en-v4: 90, support-en-v5: 10}``). Published in the discovery
     record; rolling back is changing one row. The gate checks targets and weights (`alias_weights`)."""
+
+    @field_validator("adapter_locations", mode="before")
+    @classmethod
+    def _plain_urls(cls, value: object) -> object:
+        """``- s3://bucket/prefix/`` is short for ``- {url: s3://bucket/prefix/}``."""
+        if isinstance(value, list):
+            return [{"url": item} if isinstance(item, str) else item for item in value]
+        return value
 
     @field_validator("version")
     @classmethod

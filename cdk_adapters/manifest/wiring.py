@@ -3,29 +3,32 @@
 Only a `ManifestPlan` (a manifest that passed the gate) can be wired, so every problem has been
 reported before the first construct is created. Local adapter directories are packaged
 deterministically into content-addressed archives and shipped as CDK assets; ``s3://`` sources
-are referenced as published.
+are referenced as published, read through the manifest's ``adapter_locations``.
+
+The manifest knows the endpoint, never the other way round: `endpoint_from_manifest` lives here
+and `cdk_adapters.endpoint` imports nothing of the manifest.
 """
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from os import PathLike
+from typing import Any
 
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter
+from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.inference_component import AdapterInferenceComponent
+from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest_file
 from cdk_adapters.manifest.schema import S3_URI, BaseModelSpec
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.packaging import package_adapter
-
-if TYPE_CHECKING:
-    from cdk_adapters.endpoint import MultiAdapterEndpoint
-    from cdk_adapters.inference_component import AdapterInferenceComponent
-    from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.vllm_options import VllmOptions
 
 DEFAULT_PACKAGE_DIR = Path(tempfile.gettempdir()) / "cdk-adapters-packages"
 """Where synth writes archives of local adapter directories; file names carry the content hash."""
@@ -41,8 +44,59 @@ def model_data_for(scope: Construct, spec: BaseModelSpec, *, id: str = "BaseMode
     return ModelData.from_s3_prefix(bucket, match["key"])
 
 
+def endpoint_from_manifest(
+    scope: Construct,
+    id: str,
+    *,
+    manifest: "str | PathLike[str] | ManifestPlan",
+    vllm: VllmOptions | None = None,
+    encryption_key: kms.IKey | None = None,
+    **props: Any,
+) -> MultiAdapterEndpoint:
+    """An endpoint serving an adapter manifest: its base model, serving limits, adapter locations,
+    every row and every alias.
+
+    The compatibility gate runs first, on every row (`plan_manifest_file`): when anything is
+    wrong, one `ConfigurationError` lists every problem and nothing is added to `scope`.
+
+    :param manifest: the manifest's path, or a `ManifestPlan` that already passed the gate.
+    :param vllm: engine options; the manifest's `max_loras`, `max_cpu_loras` and
+        `max_lora_rank` replace those fields. Default `VllmOptions()`.
+    :param encryption_key: KMS key of the manifest's adapter locations that declare no
+        ``kms_key_arn``, when the objects use a customer managed key.
+    :param props: every other `MultiAdapterEndpoint` option (instance type, compute, image, ...).
+    """
+    plan = manifest if isinstance(manifest, ManifestPlan) else plan_manifest_file(manifest)
+    endpoint = MultiAdapterEndpoint(
+        scope,
+        id,
+        **endpoint_props(scope, plan, vllm=vllm, weights_id=f"{id}BaseModelWeights", encryption_key=encryption_key),
+        **props,
+    )
+    add_manifest_adapters(endpoint, plan)
+    return endpoint
+
+
+def adapter_locations_for(
+    scope: Construct, plan: ManifestPlan, *, encryption_key: kms.IKey | None = None, id_prefix: str = "AdapterLocationKey"
+) -> list[AdapterLocation]:
+    """`AdapterLocation`s for the manifest's ``adapter_locations`` (keys imported by ARN)."""
+    locations = []
+    for index, spec in enumerate(plan.manifest.adapter_locations):
+        key = encryption_key
+        if spec.kms_key_arn is not None:
+            key = kms.Key.from_key_arn(scope, f"{id_prefix}{index}", spec.kms_key_arn)
+        locations.append(AdapterLocation.from_s3_url(spec.url, encryption_key=key))
+    return locations
+
+
 def endpoint_props(
-    scope: Construct, plan: ManifestPlan, *, vllm: "VllmOptions | None" = None, weights_id: str = "BaseModelWeights"
+    scope: Construct,
+    plan: ManifestPlan,
+    *,
+    vllm: VllmOptions | None = None,
+    weights_id: str = "BaseModelWeights",
+    encryption_key: kms.IKey | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for `MultiAdapterEndpoint` taken from the manifest.
 
@@ -52,6 +106,7 @@ def endpoint_props(
     """
     return {
         "model_data": model_data_for(scope, plan.manifest.base_model, id=weights_id),
+        "adapter_locations": adapter_locations_for(scope, plan, encryption_key=encryption_key, id_prefix=f"{weights_id}LocationKey"),
         "vllm": plan.vllm_options(vllm),
         "base_model_id": plan.manifest.base_model.id,
         "base_model_revision": plan.manifest.base_model.revision,
@@ -60,23 +115,21 @@ def endpoint_props(
 
 
 def add_manifest_adapters(
-    endpoint: "MultiAdapterEndpoint",
+    endpoint: MultiAdapterEndpoint,
     plan: ManifestPlan,
     *,
     package_dir: Path | None = None,
-    encryption_key: kms.IKey | None = None,
-) -> dict[str, "AdapterInferenceComponent"]:
+) -> dict[str, AdapterInferenceComponent]:
     """Add one adapter inference component per manifest row, in manifest order.
 
+    ``s3://`` rows are read through the endpoint's adapter locations (`endpoint_props` declares
+    the manifest's); their KMS keys are the locations'.
+
     :param package_dir: where local directories are packaged. Default `DEFAULT_PACKAGE_DIR`.
-    :param encryption_key: KMS key of the bucket holding ``s3://`` adapters, when it is a customer
-        managed key; the endpoint's role is granted ``kms:Decrypt`` on it.
     """
     package_dir = Path(package_dir) if package_dir is not None else DEFAULT_PACKAGE_DIR
     return {
-        adapter.name: endpoint.add_adapter(
-            adapter.name, artifact=_artifact_for(adapter, package_dir, encryption_key)
-        )
+        adapter.name: endpoint.add_adapter(adapter.name, artifact=_artifact_for(adapter, package_dir))
         for adapter in plan.adapters
     }
 
@@ -94,7 +147,7 @@ def package_local_adapter(adapter: PlannedAdapter, package_dir: Path) -> Path:
     return final
 
 
-def _artifact_for(adapter: PlannedAdapter, package_dir: Path, encryption_key: kms.IKey | None) -> AdapterArtifact:
+def _artifact_for(adapter: PlannedAdapter, package_dir: Path) -> AdapterArtifact:
     if adapter.local_dir is not None:
         return AdapterArtifact.from_archive(package_local_adapter(adapter, package_dir))
-    return AdapterArtifact.from_s3_url(adapter.row.source, encryption_key=encryption_key)
+    return AdapterArtifact.from_s3_url(adapter.row.source)

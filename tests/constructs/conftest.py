@@ -13,8 +13,10 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
+from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.model_data import ModelData
 
@@ -25,6 +27,8 @@ DIGEST_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-adapters-vllm@s
 TAG_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-adapters-vllm:v0.31.0"
 MODEL_BUCKET = "example-models"
 MODEL_PREFIX = "base/tiny-llama/"
+ADAPTER_BUCKET_URL = "s3://example-adapters/"
+"""The adapter location the small test endpoints declare: every test adapter URL lies under it."""
 
 
 def cli_environment() -> dict[str, str]:
@@ -64,12 +68,18 @@ def new_stack(name: str = "Test-Stack", **kwargs: Any) -> cdk.Stack:
 
 
 def endpoint_props(stack: cdk.Stack, **overrides: Any) -> dict[str, Any]:
-    """The smallest valid configuration; tests override what they exercise."""
+    """The smallest valid configuration; tests override what they exercise.
+
+    Components stay in the endpoint's stack so `Template.from_stack` shows them; the nested
+    placement (the default) has its own tests in tests/fleet/.
+    """
     bucket = stack.node.try_find_child("Models") or s3.Bucket.from_bucket_name(stack, "Models", MODEL_BUCKET)
     props: dict[str, Any] = {
         "model_data": ModelData.from_s3_prefix(bucket, MODEL_PREFIX),
         "image": ContainerImage.from_digest_uri(DIGEST_IMAGE),
         "compute": ComputeRequirements(min_memory_required_in_mb=16384),
+        "adapter_locations": [AdapterLocation.from_s3_url(ADAPTER_BUCKET_URL)],
+        "placement": FleetPlacement.in_endpoint_stack(),
     }
     props.update(overrides)
     return props

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,13 +15,16 @@ import pytest
 import yaml
 
 from cdk_adapters import synth_summary
+from cdk_adapters.fleet import FleetPlacement
+from tests.support.cdk_diff import diff_assemblies
 from tests.constructs.conftest import REPO_ROOT, VENV_BIN, app_environments, run_cdk
 
 pytestmark = pytest.mark.cdk_cli
 
 DEV_STACK = app_environments()["dev"]["stack_name"]
 EXAMPLE_MANIFEST = REPO_ROOT / "manifests" / "example.yaml"
-EXTRA_ADAPTER = "support-fr-v1"
+EXTRA_ADAPTER = "support-it-v1"
+"""Hashes into the shard of support-en-v1, so the diff shows a change to an existing shard."""
 
 
 def write_manifest(directory: Path, *, extra_rows: list[dict], extra_locks: dict[str, dict]) -> Path:
@@ -47,12 +49,15 @@ def manifest_with_extra_adapter(directory: Path) -> Path:
 
 def test_cli_synth_of_default_environment_is_clean(cli_dev_assembly: Path, capsys):
     template_path = cli_dev_assembly / f"{DEV_STACK}.template.json"
-    template = json.loads(template_path.read_text())
-    types = [r["Type"] for r in template["Resources"].values()]
+    nested_paths = sorted(cli_dev_assembly.glob("*.nested.template.json"))
+    templates = [json.loads(path.read_text()) for path in [template_path, *nested_paths]]
+    types = [r["Type"] for template in templates for r in template["Resources"].values()]
     manifest_adapters = yaml.safe_load(EXAMPLE_MANIFEST.read_text())["adapters"]
     assert types.count("AWS::SageMaker::InferenceComponent") == 1 + len(manifest_adapters)
-    assert "Parameters" not in template or set(template["Parameters"]) == {"BootstrapVersion"}
-    lint = subprocess.run([str(VENV_BIN / "cfn-lint"), str(template_path)], capture_output=True, text=True, timeout=600)
+    assert len(nested_paths) == len({FleetPlacement().shard_of(row["name"]) for row in manifest_adapters})
+    assert "Parameters" not in templates[0] or set(templates[0]["Parameters"]) == {"BootstrapVersion"}
+    lint_paths = [str(path) for path in [template_path, *nested_paths]]
+    lint = subprocess.run([str(VENV_BIN / "cfn-lint"), *lint_paths], capture_output=True, text=True, timeout=600)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     assert synth_summary.main([str(cli_dev_assembly)]) == 0
     printed = capsys.readouterr().out
@@ -62,35 +67,30 @@ def test_cli_synth_of_default_environment_is_clean(cli_dev_assembly: Path, capsy
         assert all(p.get("conclusion") != "failure" for p in json.loads(report.read_text())["pluginReports"])
 
 
-def diff_lines(output: str) -> list[str]:
-    """The change lines of ``cdk diff`` ([+] added, [-] removed, [~] modified)."""
-    return [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", output).splitlines() if re.match(r"^\s*\[[+~-]\]", line)]
-
-
 def test_adding_then_removing_an_adapter_touches_no_other_resource(cli_dev_assembly: Path, tmp_path):
-    before = cli_dev_assembly / f"{DEV_STACK}.template.json"
+    """The example app's adapters sit in nested shards: adding one adds exactly its component to
+    its shard's template; the parent's only change is that shard's template reference."""
     extra = f"manifest={manifest_with_extra_adapter(tmp_path)}"
-    added = run_cdk("diff", "-c", extra, "--template", str(before), DEV_STACK)
-    assert added.returncode == 0, added.stdout + added.stderr
-    lines = diff_lines(added.stdout + added.stderr)
-    additions = [line for line in lines if line.startswith("[+]")]
-    changes = [line for line in lines if line.startswith("[~]")]
-    assert [line for line in lines if line.startswith("[-]")] == []
-    assert any("AWS::SageMaker::InferenceComponent" in line and "supportfrv1" in line for line in additions), lines
-    assert any("AWS::IAM::Policy" in line and "supportfrv1" in line for line in additions), lines
-    assert len(additions) == 2, lines
-    # Only the discovery record may change: the SSM parameter's value and the adapter map output.
-    assert len(changes) == 2, lines
-    assert any("AWS::SSM::Parameter" in line for line in changes), lines
-    assert any("Output" in line and "AdapterInferenceComponents" in line for line in changes), lines
-
     with_extra = tmp_path / "with-extra"
     synth = run_cdk("synth", "-c", extra, "--quiet", "--output", str(with_extra))
     assert synth.returncode == 0, synth.stdout + synth.stderr
-    removed = run_cdk("diff", "--template", str(with_extra / f"{DEV_STACK}.template.json"), DEV_STACK)
-    lines = diff_lines(removed.stdout + removed.stderr)
-    assert sorted(line.split()[0] for line in lines) == ["[-]", "[-]", "[~]", "[~]"], lines
-    assert all("supportfrv1" in line for line in lines if line.startswith("[-]")), lines
+
+    added = diff_assemblies(cli_dev_assembly, with_extra, DEV_STACK, tmp_path / "added")
+    shard = f"Shard{FleetPlacement().shard_of(EXTRA_ADAPTER)}"
+    assert added.added == [] and added.removed == [], "the extra adapter lands in a shard that exists already"
+    [nested] = [name for name in added.changed if name.endswith(".nested.template.json")]
+    assert shard in nested
+    assert added.changed[nested] == [added.changed[nested][0]] and added.changed[nested][0].startswith("[+]")
+    assert "AWS::SageMaker::InferenceComponent" in added.changed[nested][0] and EXTRA_ADAPTER in added.changed[nested][0]
+    [parent_change] = added.changed[f"{DEV_STACK}.template.json"]
+    assert parent_change.startswith("[~] AWS::CloudFormation::Stack") and shard in parent_change
+    assert parent_change.endswith("{TemplateURL}"), "the shard's template reference is the parent's only change"
+
+    removed = diff_assemblies(with_extra, cli_dev_assembly, DEV_STACK, tmp_path / "removed")
+    assert [line.split()[0] for line in removed.changed[nested]] == ["[-]"]
+    assert EXTRA_ADAPTER in removed.changed[nested][0]
+    [parent_change] = removed.changed[f"{DEV_STACK}.template.json"]
+    assert parent_change.startswith("[~] AWS::CloudFormation::Stack") and parent_change.endswith("{TemplateURL}")
 
 
 def run_app(tmp_path: Path, context: dict) -> subprocess.CompletedProcess[str]:

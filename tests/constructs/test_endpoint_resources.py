@@ -17,6 +17,7 @@ from aws_cdk.assertions import Match, Template
 from cdk_adapters import serving_env
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.nag_acknowledgments import flatten_reference
@@ -212,41 +213,11 @@ def test_execution_role_is_least_privilege():
     assert sorted(flatten_reference(r) for r in logs["Resource"]) == sorted(
         prefix + group + suffix for group in groups for suffix in ("", ":*")
     )
-    adapter_read = [s for s in statements if "support-en/v1/adapter.tar.gz" in json.dumps(s)]
-    assert len(adapter_read) == 1 and adapter_read[0]["Action"] == "s3:GetObject"
-
-
-def test_adapter_from_encrypted_bucket_grants_decrypt_on_that_key_only():
-    stack = new_stack()
-    key = kms.Key(stack, "AdapterKey", enable_key_rotation=True)
-    bucket = s3.Bucket(stack, "AdapterBucket", encryption_key=key, enforce_ssl=True)
-    endpoint = build_endpoint(stack)
-    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_bucket(bucket, "tenant-a/v1.tar.gz"))
-    template = Template.from_stack(stack)
-    policies = template.find_resources("AWS::IAM::Policy")
-    adapter_policy = next(p for k, p in policies.items() if "tenanta" in k.lower())
-    actions = {s["Action"] for s in adapter_policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert actions == {"s3:GetObject", "kms:Decrypt"}
-
-
-def test_encrypted_model_bucket_and_url_adapter_grant_decrypt_on_their_own_keys_only():
-    stack = new_stack()
-    model_key = kms.Key(stack, "ModelKey", enable_key_rotation=True)
-    adapter_key = kms.Key(stack, "AdapterKey", enable_key_rotation=True)
-    models = s3.Bucket(stack, "ModelBucket", encryption_key=model_key, enforce_ssl=True)
-    endpoint = build_endpoint(stack, model_data=ModelData.from_s3_prefix(models, "base/tiny"))
-    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL, encryption_key=adapter_key))
-    endpoint.add_adapter("tenant-b", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL.replace("support-en", "tenant-b")))
-    template = Template.from_stack(stack)
-    key_ids = {name: next(k for k in template.find_resources("AWS::KMS::Key") if k.startswith(name)) for name in ("ModelKey", "AdapterKey")}
-
-    def decrypted_keys(policy_id_part: str) -> list[str]:
-        policy = next(p for k, p in template.find_resources("AWS::IAM::Policy").items() if policy_id_part in k.lower())
-        return [s["Resource"]["Fn::GetAtt"][0] for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "kms:Decrypt"]
-
-    assert decrypted_keys("executionrolepolicy") == [key_ids["ModelKey"]]
-    assert decrypted_keys("tenanta") == [key_ids["AdapterKey"]]
-    assert decrypted_keys("tenantb") == []
+    # Adapters are read by location: one statement for the declared prefix, none per adapter.
+    assert not [s for s in statements if "support-en" in json.dumps(s)]
+    [location_read] = [s for s in statements if "example-adapters" in json.dumps(s)]
+    assert location_read["Action"] == "s3:GetObject"
+    assert flatten_reference(location_read["Resource"]) == "arn:<AWS::Partition>:s3:::example-adapters/*"
 
 
 def test_local_archive_adapter_is_uploaded_under_a_tar_gz_key(tmp_path):
@@ -267,10 +238,10 @@ def test_local_archive_adapter_is_uploaded_under_a_tar_gz_key(tmp_path):
     assert only(entry["destinations"])["objectKey"] == f"{content_hash}.tar.gz"
     assert (tmp_path / "out" / entry["source"]["path"]).read_bytes() == archive.read_bytes()
     template = json.loads((tmp_path / "out" / "Local-Archive.template.json").read_text())
-    read = next(r for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and "localone" in k.lower())
+    read = next(r for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and "localarchivepolicy" in k.lower())
     statement = only({0: s for s in read["Properties"]["PolicyDocument"]["Statement"]})
     assert statement["Action"] == "s3:GetObject"
-    assert json.dumps(statement["Resource"]).endswith(f'"/{content_hash}.tar.gz"]]}}')
+    assert json.dumps(statement["Resource"]).endswith(f'"/{content_hash}.tar.gz"]]}}'), "the exact object, no wildcard"
 
 
 def test_same_archive_bytes_give_the_same_key(tmp_path):
@@ -300,25 +271,26 @@ def test_image_asset_is_built_from_container_dockerfile_with_repo_root_context(t
     assert len(docker_assets) == 1
 
 
-def test_discovery_outputs_and_parameter_list_every_adapter():
-    endpoint = build_endpoint()
+def test_discovery_publishes_the_record_and_the_naming_rule_not_a_list():
+    endpoint = build_endpoint(allow_base_model=True)
     endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
-    endpoint.add_adapter("support-de-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL.replace("-en", "-de")))
+    endpoint.add_adapter("Support-DE-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL.replace("-en", "-de")))
     template = Template.from_stack(cdk.Stack.of(endpoint))
-    outputs = template.find_outputs("*")
-    adapter_map = json.loads(next(v["Value"] for k, v in outputs.items() if k.startswith("ServingAdapterInferenceComponents")))
-    assert adapter_map == endpoint.adapter_component_names() == {
-        "support-en-v1": f"{endpoint.prefix}-support-en-v1",
-        "support-de-v1": f"{endpoint.prefix}-support-de-v1",
-    }
-    assert any(v["Value"] == endpoint.base_component_name for v in outputs.values())
+    outputs = {key.removeprefix("Serving")[:-8]: value["Value"] for key, value in template.find_outputs("*").items()}
+    assert set(outputs) == {"EndpointName", "BaseInferenceComponentName", "AdapterComponentPrefix", "DiscoveryParameterName"}
+    assert outputs["BaseInferenceComponentName"] == endpoint.base_component_name
+    assert outputs["AdapterComponentPrefix"] == f"{endpoint.prefix}-"
     parameter = only(template.find_resources("AWS::SSM::Parameter"))["Properties"]
-    assert parameter["Name"] == f"/cdk-adapters/{endpoint.prefix}/inference-components"
+    assert parameter["Name"] == outputs["DiscoveryParameterName"] == f"/cdk-adapters/{endpoint.prefix}/inference-components"
     assert parameter["Tier"] == "Standard"
-    assert json.loads(parameter["Value"]) == {
-        "endpoint_name": endpoint.endpoint_name,
-        "base_inference_component_name": endpoint.base_component_name,
-        "adapters": adapter_map,
+    record = DiscoveryRecord.from_json(parameter["Value"])
+    assert record == endpoint.discovery_record()
+    assert (record.endpoint_name, record.base_inference_component_name) == (endpoint.endpoint_name, endpoint.base_component_name)
+    assert record.allow_base_model is True
+    # The rule reproduces every component name the construct created, case-insensitively.
+    assert {name: record.component_name(name) for name in endpoint.adapters} == endpoint.adapter_component_names() == {
+        "support-en-v1": f"{endpoint.prefix}-support-en-v1",
+        "Support-DE-v1": f"{endpoint.prefix}-support-de-v1",
     }
 
 
@@ -467,30 +439,3 @@ def test_digest_image_is_pinned_verbatim(uri):
     assert model["PrimaryContainer"]["Image"] == uri
 
 
-def test_warns_at_synth_before_the_role_outgrows_iams_inline_policy_limit():
-    from aws_cdk.assertions import Annotations, Match
-
-    from cdk_adapters.execution_role import ROLE_INLINE_POLICY_LIMIT, inline_policy_characters
-
-    endpoint = build_endpoint()
-    stack = cdk.Stack.of(endpoint)
-    url = "s3://example-adapters-with-a-long-bucket-name/tenants/{0}/versions/{0}/adapter.tar.gz"
-
-    def role_policies() -> list[iam.Policy]:
-        base = endpoint.node.find_child("ExecutionRolePolicy").policy
-        return [base] + [component.read_policy for component in endpoint.adapters.values()]
-
-    def add(index: int) -> None:
-        endpoint.add_adapter(f"tenant-{index}-v1", artifact=AdapterArtifact.from_s3_url(url.format(f"tenant-{index}")))
-
-    added = 0
-    while inline_policy_characters(role_policies()) < 0.85 * ROLE_INLINE_POLICY_LIMIT:
-        add(added)
-        added += 1
-    assert Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("inline policies")) == []
-    for index in range(added, added + 10):
-        add(index)
-    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("inline policies"))
-    assert len(warnings) == 1, warnings
-    assert f"of IAM's {ROLE_INLINE_POLICY_LIMIT} characters" in str(warnings[0].entry.data)
-    assert 20 < added < 80, added  # where the limit bites: a few dozen adapters per endpoint

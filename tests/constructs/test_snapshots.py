@@ -20,15 +20,21 @@ ASSET_HASH = re.compile(r"[0-9a-f]{64}")
 
 
 def synth_environment(name: str) -> dict:
+    return synth_environment_with_shards(name)["stack"]
+
+
+def synth_environment_with_shards(name: str) -> dict:
+    """The stack's template and, by construct path, each nested shard's template."""
     app = cdk.App(context=app_context(name))
     stack = example_app.build(app)
-    return Template.from_stack(stack).to_json()
+    shards = {shard.node.path: Template.from_stack(shard).to_json() for shard in stack.endpoint.fleet.shards.values()}
+    return {"stack": Template.from_stack(stack).to_json(), "shards": shards}
 
 
 @pytest.mark.parametrize("environment", sorted(app_environments()))
 def test_environment_template_snapshot(environment, snapshot):
-    template = synth_environment(environment)
-    normalized = json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
+    templates = synth_environment_with_shards(environment)
+    normalized = json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(templates, sort_keys=True)))
     assert normalized == snapshot
 
 

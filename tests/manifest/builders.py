@@ -20,6 +20,8 @@ TINY_BASE = {
     "module_names": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "embed_tokens", "lm_head"],
 }
 ADAPTER_BUCKET = "example-adapters"
+ADAPTER_LOCATION = f"s3://{ADAPTER_BUCKET}/adapters/"
+"""Every `s3_uri` lies under it; test manifests declare it unless a test says otherwise."""
 
 
 def s3_uri(name: str) -> str:
@@ -33,8 +35,14 @@ def write_manifest(
     serving: dict[str, Any] | None = None,
     base: dict[str, Any] | None = None,
     name: str = "adapters.yaml",
+    adapter_locations: list[Any] | None = None,
 ) -> Path:
-    document: dict[str, Any] = {"version": 1, "base_model": {**TINY_BASE, **(base or {})}, "adapters": adapters}
+    document: dict[str, Any] = {
+        "version": 1,
+        "base_model": {**TINY_BASE, **(base or {})},
+        "adapter_locations": [ADAPTER_LOCATION] if adapter_locations is None else adapter_locations,
+        "adapters": adapters,
+    }
     if serving is not None:
         document["serving"] = serving
     path = directory / name

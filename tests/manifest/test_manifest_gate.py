@@ -57,7 +57,8 @@ def test_missing_lock_entry(zoo, tmp_path):
 
 
 def test_lock_entry_that_disagrees_with_the_row(published_manifest):
-    text = published_manifest.read_text().replace(s3_uri("billing-v1"), "s3://other-bucket/billing-v1.tar.gz")
+    moved = s3_uri("billing-v1").replace("adapter.tar.gz", "moved.tar.gz")  # same location, other object
+    text = published_manifest.read_text().replace(s3_uri("billing-v1"), moved)
     published_manifest.write_text(text)
     problems, _ = check_manifest(load_manifest(published_manifest))
     assert fields(problems) == [("adapter 'billing-v1'", "source")]

@@ -9,13 +9,16 @@ from aws_cdk.assertions import Template
 
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
-from cdk_adapters.manifest import add_manifest_adapters, endpoint_props, load_manifest, plan_manifest
+from cdk_adapters.manifest import add_manifest_adapters, endpoint_from_manifest, endpoint_props, load_manifest, plan_manifest
 from cdk_adapters.packaging import package_adapter
 from cdk_adapters.problems import ConfigurationError
 from tests.manifest.builders import lock_adapters, s3_uri, write_manifest
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-adapters-vllm@sha256:" + "ab" * 32
+IN_STACK = FleetPlacement.in_endpoint_stack()
+"""Components in the endpoint's stack, so `Template.from_stack` shows them (nested: tests/fleet/)."""
 
 
 def synth(manifest_path, package_dir, outdir):
@@ -29,6 +32,7 @@ def synth(manifest_path, package_dir, outdir):
         **endpoint_props(stack, plan),
         image=ContainerImage.from_digest_uri(IMAGE),
         compute=ComputeRequirements(min_memory_required_in_mb=16384),
+        placement=IN_STACK,
     )
     add_manifest_adapters(endpoint, plan, package_dir=package_dir)
     return endpoint, Template.from_stack(stack)
@@ -114,12 +118,13 @@ def test_a_bad_manifest_synthesizes_and_packages_nothing(zoo, tmp_path):
 def test_from_manifest_builds_what_the_explicit_wiring_builds(manifest, tmp_path):
     _, explicit = synth(manifest, tmp_path / "packages", tmp_path / "out")
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out2")), "Adapters-Test")
-    endpoint = MultiAdapterEndpoint.from_manifest(
+    endpoint = endpoint_from_manifest(
         stack,
         "Serving",
         manifest=manifest,
         image=ContainerImage.from_digest_uri(IMAGE),
         compute=ComputeRequirements(min_memory_required_in_mb=16384),
+        placement=IN_STACK,
     )
     assert sorted(endpoint.adapters) == ["legal-v1", "triage-v3"]
     assert Template.from_stack(stack).to_json() == explicit.to_json()
@@ -130,9 +135,13 @@ def test_two_manifests_make_two_endpoints_in_one_stack(manifest, zoo, tmp_path):
         tmp_path, [{"name": "billing-v1", "source": str(zoo.adapter("good"))}], name="other.yaml"
     )
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out")), "Adapters-Test")
-    common = {"image": ContainerImage.from_digest_uri(IMAGE), "compute": ComputeRequirements(min_memory_required_in_mb=16384)}
-    support = MultiAdapterEndpoint.from_manifest(stack, "Support", manifest=manifest, **common)
-    billing = MultiAdapterEndpoint.from_manifest(stack, "Billing", manifest=other, **common)
+    common = {
+        "image": ContainerImage.from_digest_uri(IMAGE),
+        "compute": ComputeRequirements(min_memory_required_in_mb=16384),
+        "placement": IN_STACK,
+    }
+    support = endpoint_from_manifest(stack, "Support", manifest=manifest, **common)
+    billing = endpoint_from_manifest(stack, "Billing", manifest=other, **common)
     names = set(adapter_components(Template.from_stack(stack)))
     assert names == {
         f"{support.prefix}-triage-v3",
@@ -149,6 +158,6 @@ def test_from_manifest_with_a_bad_row_adds_nothing_to_the_stack(zoo, tmp_path):
     )
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out")), "Adapters-Test")
     with pytest.raises(ConfigurationError) as caught:
-        MultiAdapterEndpoint.from_manifest(stack, "Serving", manifest=path, image=ContainerImage.from_digest_uri(IMAGE))
+        endpoint_from_manifest(stack, "Serving", manifest=path, image=ContainerImage.from_digest_uri(IMAGE))
     assert [(p.subject, p.field) for p in caught.value.problems] == [("adapter 'legal-v1'", "use_dora")]
     assert stack.node.children == []

@@ -1,0 +1,94 @@
+"""Where adapter archives may live: an S3 bucket and key prefix, and the key that encrypts them.
+
+The execution role reads adapters *by location*, not by adapter: one ``s3:GetObject`` grant on
+``<bucket>/<prefix>*`` per declared location, so the role's policy has the same size for one
+adapter as for a thousand (IAM caps a role's inline policies at 10,240 characters; one statement
+per adapter used to exhaust it at about 40). Every adapter artifact must lie inside a declared
+location; one outside every location is a synth error, never a silent widening of the grant.
+
+Archives are immutable (``cdk-adapters publish`` never overwrites a key), so read access to a
+prefix that holds only published adapter versions grants nothing that could change under a running
+endpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Aws, Token
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+
+from cdk_adapters.problems import Problem
+from cdk_adapters.s3_url import S3UrlError, parse_s3_url
+
+
+@dataclass(frozen=True)
+class AdapterLocation:
+    """An S3 bucket and key prefix holding adapter archives (``.tar.gz``).
+
+    Build one with `from_s3_url` or `from_bucket`. A prefix always ends in ``/`` (``adapters`` is
+    read as ``adapters/``, so it never also covers ``adapters-old/``); an empty prefix is the
+    whole bucket.
+    """
+
+    bucket_name: str
+    """A literal name, or the token of a bucket in this app (`from_bucket`)."""
+    prefix: str
+    encryption_key: kms.IKey | None = None
+    """The customer managed KMS key of these objects, if any; the role gets ``kms:Decrypt`` on it."""
+    url: str | None = None
+    """The URL it was declared with, for messages; None for `from_bucket`."""
+
+    @staticmethod
+    def from_s3_url(url: str, *, encryption_key: kms.IKey | None = None) -> "AdapterLocation":
+        """``s3://bucket/prefix/``, e.g. the ``--bucket``/``--prefix`` you publish adapters to."""
+        try:
+            parsed = parse_s3_url(url, key_required=False)
+        except S3UrlError:
+            return AdapterLocation(bucket_name="", prefix="", encryption_key=encryption_key, url=url)
+        return AdapterLocation(parsed.bucket, _as_prefix(parsed.key), encryption_key, url)
+
+    @staticmethod
+    def from_bucket(
+        bucket: s3.IBucket, prefix: str = "", *, encryption_key: kms.IKey | None = None
+    ) -> "AdapterLocation":
+        """A prefix of a bucket you have as a construct. Default key: the bucket's own, if any."""
+        return AdapterLocation(bucket.bucket_name, _as_prefix(prefix), encryption_key or bucket.encryption_key)
+
+    def describe(self) -> str:
+        if self.url is not None:
+            return self.url
+        bucket = "<bucket of this app>" if Token.is_unresolved(self.bucket_name) else self.bucket_name
+        return f"s3://{bucket}/{self.prefix}"
+
+    def problems(self, subject: str, field: str) -> list[Problem]:
+        if self.url is not None:
+            try:
+                parsed = parse_s3_url(self.url, key_required=False)
+            except S3UrlError as error:
+                return [Problem(subject, field, str(error))]
+            if "*" in parsed.key or "?" in parsed.key:
+                return [Problem(subject, field, f"{self.url!r}: a location is a plain key prefix; wildcards are added by the grant")]
+        elif not isinstance(self.prefix, str) or Token.is_unresolved(self.prefix) or self.prefix.startswith("/"):
+            return [Problem(subject, field, f"prefix {self.prefix!r} must be a literal key prefix like 'adapters/' (no leading '/')")]
+        return []
+
+    def contains(self, bucket_name: str, key: str) -> bool:
+        """Whether the object ``bucket_name/key`` lies inside this location."""
+        return bucket_name == self.bucket_name and key.startswith(self.prefix)
+
+    def statements(self) -> list[iam.PolicyStatement]:
+        """Read access to every object under the prefix, and decryption with its key."""
+        objects = f"arn:{Aws.PARTITION}:s3:::{self.bucket_name}/{self.prefix}*"
+        found = [iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects])]
+        if self.encryption_key is not None:
+            found.append(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[self.encryption_key.key_arn]))
+        return found
+
+
+def _as_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or Token.is_unresolved(prefix) or prefix == "" or prefix.endswith("/"):
+        return prefix
+    return prefix + "/"

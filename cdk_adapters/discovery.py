@@ -1,0 +1,106 @@
+"""Publishing an endpoint's discovery record: an SSM parameter and a few stack outputs.
+
+The record (`cdk_adapters.contract.discovery.DiscoveryRecord`) holds the endpoint, the base
+component and the naming rule, not a per-adapter map, so it has the same size for one adapter as
+for a thousand and adding an adapter never changes it. It is rendered late (``Lazy``), once, at
+synth, from the endpoint's final state (aliases included).
+
+No per-adapter listing is published: an SSM parameter holds at most 8,192 characters (about 160
+adapters of the old map), a stack at most 200 outputs, and clients need only the rule. The
+construct's `adapter_component_names()` lists the adapters in-process; ``cdk-adapters`` synth
+summaries list them from the templates.
+
+This is a function, not a construct, on purpose: the parameter and outputs keep the construct IDs
+they had directly under the endpoint, so their logical IDs (a public contract) do not change; the
+parameter has a fixed name, and a changed logical ID would replace it and collide on that name.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jsii
+from aws_cdk import CfnOutput, IStableStringProducer, Lazy
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct, IValidation
+
+from cdk_adapters.contract.discovery import DiscoveryRecord
+
+SSM_STANDARD_MAX_LENGTH = 4096
+SSM_ADVANCED_MAX_LENGTH = 8192
+"""SSM parameter value limits of the Standard and Advanced tiers (characters)."""
+
+
+def discovery_parameter_name(prefix: str) -> str:
+    """The default SSM parameter name of an endpoint whose component prefix is `prefix`.
+
+    Unchanged since the parameter held a per-adapter map, so grants by name keep working.
+    """
+    return f"/cdk-adapters/{prefix}/inference-components"
+
+
+def publish_discovery(
+    scope: Construct,
+    *,
+    parameter_name: str,
+    endpoint_name: str,
+    base_component_name: str,
+    component_prefix: str,
+    record: Callable[[], DiscoveryRecord],
+) -> ssm.StringParameter:
+    """Add the outputs and the discovery parameter to `scope` (the endpoint)."""
+    CfnOutput(scope, "EndpointName", value=endpoint_name, description="SageMaker endpoint name")
+    CfnOutput(scope, "BaseInferenceComponentName", value=base_component_name, description="Base model inference component")
+    CfnOutput(
+        scope,
+        "AdapterComponentPrefix",
+        value=f"{component_prefix}-",
+        description="An adapter's InferenceComponentName is this prefix plus the adapter name, lower-cased",
+    )
+    CfnOutput(scope, "DiscoveryParameterName", value=parameter_name, description="SSM parameter with the discovery record")
+    rendered = Lazy.string(_Render(record))
+    parameter = ssm.StringParameter(
+        scope,
+        "DiscoveryParameter",
+        parameter_name=parameter_name,
+        string_value=rendered,
+        description=f"cdk-adapters discovery record (endpoint, base component, naming rule) of endpoint {component_prefix}",
+    )
+    cfn: ssm.CfnParameter = parameter.node.default_child  # type: ignore[assignment]
+    cfn.tier = Lazy.string(_Tier(record))
+    parameter.node.add_validation(_RecordSizeValidation(record, parameter_name))
+    return parameter
+
+
+@jsii.implements(IStableStringProducer)
+class _Render:
+    def __init__(self, record: Callable[[], DiscoveryRecord]) -> None:
+        self._record = record
+
+    def produce(self) -> str:
+        return self._record().to_json()
+
+
+@jsii.implements(IStableStringProducer)
+class _Tier:
+    def __init__(self, record: Callable[[], DiscoveryRecord]) -> None:
+        self._record = record
+
+    def produce(self) -> str:
+        return "Standard" if len(self._record().to_json()) <= SSM_STANDARD_MAX_LENGTH else "Advanced"
+
+
+@jsii.implements(IValidation)
+class _RecordSizeValidation:
+    def __init__(self, record: Callable[[], DiscoveryRecord], parameter_name: str) -> None:
+        self._record = record
+        self._parameter_name = parameter_name
+
+    def validate(self) -> list[str]:
+        size = len(self._record().to_json())
+        if size <= SSM_ADVANCED_MAX_LENGTH:
+            return []
+        return [
+            f"discovery parameter {self._parameter_name}: the record is {size} characters; SSM holds "
+            f"{SSM_ADVANCED_MAX_LENGTH}. Only aliases make it grow: keep fewer aliases on this endpoint"
+        ]

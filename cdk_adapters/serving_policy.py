@@ -1,0 +1,60 @@
+"""What the serving container admits and how it identifies the base model: one group of props.
+
+Rendered into the model's container environment beside the vLLM options (see
+`cdk_adapters.serving_env` for the names the container reads). Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from cdk_adapters import serving_env
+from cdk_adapters.problems import Problem
+from cdk_adapters.vllm_options import VllmOptions
+
+ENVIRONMENT_VALUE_MAX_LENGTH = 1024
+"""SageMaker's limit on one container environment value."""
+
+
+@dataclass(frozen=True)
+class ServingPolicy:
+    """Requests and adapters the container accepts, and the base identity adapters must name."""
+
+    allow_base_model: bool = False
+    """Let requests without an adapter reach the base model. Default False: they get 400, so a
+    dropped adapter header never silently returns un-fine-tuned output."""
+    allow_vision_modules: bool = False
+    """Admit adapters that target a vision tower or connector. Default False."""
+    base_model_id: str | None = None
+    """The identity adapters must name in ``base_model_name_or_path``. Default: not checked."""
+    base_model_revision: str | None = None
+    """The base model's pinned revision (needs `base_model_id`). Default: not checked."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    """Further container variables; may not override the construct's own."""
+
+    def render(self, vllm: VllmOptions, subject: str) -> tuple[dict[str, str], list[Problem]]:
+        """The container environment, and every problem with it."""
+        problems: list[Problem] = []
+        env = vllm.environment()
+        env[serving_env.ALLOW_BASE_MODEL] = "true" if self.allow_base_model else "false"
+        env[serving_env.ALLOW_VISION_MODULES] = "true" if self.allow_vision_modules else "false"
+        if self.base_model_id is not None:
+            env[serving_env.BASE_MODEL_ID] = self.base_model_id
+        if self.base_model_revision is not None:
+            if self.base_model_id is None:
+                problems.append(Problem(subject, "base_model_revision", "needs base_model_id as well"))
+            env[serving_env.BASE_MODEL_REVISION] = self.base_model_revision
+        for key, value in self.environment.items():
+            if key in env or key.startswith(serving_env.VLLM_FLAG_PREFIX) or key.startswith("CDK_ADAPTERS_"):
+                problems.append(Problem(subject, f"environment.{key}", "is managed by the construct; use the typed option instead"))
+            elif not isinstance(value, str):
+                problems.append(Problem(subject, f"environment.{key}", f"must be a string, got {value!r}"))
+            else:
+                env[key] = value
+        for key, value in env.items():
+            if len(value) > ENVIRONMENT_VALUE_MAX_LENGTH:
+                problems.append(
+                    Problem(subject, f"environment.{key}", f"is {len(value)} characters; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH}")
+                )
+        return env, problems
