@@ -74,6 +74,8 @@ def endpoint_from_manifest(
         **props,
     )
     add_manifest_adapters(endpoint, plan)
+    for alias, targets in plan.aliases.items():
+        endpoint.add_alias(alias, targets)
     return endpoint
 
 
