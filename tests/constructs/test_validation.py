@@ -213,3 +213,37 @@ def test_grant_for_unknown_adapter_is_refused():
     role = cdk.aws_iam.Role(stack, "Caller", assumed_by=cdk.aws_iam.AccountRootPrincipal())
     with pytest.raises(ConfigurationError, match="'nope' is not an adapter of this endpoint"):
         endpoint.grant_invoke(role, adapters=["nope"])
+
+
+def test_grant_of_no_adapters_is_refused_not_silently_useless():
+    stack = new_stack()
+    endpoint = build_endpoint(stack)
+    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(URL))
+    role = cdk.aws_iam.Role(stack, "Caller", assumed_by=cdk.aws_iam.AccountRootPrincipal())
+    for nothing in ([], ()):
+        with pytest.raises(ConfigurationError) as caught:
+            endpoint.grant_invoke(role, adapters=nothing)
+        [problem] = caught.value.problems
+        assert problem.field == "grant_invoke.adapters"
+        assert "leave it out to grant every adapter" in problem.message
+    with pytest.raises(ConfigurationError, match="name at least one adapter in a list"):
+        endpoint.grant_invoke(role, adapters="tenant-a")  # a bare string is not a list of names
+    assert role.node.try_find_child("DefaultPolicy") is None, "nothing was granted"
+
+
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        ("s3://a/a/v1.tar.gz", "bucket 'a' is 1 character(s); S3 bucket names are 3 to 63"),
+        ("s3://Example-Adapters/a/v1.tar.gz", "may hold only lower-case letters, digits, dots and hyphens"),
+        ("s3://example-adapters", "names no object key after the bucket"),
+        ("https://example.com/a.tar.gz", "must start with 's3://'"),
+        ("s3://example-adapters/a/v1.zip", "'s3://example-adapters/a/v1.zip' must name a .tar.gz archive"),
+    ],
+)
+def test_artifact_url_messages_say_what_is_wrong_and_quote_the_url(url, text):
+    error = adapter_error(build_endpoint(), "tenant-a", AdapterArtifact.from_s3_url(url))
+    [problem] = error.problems
+    assert problem.field == "artifact.url"
+    assert text in problem.message
+    assert url in problem.message

@@ -1,0 +1,100 @@
+"""The discovery record: one JSON contract between the construct and every client.
+
+Standard library only: these tests import no aws-cdk-lib (a client has boto3 alone).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from cdk_adapters.contract.discovery import RECORD_KIND, RECORD_VERSION, DiscoveryRecord, DiscoveryRecordError, alias_problems
+from cdk_adapters.names import adapter_component_name
+
+RECORD = DiscoveryRecord("fleet-1a2b3c4d", "fleet-1a2b3c4d-base", "fleet-1a2b3c4d", allow_base_model=False)
+
+
+def test_round_trip_is_exact_and_rendering_is_stable():
+    text = RECORD.to_json()
+    assert DiscoveryRecord.from_json(text) == RECORD
+    assert text == RECORD.to_json()  # same record, same text: no spurious SSM updates
+    document = json.loads(text)
+    assert document["kind"] == RECORD_KIND and document["version"] == RECORD_VERSION
+    assert "aliases" not in document  # only written when there are aliases
+
+
+def test_the_rule_is_the_constructs_rule():
+    for adapter in ("support-en-v1", "Support-EN-v1", "a" * 39):
+        assert RECORD.component_name(adapter) == adapter_component_name(RECORD.component_prefix, adapter)
+    assert RECORD.component_name("Support-EN-v1") == "fleet-1a2b3c4d-support-en-v1"
+
+
+def test_its_size_does_not_depend_on_the_adapter_count():
+    assert len(RECORD.to_json()) < 300  # the same record serves one adapter or a thousand
+
+
+def test_unknown_keys_are_ignored_within_a_version_and_other_versions_refused():
+    document = json.loads(RECORD.to_json())
+    assert DiscoveryRecord.from_json(json.dumps({**document, "added_later": {"x": 1}})) == RECORD
+    with pytest.raises(DiscoveryRecordError, match="record version 2 is not 1"):
+        DiscoveryRecord.from_json(json.dumps({**document, "version": 2}))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json", "not JSON"),
+        ('{"adapters": {}}', "not a cdk-adapters/discovery record"),
+        (json.dumps({"kind": RECORD_KIND, "version": 1, "endpoint_name": ""}), "'endpoint_name' must be a non-empty string"),
+        (
+            json.dumps({"kind": RECORD_KIND, "version": 1, "endpoint_name": "e", "base_inference_component_name": "b",
+                        "component_prefix": "e", "allow_base_model": "yes"}),
+            "'allow_base_model' must be true or false",
+        ),
+    ],
+)
+def test_malformed_records_say_what_is_wrong(text, message):
+    with pytest.raises(DiscoveryRecordError, match=message):
+        DiscoveryRecord.from_json(text)
+
+
+def test_aliases_round_trip_and_resolve_by_weight():
+    record = DiscoveryRecord("e", "e-base", "e", aliases={"support-en": {"support-en-v4": 90, "support-en-v5": 10}})
+    assert DiscoveryRecord.from_json(record.to_json()) == record
+    rng = random.Random(7)
+    picks = Counter(record.resolve("Support-EN", rng) for _ in range(5000))
+    assert set(picks) == {"support-en-v4", "support-en-v5"}
+    assert 0.08 < picks["support-en-v5"] / 5000 < 0.12
+    assert record.resolve("support-de-v1") == "support-de-v1"  # not an alias: an adapter name
+
+
+def test_alias_rules():
+    adapters = ["support-en-v4", "support-en-v5", "billing-v1"]
+    found = alias_problems(
+        {
+            "ok": {"support-en-v4": 100},
+            "sum": {"support-en-v4": 60, "support-en-v5": 30},
+            "zero": {"support-en-v4": 0, "support-en-v5": 100},
+            "unknown": {"support-en-v9": 100},
+            "Billing-V1": {"support-en-v4": 100},
+            "empty": {},
+        },
+        adapters,
+    )
+    by_alias = {alias: message for alias, message in found}
+    assert set(by_alias) == {"sum", "zero", "unknown", "Billing-V1", "empty"}
+    assert "sum to 100, got 90" in by_alias["sum"]
+    assert "integers from 1 to 100" in by_alias["zero"]
+    assert "'support-en-v9'" in by_alias["unknown"]
+    assert "shadows the adapter" in by_alias["Billing-V1"]
+
+
+def test_importing_the_contract_needs_no_aws_cdk_lib():
+    probe = "import sys, cdk_adapters.contract.discovery; print('aws_cdk' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "False", result.stderr
