@@ -127,7 +127,7 @@ class RegistrationService:
                 422, "adapter_rejected",
                 f"adapter {name!r} cannot be served by this endpoint: " + "; ".join(p.message for p in problems),
                 adapter=name,
-                problems=[{"subject": p.subject, "field": p.field, "message": p.message} for p in problems],
+                problems=[{"subject": p.subject, "field": p.field, "message": p.message, "rule": p.rule} for p in problems],
             )
         if existing is not None:  # registered, but its old files are gone: the name is still taken
             return "conflict", 409, Refusal(

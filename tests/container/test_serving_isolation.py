@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cdk_adapters.compat import RULES
 from tests.container.sagemaker_calls import ADAPTER_HEADER, completion_body, invoke, register, token_ids
 
 pytestmark = pytest.mark.vllm
@@ -73,6 +74,9 @@ def test_bad_adapters_get_4xx_naming_the_problem_while_good_adapters_keep_servin
         error = response.json()["error"]
         assert error["type"] == "adapter_rejected" and error["adapter"] == name
         assert field in [p["field"] for p in error["problems"]], error
+        gate_rules = [p["rule"] for p in error["problems"] if p["field"] != "src"]
+        assert all(rule in RULES for rule in gate_rules), error  # each gate problem names its rule's id
+        assert name != "bad-rank-v1" or gate_rules == ["rank-limit"], error
         assert words in error["message"], error["message"]
         assert invoke(client, name).status_code == 404
 
