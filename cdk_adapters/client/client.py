@@ -90,6 +90,8 @@ class AdapterClient:
     :param retry: how long to wait for a component that is not ready (`RetryPolicy`).
     :param rng: picks alias targets by weight; seed it for reproducible traffic splits.
     :param clock, sleep: injected by tests so retries never really wait.
+    :param record_source: reads the record again (`from_parameter` passes the SSM read), so a
+        long-lived client follows an alias change, such as a rollback, within `record_max_age_s`.
     """
 
     def __init__(
@@ -101,6 +103,8 @@ class AdapterClient:
         rng: random.Random | None = None,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] | None = None,
+        record_source: Callable[[], DiscoveryRecord] | None = None,
+        record_max_age_s: float = 60.0,
     ) -> None:
         self.record = record
         self.runtime = runtime
@@ -111,6 +115,9 @@ class AdapterClient:
         if sleep is not None:
             retrier.sleep = sleep
         self._retrier = retrier
+        self._record_source = record_source
+        self._record_max_age_s = record_max_age_s
+        self._record_read_at = retrier.clock()
 
     # --- construction ---------------------------------------------------------------------
 
@@ -132,18 +139,13 @@ class AdapterClient:
         """Read the discovery record from SSM parameter `name` (``endpoint.discovery_parameter_name``)."""
         if ssm is None:
             ssm = _session(session).client("ssm", region_name=region_name)
-        try:
-            value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code")
-            if code == "ParameterNotFound":
-                raise DiscoveryError(
-                    f"SSM parameter {name!r} does not exist in this account and region; it is the endpoint's "
-                    "discovery_parameter_name (printed by cdk deploy)"
-                ) from None
-            raise DiscoveryError(f"cannot read SSM parameter {name!r}: {error}") from None
-        record = _parse_record(value, f"SSM parameter {name!r}")
-        return cls.from_record(record, session=session, region_name=region_name, runtime=runtime, **options)
+
+        def read() -> DiscoveryRecord:
+            return _read_parameter(ssm, name)
+
+        return cls.from_record(
+            read(), session=session, region_name=region_name, runtime=runtime, record_source=read, **options
+        )
 
     @classmethod
     def from_local(cls, url: str, *, runtime: Any = None, **options: Any) -> "AdapterClient":
@@ -163,6 +165,7 @@ class AdapterClient:
 
     def resolve(self, adapter: str | None, *, base_model: bool = False) -> Target:
         """The component a call to `adapter` (an adapter or alias name) goes to; aliases pick by weight."""
+        self._refresh_record()
         if base_model:
             if adapter is not None:
                 raise ValueError("give an adapter or base_model=True, not both")
@@ -230,6 +233,18 @@ class AdapterClient:
 
     # --- plumbing -------------------------------------------------------------------------
 
+    def _refresh_record(self) -> None:
+        """Re-read the record once it is older than its maximum age; on a failed read keep the one
+        in hand (an SSM hiccup must not stop calls) and try again after another maximum age."""
+        now = self._retrier.clock()
+        if self._record_source is None or now - self._record_read_at < self._record_max_age_s:
+            return
+        self._record_read_at = now
+        try:
+            self.record = self._record_source()
+        except DiscoveryError:
+            pass
+
     def _call(self, target: Target, body: bytes, route: str) -> dict[str, Any]:
         return {
             "EndpointName": self.record.endpoint_name,
@@ -276,6 +291,20 @@ def _session(session: Any) -> Any:
     import boto3
 
     return boto3.session.Session()
+
+
+def _read_parameter(ssm: Any, name: str) -> DiscoveryRecord:
+    try:
+        value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code")
+        if code == "ParameterNotFound":
+            raise DiscoveryError(
+                f"SSM parameter {name!r} does not exist in this account and region; it is the endpoint's "
+                "discovery_parameter_name (printed by cdk deploy)"
+            ) from None
+        raise DiscoveryError(f"cannot read SSM parameter {name!r}: {error}") from None
+    return _parse_record(value, f"SSM parameter {name!r}")
 
 
 def _parse_record(text: str, origin: str) -> DiscoveryRecord:

@@ -27,8 +27,12 @@ from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.problems import ConfigurationError, Problem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CONTAINER_DIR = REPO_ROOT / "container"
-"""The serving code; local mode runs from a repository checkout, as the image is built from one."""
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+CONTAINER_DIR = next(
+    (d for d in (REPO_ROOT / "container", _PACKAGE_DIR / "_container") if (d / "adapter_server").is_dir()),
+    REPO_ROOT / "container",
+)
+"""The serving code: ``container/`` in a checkout, ``cdk_adapters/_container/`` in an installed wheel."""
 
 START_TIMEOUT_S = 600.0
 LOCAL_ENDPOINT = "local"

@@ -459,3 +459,25 @@ def test_importing_the_client_does_not_import_aws_cdk():
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_a_long_lived_client_follows_an_alias_rollback_within_the_records_maximum_age(runtime, clock):
+    canary = DiscoveryRecord("support-endpoint", "support-endpoint-base", "support-endpoint",
+                             aliases={"support-en": {"support-en-v5": 100}})
+    rolled_back = DiscoveryRecord("support-endpoint", "support-endpoint-base", "support-endpoint",
+                                  aliases={"support-en": {"support-en-v4": 100}})
+    ssm = ssm_client()
+    with Stubber(ssm) as stubber:
+        stubber.add_response("get_parameter", {"Parameter": {"Name": "/p", "Value": canary.to_json()}}, {"Name": "/p"})
+        stubber.add_client_error("get_parameter", service_error_code="InternalServerError", http_status_code=500)
+        stubber.add_response("get_parameter", {"Parameter": {"Name": "/p", "Value": rolled_back.to_json()}}, {"Name": "/p"})
+        client = AdapterClient.from_parameter("/p", ssm=ssm, runtime=runtime, clock=clock, sleep=clock.sleep,
+                                              record_max_age_s=60)
+        assert client.resolve("support-en").adapter == "support-en-v5"
+        clock.now += 59
+        assert client.resolve("support-en").adapter == "support-en-v5"  # not re-read yet
+        clock.now += 1
+        assert client.resolve("support-en").adapter == "support-en-v5"  # re-read failed: the old record stays
+        clock.now += 60
+        assert client.resolve("support-en").adapter == "support-en-v4"  # the rollback
+        stubber.assert_no_pending_responses()

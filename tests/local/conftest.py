@@ -61,6 +61,21 @@ def _is_request_line(line: str) -> bool:
     return isinstance(document, dict) and document.get("event") == REQUEST_EVENT
 
 
+HERE = Path(__file__).parent
+_RUNNING: list[subprocess.Popen] = []
+
+
+def _is_local_test(item) -> bool:
+    return item is not None and Path(str(item.path)).is_relative_to(HERE)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    # Stop local mode after this folder's last test instead of letting vLLM idle through the rest.
+    if _is_local_test(item) and not _is_local_test(nextitem):
+        for process in _RUNNING:
+            _stop(process)
+
+
 @pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("demo") / "demo"
@@ -85,6 +100,7 @@ def local_mode(demo_dir, tmp_path_factory):
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+    _RUNNING.append(process)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_until_serving(process, url, output)
