@@ -7,9 +7,16 @@ same machine load; each block's first request is not counted, because on a 2-cor
 server that was idle pays about a second to wake up when it takes over from the other. Both get ``POST /invocations`` with SageMaker's adapter header; stock vLLM maps
 that header to the adapter through AWS's standards library.
 
+The two paths compared, ours and stock ``/invocations``, each run right after a block on the
+other server (the order is stock ``/v1/completions``, ours, stock ``/invocations``), so both pay
+the same switch between servers; only the reference row follows its own server. (With stock
+``/invocations`` right after stock ``/v1/completions``, it ran warm while ours always ran after a
+switch.) The last row runs stock ``/invocations`` again right after itself, so the table also
+shows what that switch costs.
+
 The second table is throughput with `IN_FLIGHT` requests in flight at once, as a copy serving
-several callers sees them: one burst per path per round, the order rotating each round so no path
-always follows the same one, median requests per second.
+several callers sees them: one burst per path per round in the same order, median requests per
+second.
 
     .venv/bin/python -m benchmarks.bench_middleware_overhead [--rounds N] [--block N] [--burst N]
 """
@@ -42,6 +49,7 @@ from adapter_server import launch  # noqa: E402  (container/ is not a package on
 ADAPTER = "bench-v1"
 ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 IN_FLIGHT = 8
+WARM_STOCK_ROW = "  same, again right after itself (no switch)"
 
 
 def free_port() -> int:
@@ -128,12 +136,10 @@ async def _burst(base_url: str, path: str, body: dict, headers: dict, requests: 
 
 
 def interleaved_throughput(candidates: dict[str, tuple], *, rounds: int, burst: int) -> dict[str, float]:
-    """Median requests per second per candidate; each round runs one burst of each, in a rotating order."""
+    """Median requests per second per candidate; each round runs one burst of each, in turn."""
     samples: dict[str, list[float]] = {name: [] for name in candidates}
-    names = list(candidates)
-    for round_index in range(rounds):
-        for name in names[round_index % len(names):] + names[: round_index % len(names)]:
-            base_url, path, body, headers = candidates[name]
+    for _ in range(rounds):
+        for name, (base_url, path, body, headers) in candidates.items():
             samples[name].append(asyncio.run(_burst(base_url, path, body, headers, burst)))
     return {name: statistics.median(values) for name, values in samples.items()}
 
@@ -175,10 +181,11 @@ def main() -> None:
             answers = {invoke(ours), invoke(stock), complete(stock)}
             assert len(answers) == 1, f"the three paths disagree: {answers}"
             medians = interleaved_medians(
-                {
+                {  # this order: ours and stock /invocations both follow the other server (module docstring)
                     "stock vLLM /v1/completions (no SageMaker layer)": lambda: complete(stock),
-                    "stock vLLM /invocations (standards library)": lambda: invoke(stock),
                     "ours /invocations (our middleware)": lambda: invoke(ours),
+                    "stock vLLM /invocations (standards library)": lambda: invoke(stock),
+                    WARM_STOCK_ROW: lambda: invoke(stock),  # right after itself: what a switch costs
                 },
                 rounds=args.rounds,
                 block=args.block,
@@ -198,8 +205,8 @@ def main() -> None:
             rates = interleaved_throughput(
                 {
                     "stock vLLM /v1/completions (no SageMaker layer)": (stock_url, "/v1/completions", {**PROMPT, "model": ADAPTER}, {}),
-                    "stock vLLM /invocations (standards library)": (stock_url, "/invocations", PROMPT, header),
                     "ours /invocations (our middleware)": (ours_url, "/invocations", PROMPT, header),
+                    "stock vLLM /invocations (standards library)": (stock_url, "/invocations", PROMPT, header),
                 },
                 rounds=args.rounds,
                 burst=args.burst,
