@@ -181,7 +181,12 @@ def test_image_asset_holds_the_dockerfile_and_the_server(synthesized):
 
 def test_grant_in_the_other_stack_names_the_endpoint_and_the_adapter_component(synthesized):
     _, assembly, _ = synthesized
-    serving = json.loads((assembly / "Serving.template.json").read_text())["Resources"]
+    # The serving stack's resources, with those of any nested stack it holds.
+    serving = {
+        key: resource
+        for template in assembly.glob("Serving*.template.json")
+        for key, resource in json.loads(template.read_text())["Resources"].items()
+    }
     (endpoint,) = [r["Properties"] for r in serving.values() if r["Type"] == "AWS::SageMaker::Endpoint"]
     components = [r["Properties"] for r in serving.values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
     (adapter,) = [c["InferenceComponentName"] for c in components if "BaseInferenceComponentName" in c["Specification"]]
