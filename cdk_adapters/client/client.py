@@ -196,7 +196,7 @@ class AdapterClient:
         """One whole answer: a completion of `prompt`, or a chat over `messages` (or `prompt` with
         `images`). `parameters` go into the body (``max_tokens``, ``temperature``, ...)."""
         target = self.resolve(adapter, base_model=base_model)
-        request = build_request(model=None, prompt=prompt, messages=messages, images=images, parameters=parameters)
+        request = build_request(prompt=prompt, messages=messages, images=images, parameters=parameters)
 
         def attempt() -> dict[str, Any]:
             return self.runtime.invoke_endpoint(**self._call(target, request.body, request.route))
@@ -219,7 +219,7 @@ class AdapterClient:
         `StreamInterrupted`."""
         target = self.resolve(adapter, base_model=base_model)
         request = build_request(
-            model=None, prompt=prompt, messages=messages, images=images, stream=True, parameters=parameters
+            prompt=prompt, messages=messages, images=images, stream=True, parameters=parameters
         )
 
         def attempt() -> dict[str, Any]:

@@ -56,7 +56,6 @@ def image_data_url(image: Image) -> str:
 
 def build_request(
     *,
-    model: str | None,
     prompt: str | None = None,
     messages: Sequence[Mapping[str, Any]] | None = None,
     images: Sequence[Image] = (),
@@ -65,7 +64,8 @@ def build_request(
     limit: int = INVOKE_ENDPOINT_MAX_BYTES,
 ) -> Request:
     """The body for a completion (`prompt`) or a chat (`messages`; a `prompt` with `images` becomes one
-    user message); raises `PayloadTooLarge` when the encoded body is over `limit`."""
+    user message); raises `PayloadTooLarge` when the encoded body is over `limit`. The body names no
+    ``model``: the component header names the adapter, and the container writes it in."""
     if (prompt is None) == (messages is None):
         raise ValueError("give either prompt (a completion) or messages (a chat), not both")
     document: dict[str, Any] = dict(parameters or {})
@@ -78,8 +78,6 @@ def build_request(
     else:
         document["prompt"] = prompt
         route = COMPLETIONS_ROUTE
-    if model is not None:
-        document["model"] = model
     if stream:
         document["stream"] = True
     body = json.dumps(document, separators=(",", ":")).encode()

@@ -139,7 +139,7 @@ class RuntimeFront:
         return headers
 
     async def _invoke(self, invocation: Invocation, send: Send) -> None:
-        answer = await self._backend_call(invocation, stream=False)
+        answer = await self._backend_call(invocation)
         if answer.status_code >= 300:
             await _send_model_error(send, answer.status_code, answer.content)
             return
@@ -178,7 +178,7 @@ class RuntimeFront:
         finally:
             await answer.aclose()
 
-    async def _backend_call(self, invocation: Invocation, *, stream: bool) -> httpx.Response:
+    async def _backend_call(self, invocation: Invocation) -> httpx.Response:
         try:
             return await self.client.post("/invocations", content=invocation.body, headers=self._backend_headers(invocation))
         except httpx.HTTPError as error:

@@ -24,7 +24,7 @@ import httpx
 
 from cdk_adapters import serving_env
 from cdk_adapters.contract.discovery import DiscoveryRecord
-from cdk_adapters.problems import ConfigurationError, Problem
+from cdk_adapters.problems import Problem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -210,8 +210,3 @@ def _registration_problems(name: str, answer: httpx.Response) -> list[Problem]:
         ]
     message = error.get("message") if isinstance(error, dict) else None
     return [Problem(f"adapter '{name}'", "(registration)", f"the server answered {answer.status_code}: {message or answer.text}")]
-
-
-def raise_on_problems(problems: list[Problem], heading: str) -> None:
-    if problems:
-        raise ConfigurationError(problems, heading)

@@ -36,7 +36,7 @@ from cdk_adapters.client import (
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 from cdk_adapters.local.event_stream import model_stream_error, payload_part
-from tests.client.conftest import RECORD, runtime_client
+from tests.client.conftest import RECORD
 
 NO_CAPACITY = (
     "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress "

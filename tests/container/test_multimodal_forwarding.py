@@ -20,7 +20,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 3000  # 768 KB of image, about 
 
 
 def test_image_parts_reach_the_engine_unchanged_with_the_adapter_applied():
-    request = build_request(model=None, prompt="What is on this invoice?", images=[PNG], parameters={"max_tokens": 8})
+    request = build_request(prompt="What is on this invoice?", images=[PNG], parameters={"max_tokens": 8})
     seen: dict = {}
 
     async def engine(scope, receive, send):

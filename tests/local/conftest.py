@@ -8,23 +8,19 @@ one adapter and a 90/10 alias) plus a third adapter from a ``.tar.gz`` on disk.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from cdk_adapters.contract.request_metrics import REQUEST_EVENT
 from cdk_adapters.local.demo_model import build_lora_adapter
 from cdk_adapters.local.serving import free_port
 from cdk_adapters.packaging import package_adapter
+from tests.support.local_mode import start_local_mode, stop_local_mode
 
-START_TIMEOUT_S = 420
 ARCHIVED_ADAPTER = "support-en-v3"
 
 
@@ -73,7 +69,7 @@ def pytest_runtest_teardown(item, nextitem):
     # Stop local mode after this folder's last test instead of letting vLLM idle through the rest.
     if _is_local_test(item) and not _is_local_test(nextitem):
         for process in _RUNNING:
-            _stop(process)
+            stop_local_mode(process)
 
 
 @pytest.fixture(scope="session")
@@ -91,46 +87,16 @@ def local_mode(demo_dir, tmp_path_factory):
     archive = package_adapter(adapter, root / f"{ARCHIVED_ADAPTER}.tar.gz").path
     port = free_port()
     output = root / "local.out"
-    started = time.monotonic()
-    with open(output, "w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cdk_adapters.cli", "local", "--manifest", str(demo_dir / "manifest.yaml"),
-             "--base-model-dir", str(demo_dir / "base"), "--port", str(port), "--work-dir", str(root / "work"),
-             "--adapter", f"{ARCHIVED_ADAPTER}={archive}", "--max-model-len", "256", "--dtype", "float32"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+    process, seconds = start_local_mode(
+        ["--manifest", str(demo_dir / "manifest.yaml"), "--base-model-dir", str(demo_dir / "base"),
+         "--work-dir", str(root / "work"), "--adapter", f"{ARCHIVED_ADAPTER}={archive}",
+         "--max-model-len", "256", "--dtype", "float32"],
+        port, output,
+    )
     _RUNNING.append(process)
-    url = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_serving(process, url, output)
-        mode = LocalMode(url, demo_dir, root / "work", process, output, time.monotonic() - started)
+        mode = LocalMode(f"http://127.0.0.1:{port}", demo_dir, root / "work", process, output, seconds)
         print(f"\ncdk-adapters local serving after {mode.start_seconds:.1f} s", file=sys.stderr)
         yield mode
     finally:
-        _stop(process)
-
-
-def _wait_until_serving(process: subprocess.Popen, url: str, output: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"cdk-adapters local exited with {process.returncode}:\n{output.read_text()}")
-        try:
-            if httpx.get(url + "/ping", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(1)
-    raise RuntimeError(f"cdk-adapters local did not serve within {START_TIMEOUT_S} s:\n{output.read_text()}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM, as a user's Ctrl-C would; the command stops its adapter server itself."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
+        stop_local_mode(process)

@@ -21,6 +21,7 @@ from cdk_adapters.client import (
     AdapterNotFound,
     AdapterRequired,
     BaseModelNotAllowed,
+    InvocationFailed,
     PayloadTooLarge,
     local_runtime_client,
 )
@@ -166,9 +167,9 @@ def test_an_unknown_endpoint_or_component_is_a_validation_error(runtime):
 def test_an_image_reaches_vllm_through_client_front_and_middleware(client, local_mode):
     """The demo base is text-only: vLLM itself refuses the image part, which proves it got there."""
     before = local_mode.requests_logged()
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(InvocationFailed, match="is not a multimodal model") as raised:
         client.invoke("support-en-v1", "What is in this picture?", images=[b"\x89PNG\r\n\x1a\n" + bytes(64)], max_tokens=2)
-    assert getattr(raised.value, "status", None) == 400, raised.value
+    assert raised.value.status == 400
     assert local_mode.requests_logged() == before + 1
 
 
