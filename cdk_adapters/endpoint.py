@@ -29,9 +29,10 @@ from cdk_adapters import discovery, names
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.contract.discovery import DiscoveryRecord, alias_problems
+from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
+from cdk_adapters.deployment import RollingUpdate
 from cdk_adapters.execution_role import ExecutionRolePermissions
-from cdk_adapters.fleet import AdapterFleet, FleetPlacement
+from cdk_adapters.fleet import IN_STACK_BUDGET, AdapterFleet, FleetPlacement, own_resource_count
 from cdk_adapters.inference_component import (
     AdapterInferenceComponent,
     BaseInferenceComponent,
@@ -40,6 +41,10 @@ from cdk_adapters.inference_component import (
 )
 from cdk_adapters.instance_storage import has_local_instance_storage
 from cdk_adapters.model_data import ModelData
+from cdk_adapters.monitoring import alarms as monitoring_alarms
+from cdk_adapters.monitoring.alarms import AlarmThresholds, MonitoringAlarms
+from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N, EndpointDashboard
+from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetricSource
 from cdk_adapters.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.networking import EndpointNetworking, VpcPlacement
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
@@ -91,6 +96,11 @@ class MultiAdapterEndpoint(Construct):
         vpc_subnets: ec2.SubnetSelection | None = None,
         security_groups: Sequence[ec2.ISecurityGroup] | None = None,
         discovery_parameter_name: str | None = None,
+        request_metrics: RequestMetrics | None = None,
+        alarms: MonitoringAlarms | None = None,
+        dashboard: bool = True,
+        dashboard_top_n: int = DEFAULT_TOP_N,
+        deployment: RollingUpdate | None = None,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -134,6 +144,15 @@ class MultiAdapterEndpoint(Construct):
         :param security_groups: default: one created with no ingress, when `vpc` is given.
         :param discovery_parameter_name: SSM parameter holding the discovery record (JSON, see
             `cdk_adapters.contract.discovery`). Default ``/cdk-adapters/<prefix>/inference-components``.
+        :param request_metrics: what the container publishes per request (CloudWatch EMF): namespace,
+            metric set, EMF on/off. Default `RequestMetrics()`: all seven metrics in ``CdkAdapters``.
+        :param alarms: error-rate, p95-latency and cold-start-share alarms on the endpoint rollup,
+            defaults for adapters that opt in (`add_adapter_alarms`), and an optional SNS topic.
+            Default None: no alarms.
+        :param dashboard: one CloudWatch dashboard named after the endpoint. Default True.
+        :param dashboard_top_n: adapters in each per-adapter top-N table. Default 10; 1 to 100.
+        :param deployment: rolling update with auto-rollback for the base component (applied on
+            updates only, e.g. a new image or base model). Default None: SageMaker's default.
         """
         super().__init__(scope, id)
         self.compute = compute or ComputeRequirements()
@@ -159,8 +178,17 @@ class MultiAdapterEndpoint(Construct):
         self.endpoint_name = self.prefix
         self.base_component_name = names.base_component_name(self.prefix)
         self.discovery_parameter_name = discovery_parameter_name or discovery.discovery_parameter_name(self.prefix)
+        self.request_metric_settings = request_metrics or RequestMetrics()
+        self.alarm_settings = alarms
+        self.deployment = deployment
+        self.canary: CanaryRecord | None = None
+        self.request_metrics = RequestMetricSource(
+            self.request_metric_settings, self.endpoint_name, subject=f"request metrics of {self._subject}"
+        )
+        """The endpoint rollup of the container's request metrics (``{EndpointName}``)."""
 
         container_environment, problems = self.serving_policy.render(self.vllm, self._subject)
+        problems += self._monitoring_problems(copy_count, dashboard_top_n)
         problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
         problems += self.networking.problems(self._subject)
         problems += self.placement.problems(self._subject)
@@ -174,6 +202,7 @@ class MultiAdapterEndpoint(Construct):
         if Token.is_unresolved(Stack.of(self).stack_name):
             problems.append(Problem(self._subject, "stack_name", "the stack name must be known at synth to derive component names"))
         raise_if_any(problems, heading=f"MultiAdapterEndpoint {self.node.path!r} is misconfigured")
+        container_environment.update(self.request_metric_settings.environment(self.endpoint_name, self._subject))
 
         # Everything below only creates constructs; all checks passed above.
         self.role: iam.IRole = role or iam.Role(
@@ -231,6 +260,21 @@ class MultiAdapterEndpoint(Construct):
             copy_count=copy_count,
         )
         self.base_component.node.add_dependency(self.permissions.policy)
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        """The endpoint's alarms by kind (``error_rate``, ``latency_p95``, ``cold_start_share``)."""
+        if alarms is not None and alarms.endpoint is not None:
+            self.alarms = monitoring_alarms.create_alarms(
+                Construct(self, "Alarms"),
+                source=self.request_metrics,
+                thresholds=alarms.endpoint,
+                name_prefix=self.prefix,
+                what=f"endpoint {self.endpoint_name}",
+                topic=alarms.topic,
+            )
+        if deployment is not None:
+            self.base_component.resource.deployment_config = deployment.render(self.alarms)
+        self.adapter_alarms: dict[str, dict[str, cloudwatch.Alarm]] = {}
+        """Adapter name -> its alarms by kind, for adapters that opted in."""
         self.fleet = AdapterFleet(
             self,
             "Adapters",
@@ -248,6 +292,20 @@ class MultiAdapterEndpoint(Construct):
             record=self.discovery_record,
         )
         self.node.add_validation(_AliasValidation(self))
+        self.node.add_validation(_AdapterAlarmValidation(self))
+        self.dashboard: EndpointDashboard | None = None
+        if dashboard:
+            self.dashboard = EndpointDashboard(
+                self,
+                "Dashboard",
+                dashboard_name=self.prefix,
+                rollup=self.request_metrics if self.request_metric_settings.published else None,
+                base_component=self.base_component,
+                endpoint_name=self.endpoint_name,
+                variant_name=VARIANT_NAME,
+                alarms=list(self.alarms.values()),
+                top_n=dashboard_top_n,
+            )
         if local_storage:
             acknowledge_local_storage_kms(self.endpoint_config)
 
@@ -271,12 +329,74 @@ class MultiAdapterEndpoint(Construct):
             problems += self.fleet.capacity_problems(name, subject)
         raise_if_any(problems, heading=f"cannot add adapter {name!r}")
         component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
+        component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
+        if self.alarm_settings is not None and name.lower() in {n.lower() for n in self._opted_in_names()}:
+            self.add_adapter_alarms(name)
         config = component.artifact_config
         if config.asset_object_arn is not None:
             self.permissions.add_local_archive(config.asset_object_arn, config.asset_kms_key_arn)
             assert self.permissions.local_archive_policy is not None
             self.fleet.add_prerequisite(self.permissions.local_archive_policy.node.default_child)  # type: ignore[arg-type]
         return component
+
+    def add_adapter_alarms(
+        self, adapter: str, overrides: Mapping[str, Any] | None = None
+    ) -> dict[str, cloudwatch.Alarm]:
+        """Alarms on one adapter's request metrics: the endpoint's adapter defaults
+        (``alarms.adapters``) with `overrides` (`AlarmThresholds` field names; None turns one off).
+
+        The alarms are children of the adapter's component, in its stack (shard), and change no
+        other resource. Refused, with nothing created, for an adapter that is not added, unknown
+        threshold names, metrics the container does not publish, alarms already added, or a shard
+        that would pass its capacity.
+        """
+        subject = f"adapter {adapter!r} of MultiAdapterEndpoint {self.node.path!r}"
+        component = self.fleet.components.get(adapter.lower()) if isinstance(adapter, str) else None
+        if component is None:
+            raise ConfigurationError(
+                [Problem(subject, "alarms", "is not an adapter of this endpoint; add the adapter before its alarms")],
+                heading=f"cannot add alarms to adapter {adapter!r}",
+            )
+        problems: list[Problem] = []
+        if self.alarm_settings is None:
+            problems.append(Problem(subject, "alarms", "needs the endpoint's alarms on: MultiAdapterEndpoint(alarms=MonitoringAlarms(...))"))
+        unknown = sorted(set(overrides or {}) - set(monitoring_alarms.THRESHOLD_FIELDS))
+        for key in unknown:
+            problems.append(Problem(subject, f"alarms.{key}", f"is not an alarm setting; known: {', '.join(monitoring_alarms.THRESHOLD_FIELDS)}"))
+        if adapter.lower() in {a.lower() for a in self.adapter_alarms}:
+            problems.append(Problem(subject, "alarms", "are already added"))
+        raise_if_any(problems, heading=f"cannot add alarms to adapter {adapter!r}")
+        assert self.alarm_settings is not None
+        thresholds = self.alarm_settings.adapters.override(overrides or {})
+        problems = thresholds.problems(subject)
+        problems += monitoring_alarms.metric_problems(thresholds, component.request_metrics, "alarms")
+        problems += self._alarm_capacity_problems(component, len(thresholds.enabled), subject)
+        raise_if_any(problems, heading=f"cannot add alarms to adapter {adapter!r}")
+        created = monitoring_alarms.create_alarms(
+            Construct(component, "Alarms"),
+            source=component.request_metrics,
+            thresholds=thresholds,
+            name_prefix=component.inference_component_name,
+            what=f"adapter {component.adapter_name} on endpoint {self.endpoint_name}",
+            topic=self.alarm_settings.topic,
+        )
+        self.adapter_alarms[component.adapter_name] = created
+        return created
+
+    def set_canary(self, canary: "MultiAdapterEndpoint", *, traffic_percent: int) -> None:
+        """Name `canary` (an endpoint serving copies of some of these adapters on a candidate base
+        model or image) in this endpoint's discovery record, so clients send it `traffic_percent`
+        of the calls to the adapters it serves. Checked at synth: it must serve at least one
+        adapter, each of which this endpoint serves too."""
+        subject = f"canary of MultiAdapterEndpoint {self.node.path!r}"
+        problems = []
+        if canary is self:
+            problems.append(Problem(subject, "canary", "must be another endpoint"))
+        if isinstance(traffic_percent, bool) or not isinstance(traffic_percent, int) or not 1 <= traffic_percent <= 50:
+            problems.append(Problem(subject, "traffic_percent", f"must be an integer from 1 to 50, got {traffic_percent!r}"))
+        raise_if_any(problems, heading="cannot set the canary")
+        self._canary_endpoint = canary
+        self._canary_percent = traffic_percent
 
     def add_adapter_location(self, location: AdapterLocation) -> None:
         """Let the role read (and adapters come from) one more bucket prefix."""
@@ -318,6 +438,19 @@ class MultiAdapterEndpoint(Construct):
             component_prefix=self.prefix,
             allow_base_model=self.serving_policy.allow_base_model,
             aliases={alias: dict(targets) for alias, targets in self.aliases.items()},
+            canary=self._canary_record(),
+        )
+
+    def _canary_record(self) -> CanaryRecord | None:
+        canary = getattr(self, "_canary_endpoint", None)
+        if canary is None:
+            return None
+        return CanaryRecord(
+            endpoint_name=canary.endpoint_name,
+            base_inference_component_name=canary.base_component_name,
+            component_prefix=canary.prefix,
+            adapters=tuple(canary.adapters),
+            traffic_percent=self._canary_percent,
         )
 
     # ------------------------------------------------------------------ grants and metrics
@@ -396,6 +529,47 @@ class MultiAdapterEndpoint(Construct):
     @property
     def _subject(self) -> str:
         return f"MultiAdapterEndpoint {self.node.path!r}"
+
+    def _opted_in_names(self) -> Sequence[str]:
+        settings = self.alarm_settings
+        if settings is None or isinstance(settings.adapter_names, str):
+            return ()
+        return settings.adapter_names
+
+    def _monitoring_problems(self, copy_count: int, dashboard_top_n: int) -> list[Problem]:
+        """Request-metric settings, alarm thresholds, the rollback configuration and the dashboard."""
+        problems = self.request_metric_settings.problems(self._subject)
+        endpoint_kinds: tuple[str, ...] = ()
+        if self.alarm_settings is not None:
+            problems += self.alarm_settings.problems(self._subject)
+            if self.alarm_settings.endpoint is not None:
+                endpoint_kinds = self.alarm_settings.endpoint.enabled
+                problems += monitoring_alarms.metric_problems(self.alarm_settings.endpoint, self.request_metrics, "alarms.endpoint")
+        if self.deployment is not None:
+            problems += self.deployment.problems(self._subject, copy_count, endpoint_kinds)
+        if isinstance(dashboard_top_n, bool) or not isinstance(dashboard_top_n, int) or not 1 <= dashboard_top_n <= 100:
+            problems.append(Problem(self._subject, "dashboard_top_n", f"must be an integer from 1 to 100, got {dashboard_top_n!r}"))
+        return problems
+
+    def _alarm_capacity_problems(self, component: AdapterInferenceComponent, count: int, subject: str) -> list[Problem]:
+        """Alarms live in the component's stack: refuse them before that stack passes its budget."""
+        stack = Stack.of(component)
+        held = own_resource_count(stack)
+        if self.placement.shards == 0:
+            budget, what = IN_STACK_BUDGET, "the endpoint's stack"
+        else:
+            budget, what = self.placement.shard_capacity, f"its shard ({stack.node.id})"
+        if held + count <= budget:
+            return []
+        return [
+            Problem(
+                subject,
+                "alarms",
+                f"{count} alarm(s) would put {what} at {held + count} resources, over its budget of {budget}; "
+                "opt fewer adapters into alarms, turn some alarms off (None), or use more shards for a new endpoint "
+                "(FleetPlacement(shards=N))",
+            )
+        ]
 
     def _derive_prefix(self) -> str:
         stack_name = Stack.of(self).stack_name
@@ -550,6 +724,36 @@ def _alias_name_problems(alias: object) -> list[str]:
     if not isinstance(alias, str) or not names.SAGEMAKER_NAME_PATTERN.match(alias):
         return ["must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens)"]
     return []
+
+
+@jsii.implements(IValidation)
+class _AdapterAlarmValidation:
+    """At synth: every adapter named in ``alarms.adapter_names`` is an adapter of this endpoint,
+    and a canary serves only adapters this endpoint serves."""
+
+    def __init__(self, endpoint: MultiAdapterEndpoint) -> None:
+        self._endpoint = endpoint
+
+    def validate(self) -> list[str]:
+        endpoint = self._endpoint
+        known = {name.lower() for name in endpoint.adapters}
+        found = [
+            f"MultiAdapterEndpoint {endpoint.node.path!r}: alarms.adapter_names: {name!r} is not an adapter of this "
+            "endpoint (alarms on an adapter that does not exist would never see a request)"
+            for name in endpoint._opted_in_names()
+            if name.lower() not in known
+        ]
+        canary = getattr(endpoint, "_canary_endpoint", None)
+        if canary is not None:
+            served = list(canary.adapters)
+            if not served:
+                found.append(f"MultiAdapterEndpoint {endpoint.node.path!r}: canary {canary.node.path!r} serves no adapter")
+            found += [
+                f"MultiAdapterEndpoint {endpoint.node.path!r}: canary: {name!r} is served by the canary but not by this endpoint"
+                for name in served
+                if name.lower() not in known
+            ]
+        return found
 
 
 @jsii.implements(IValidation)
