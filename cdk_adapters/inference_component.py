@@ -16,6 +16,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.monitoring.request_metrics import RequestMetricMethods
 from cdk_adapters.problems import Problem
 
 STARTUP_TIMEOUT_RANGE_SECONDS = (60, 3600)
@@ -222,8 +223,15 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
         )
 
 
-class AdapterInferenceComponent(InferenceComponentMetrics, Construct):
+class AdapterInferenceComponent(RequestMetricMethods, InferenceComponentMetrics, Construct):
     """One LoRA adapter, served by the base component's containers.
+
+    Two sets of ``metric_*`` methods: SageMaker's ``AWS/SageMaker`` invocation metrics
+    (``metric_invocations``, ...; whether SageMaker publishes them for adapter components is
+    unconfirmed) and the serving container's own request metrics (``metric_request_latency``,
+    ``metric_time_to_first_token``, ``metric_prompt_tokens``, ``metric_output_tokens``,
+    ``metric_request_errors_4xx``/``_5xx``, ``metric_cold_starts``, ``metric_error_rate``,
+    ``metric_cold_start_share``), bound by the endpoint that serves it.
 
     It carries only what SageMaker allows for an adapter: the endpoint, its own name, the base
     component's name and the artifact URL (no variant, compute, runtime config or model). Its
