@@ -60,6 +60,12 @@ REASON_LOCAL_ARCHIVE_POLICY = (
     "endpoint's own execution role only; it grows by one object ARN per local archive, and synth refuses it "
     "before the role's inline policies would pass IAM's 10,240-character limit"
 )
+ALARM_ACTION_RULES = ("HIPAA.Security-CloudWatchAlarmAction", "NIST.800.53.R5-CloudWatchAlarmAction")
+REASON_ALARM_WITHOUT_TOPIC = (
+    "no SNS topic was given (MonitoringAlarms.topic): the alarm is still acted on - the base component's rolling "
+    "update rolls back on the endpoint alarms it names, and the endpoint dashboard shows every alarm's state; "
+    "pass a topic to be notified"
+)
 REASON_LOCAL_STORAGE_KMS = (
     "the instance type has local NVMe instance storage, which the instance hardware encrypts; SageMaker "
     "rejects KmsKeyId for such instance types (CreateEndpointConfig fails), so no key can be configured"
@@ -118,3 +124,8 @@ def acknowledge_inline_policy(policy: IConstruct, reason: str = REASON_INLINE_PO
 
 def acknowledge_local_storage_kms(endpoint_config: Construct) -> None:
     acknowledge(endpoint_config, (Acknowledgment(id=rule, reason=REASON_LOCAL_STORAGE_KMS) for rule in ENDPOINT_CONFIG_KMS_RULES))
+
+
+def acknowledge_alarm_without_action(alarm: IConstruct) -> None:
+    """An alarm with no SNS action (none was configured): HIPAA's and NIST's alarm-action rules."""
+    acknowledge(alarm, (Acknowledgment(id=rule, reason=REASON_ALARM_WITHOUT_TOPIC) for rule in ALARM_ACTION_RULES))

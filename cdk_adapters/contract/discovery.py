@@ -37,6 +37,70 @@ def adapter_component_name(prefix: str, adapter_name: str) -> str:
 
 
 @dataclass(frozen=True)
+class CanaryRecord:
+    """A canary endpoint: copies of a few adapters on a candidate base model or image, where
+    base upgrades are validated first. A client sends it `traffic_percent` of the calls to the
+    adapters it serves; the other calls, and every other adapter, stay on the main endpoint."""
+
+    endpoint_name: str
+    base_inference_component_name: str
+    component_prefix: str
+    adapters: tuple[str, ...]
+    """Adapter names the canary serves (each one the main endpoint serves too)."""
+    traffic_percent: int
+    """Share of those adapters' calls meant for the canary, 1 to 50."""
+
+    def serves(self, adapter_name: str) -> bool:
+        return adapter_name.lower() in {name.lower() for name in self.adapters}
+
+    def component_name(self, adapter_name: str) -> str:
+        """The canary's component for `adapter_name` (same naming rule, its own prefix)."""
+        return adapter_component_name(self.component_prefix, adapter_name)
+
+    def takes(self, adapter_name: str, rng: random.Random | None = None) -> bool:
+        """Whether this call to `adapter_name` goes to the canary (a weighted coin)."""
+        return self.serves(adapter_name) and (rng or random).random() * 100 < self.traffic_percent
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "endpoint_name": self.endpoint_name,
+            "base_inference_component_name": self.base_inference_component_name,
+            "component_prefix": self.component_prefix,
+            "adapters": list(self.adapters),
+            "traffic_percent": self.traffic_percent,
+        }
+
+    @classmethod
+    def from_document(cls, document: object) -> tuple["CanaryRecord | None", list[str]]:
+        """The canary and every problem with it (``canary.<field>: ...``)."""
+        if not isinstance(document, dict):
+            return None, ["'canary' must be an object"]
+        problems = [
+            f"canary.{key} must be a non-empty string"
+            for key in ("endpoint_name", "base_inference_component_name", "component_prefix")
+            if not isinstance(document.get(key), str) or not document[key]
+        ]
+        adapters = document.get("adapters")
+        if not isinstance(adapters, list) or not adapters or not all(isinstance(a, str) and a for a in adapters):
+            problems.append("canary.adapters must be a non-empty list of adapter names")
+        percent = document.get("traffic_percent")
+        if isinstance(percent, bool) or not isinstance(percent, int) or not 1 <= percent <= 50:
+            problems.append(f"canary.traffic_percent must be an integer from 1 to 50, got {percent!r}")
+        if problems:
+            return None, problems
+        return (
+            cls(
+                endpoint_name=document["endpoint_name"],
+                base_inference_component_name=document["base_inference_component_name"],
+                component_prefix=document["component_prefix"],
+                adapters=tuple(adapters),
+                traffic_percent=percent,
+            ),
+            [],
+        )
+
+
+@dataclass(frozen=True)
 class DiscoveryRecord:
     """Everything a client needs to call any adapter of one endpoint."""
 
@@ -51,6 +115,9 @@ class DiscoveryRecord:
     aliases: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     """Stable name -> {versioned adapter: weight in percent}; weights sum to 100. Its size grows
     with the aliases a team keeps, never with the adapter count."""
+    canary: CanaryRecord | None = None
+    """The canary endpoint for a few of these adapters, if one is deployed (optional key
+    ``canary``; readers that do not know it ignore it and call the main endpoint only)."""
 
     def component_name(self, adapter_name: str) -> str:
         """The inference component that serves `adapter_name`."""
@@ -77,6 +144,8 @@ class DiscoveryRecord:
         }
         if self.aliases:
             document["aliases"] = {alias: dict(targets) for alias, targets in self.aliases.items()}
+        if self.canary is not None:
+            document["canary"] = self.canary.to_document()
         return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -106,6 +175,10 @@ class DiscoveryRecord:
             problems.append("'aliases' must be an object")
             aliases = {}
         problems += [f"aliases.{alias}: {message}" for alias, message in alias_problems(aliases)]
+        canary = None
+        if "canary" in document:
+            canary, canary_problems = CanaryRecord.from_document(document["canary"])
+            problems += canary_problems
         if problems:
             raise DiscoveryRecordError("; ".join(problems))
         return cls(
@@ -114,6 +187,7 @@ class DiscoveryRecord:
             component_prefix=document["component_prefix"],
             allow_base_model=document.get("allow_base_model", False),
             aliases=aliases,
+            canary=canary,
         )
 
 

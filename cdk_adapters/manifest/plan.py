@@ -79,6 +79,34 @@ class ManifestPlan:
         return self.manifest.serving.max_cpu_loras
 
     @property
+    def alarm_overrides(self) -> dict[str, dict[str, object]]:
+        """Adapter -> its alarm overrides (empty: the defaults), for the rows that opt into alarms."""
+        return {
+            adapter.name: ({} if adapter.row.alarms is True else adapter.row.alarms.overrides())
+            for adapter in self.adapters
+            if adapter.row.alarms is not False
+        }
+
+    @property
+    def canary_adapters(self) -> tuple[str, ...]:
+        """The rows marked ``canary: true``, in manifest order."""
+        return tuple(adapter.name for adapter in self.adapters if adapter.row.canary)
+
+    def canary_plan(self) -> "ManifestPlan":
+        """This plan with only the canary rows (and no aliases: they are the main endpoint's)."""
+        if not self.canary_adapters:
+            raise ConfigurationError(
+                [Problem(f"manifest {self.loaded.path}", "adapters", "marks no row 'canary: true'; a canary serves at least one")],
+                heading="cannot plan the canary",
+            )
+        manifest = self.manifest.model_copy(update={"aliases": {}})
+        return replace(
+            self,
+            loaded=replace(self.loaded, manifest=manifest),
+            adapters=tuple(adapter for adapter in self.adapters if adapter.row.canary),
+        )
+
+    @property
     def aliases(self) -> dict[str, dict[str, int]]:
         """Alias -> {adapter: weight in percent}, checked: what the discovery record publishes."""
         return self.manifest.alias_weights

@@ -144,6 +144,44 @@ class RuleAcknowledgment(_Strict):
         return value
 
 
+class AlarmOverrides(_Strict):
+    """A row's alarm settings over the endpoint's adapter defaults; ``null`` turns one alarm off.
+
+    Only the keys written are overrides (``alarms: {latency_p95_ms: 8000}`` keeps the other
+    defaults). Names and meaning are `cdk_adapters.monitoring.alarms.AlarmThresholds`'.
+    """
+
+    error_rate_percent: float | None = Field(default=None, gt=0, lt=100)
+    """5xx answers as a share of requests, percent (default 5)."""
+    latency_p95_ms: float | None = Field(default=None, gt=0)
+    """p95 request latency, milliseconds (default 30000)."""
+    cold_start_share_percent: float | None = Field(default=None, gt=0, lt=100)
+    """Requests that loaded their adapter, percent (default 25)."""
+    period_minutes: PositiveInt | None = None
+    """One evaluated period, minutes (default 5)."""
+    evaluation_periods: PositiveInt | None = None
+    """Periods looked at (default 3)."""
+    datapoints_to_alarm: PositiveInt | None = None
+    """Breaching periods that fire the alarm (default 2)."""
+
+    @model_validator(mode="after")
+    def _settings_not_nulled(self) -> "AlarmOverrides":
+        nulled = sorted(
+            name for name in ("period_minutes", "evaluation_periods", "datapoints_to_alarm")
+            if name in self.model_fields_set and getattr(self, name) is None
+        )
+        if nulled:
+            raise ValueError(f"{', '.join(nulled)} cannot be null (only the three thresholds can be turned off)")
+        return self
+
+    def overrides(self) -> dict[str, Any]:
+        """Only what the row wrote, keyed by the threshold field names."""
+        written = {name: getattr(self, name) for name in self.model_fields_set}
+        if "period_minutes" in written:
+            written["period"] = written.pop("period_minutes")
+        return written
+
+
 class AdapterRow(_Strict):
     """One adapter: a versioned name, where it comes from, and who owns it."""
 
@@ -164,6 +202,12 @@ class AdapterRow(_Strict):
     """Deprecated (read for one more version): ``acknowledge: {rule: identical-target-modules, reason: ...}``."""
     traffic: TrafficSpec | None = None
     """Expected load (requests per minute, prompt and output tokens, peak factor) for `cdk-adapters plan`."""
+    alarms: bool | AlarmOverrides = False
+    """Per-adapter alarms (error rate, p95 latency, cold-start share): ``true`` with the endpoint's
+    defaults, or a mapping of overrides (``{latency_p95_ms: 8000, cold_start_share_percent: null}``)."""
+    canary: bool = False
+    """Serve a copy of this adapter on the canary endpoint too (the example app's canary stack),
+    where base-model and image upgrades are validated first."""
 
     @property
     def is_s3(self) -> bool:

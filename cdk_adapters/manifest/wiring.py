@@ -16,6 +16,7 @@ from pathlib import Path
 from os import PathLike
 from typing import Any
 
+from aws_cdk import Duration
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -27,6 +28,7 @@ from cdk_adapters.inference_component import AdapterInferenceComponent
 from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest_file
 from cdk_adapters.manifest.schema import S3_URI, BaseModelSpec
 from cdk_adapters.model_data import ModelData
+from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.packaging import package_adapter
 from cdk_adapters.vllm_options import VllmOptions
 
@@ -65,8 +67,12 @@ def endpoint_from_manifest(
     :param encryption_key: KMS key of the manifest's adapter locations that declare no
         ``kms_key_arn``, when the objects use a customer managed key.
     :param props: every other `MultiAdapterEndpoint` option (instance type, compute, image, ...).
+        When rows opt into alarms (``alarms:``) and `props` has no ``alarms``, the endpoint gets
+        `MonitoringAlarms()` (its defaults).
     """
     plan = manifest if isinstance(manifest, ManifestPlan) else plan_manifest_file(manifest)
+    if plan.alarm_overrides and props.get("alarms") is None:
+        props["alarms"] = MonitoringAlarms()
     endpoint = MultiAdapterEndpoint(
         scope,
         id,
@@ -130,10 +136,21 @@ def add_manifest_adapters(
     :param package_dir: where local directories are packaged. Default `DEFAULT_PACKAGE_DIR`.
     """
     package_dir = Path(package_dir) if package_dir is not None else DEFAULT_PACKAGE_DIR
-    return {
+    components = {
         adapter.name: endpoint.add_adapter(adapter.name, artifact=_artifact_for(adapter, package_dir))
         for adapter in plan.adapters
     }
+    for name, overrides in plan.alarm_overrides.items():
+        endpoint.add_adapter_alarms(name, _threshold_overrides(overrides))
+    return components
+
+
+def _threshold_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """A row's ``alarms:`` mapping as `AlarmThresholds` fields (minutes become a Duration)."""
+    converted = dict(overrides)
+    if "period" in converted:
+        converted["period"] = Duration.minutes(converted["period"])
+    return converted
 
 
 def package_local_adapter(adapter: PlannedAdapter, package_dir: Path) -> Path:

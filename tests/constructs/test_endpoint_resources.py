@@ -17,6 +17,7 @@ from aws_cdk.assertions import Match, Template
 from cdk_adapters import serving_env
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.contract import request_metrics
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.model_data import ModelData
@@ -110,6 +111,8 @@ def test_model_container_environment_follows_the_serving_contract():
         serving_env.ALLOW_VISION_MODULES: "false",
         serving_env.BASE_MODEL_ID: "org/base",
         serving_env.BASE_MODEL_REVISION: "abc123",
+        # The request metrics (EMF) with their defaults, rendered by the contract module.
+        **request_metrics.environment(endpoint_name=endpoint.endpoint_name),
     }
     assert model["EnableNetworkIsolation"] is True
     assert model["PrimaryContainer"]["Image"] == DIGEST_IMAGE

@@ -1,0 +1,204 @@
+"""Alarms on the container's request metrics: error rate, p95 latency and cold-start share.
+
+Three signals, for the endpoint as a whole (the ``{EndpointName}`` rollup) and for each adapter
+that opts in (``{EndpointName, Adapter}``):
+
+* ``error_rate`` - the share of requests answered 5xx (the Average of ``Errors5XX``, a 0/1 metric);
+* ``latency_p95`` - the 95th percentile of ``Latency`` (milliseconds, arrival to last byte);
+* ``cold_start_share`` - the share of requests that had to load their adapter (``ColdStarts``):
+  rising means the adapter fell out of vLLM's resident set; raise ``max_loras``/``max_cpu_loras``
+  or add an instance.
+
+Each alarm watches one metric with one statistic, no metric math, so each costs one standard
+alarm metric. CloudWatch computes percentiles of EMF metrics because EMF sends every value, not a
+summary. Missing data is "not breaching": an adapter nobody calls is not failing.
+
+Where they live: an adapter's alarms are children of its inference component, so they sit in the
+same (nested) stack and count toward that shard's resource capacity; three alarms make an adapter
+four resources instead of one. They are refused before anything is created when the shard would
+pass its capacity, and adding an adapter's alarms changes no other resource. Endpoint alarms live
+in the endpoint's stack, where the base component's rollback configuration can name them.
+
+Alarm names are deterministic (``<component name>/<alarm>`` and ``<prefix>/<alarm>``; ``/`` is in
+no SageMaker name, so the two never collide) so that a notification names the adapter. CloudWatch
+allows 255 characters; component names have at most 63.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping, Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from cdk_adapters.contract import request_metrics as contract
+from cdk_adapters.monitoring.request_metrics import RequestMetricSource
+from cdk_adapters.nag_acknowledgments import acknowledge_alarm_without_action
+from cdk_adapters.problems import Problem
+
+ERROR_RATE = "error_rate"
+LATENCY_P95 = "latency_p95"
+COLD_START_SHARE = "cold_start_share"
+ALARM_KINDS = (ERROR_RATE, LATENCY_P95, COLD_START_SHARE)
+METRIC_OF_ALARM = {ERROR_RATE: contract.ERRORS_5XX.name, LATENCY_P95: contract.LATENCY.name, COLD_START_SHARE: contract.COLD_STARTS.name}
+"""The contract metric each alarm needs published."""
+ALARM_NAME_MAX_LENGTH = 255
+PERIOD_CHOICES_SECONDS = (60, 300, 900, 3600)
+"""Standard-resolution periods (a multiple of 60 s; these four are the usual choices)."""
+
+
+@dataclass(frozen=True)
+class AlarmThresholds:
+    """When each alarm fires; None turns that alarm off. Overrides replace single fields."""
+
+    error_rate_percent: float | None = 5.0
+    """5xx answers as a share of requests, percent. Default 5."""
+    latency_p95_ms: float | None = 30_000.0
+    """p95 request latency, ms. Default 30 s: half of SageMaker's 60 s invocation limit."""
+    cold_start_share_percent: float | None = 25.0
+    """Requests that loaded their adapter, percent. Default 25."""
+    period: Duration = field(default_factory=lambda: Duration.minutes(5))
+    """Length of one evaluated period. Default 5 minutes."""
+    evaluation_periods: int = 3
+    """Periods looked at. Default 3."""
+    datapoints_to_alarm: int = 2
+    """Breaching periods among them that fire the alarm. Default 2 (of 3)."""
+
+    def override(self, overrides: Mapping[str, Any]) -> "AlarmThresholds":
+        """These thresholds with some fields replaced (a manifest row's ``alarms:`` mapping)."""
+        return replace(self, **dict(overrides))
+
+    @property
+    def enabled(self) -> tuple[str, ...]:
+        """The alarm kinds these thresholds create, in `ALARM_KINDS` order."""
+        values = {ERROR_RATE: self.error_rate_percent, LATENCY_P95: self.latency_p95_ms, COLD_START_SHARE: self.cold_start_share_percent}
+        return tuple(kind for kind in ALARM_KINDS if values[kind] is not None)
+
+    def problems(self, subject: str, field_prefix: str = "alarms") -> list[Problem]:
+        found: list[Problem] = []
+
+        def bad(name: str, message: str) -> None:
+            found.append(Problem(subject, f"{field_prefix}.{name}", message))
+
+        for name in ("error_rate_percent", "cold_start_share_percent"):
+            value = getattr(self, name)
+            if value is not None and (not _is_number(value) or not 0 < value < 100):
+                bad(name, f"must be a percentage above 0 and below 100 (or None to turn the alarm off), got {value!r}")
+        if self.latency_p95_ms is not None and (not _is_number(self.latency_p95_ms) or self.latency_p95_ms <= 0):
+            bad("latency_p95_ms", f"must be a positive number of milliseconds (or None), got {self.latency_p95_ms!r}")
+        seconds = self.period.to_seconds() if isinstance(self.period, Duration) else None
+        if seconds is None or seconds < 60 or seconds % 60:
+            bad("period", f"must be a Duration of whole minutes (standard-resolution metrics), got {self.period!r}")
+        for name in ("evaluation_periods", "datapoints_to_alarm"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                bad(name, f"must be a positive integer, got {value!r}")
+        if (
+            isinstance(self.datapoints_to_alarm, int)
+            and isinstance(self.evaluation_periods, int)
+            and self.datapoints_to_alarm > self.evaluation_periods
+        ):
+            bad("datapoints_to_alarm", f"({self.datapoints_to_alarm}) must not exceed evaluation_periods ({self.evaluation_periods})")
+        return found
+
+
+THRESHOLD_FIELDS = tuple(f.name for f in fields(AlarmThresholds))
+
+
+@dataclass(frozen=True)
+class MonitoringAlarms:
+    """The endpoint's alarm settings: endpoint-level thresholds, adapter defaults, notifications."""
+
+    endpoint: AlarmThresholds | None = field(default_factory=AlarmThresholds)
+    """Alarms on the endpoint rollup. Default: all three. None: no endpoint alarms."""
+    adapters: AlarmThresholds = field(default_factory=AlarmThresholds)
+    """What an adapter gets when it opts in (`MultiAdapterEndpoint.add_adapter_alarms`, or a
+    manifest row's ``alarms:``), before its own overrides."""
+    adapter_names: Sequence[str] = ()
+    """Adapters that opt in with the defaults; checked at synth against the endpoint's adapters."""
+    topic: sns.ITopic | None = None
+    """SNS topic told when an alarm fires and when it is OK again. Default: none (the alarms still
+    drive rollbacks and show on the dashboard)."""
+
+    def problems(self, subject: str) -> list[Problem]:
+        found = self.adapters.problems(subject, "alarms.adapters")
+        if self.endpoint is not None:
+            found += self.endpoint.problems(subject, "alarms.endpoint")
+        if isinstance(self.adapter_names, str):
+            found.append(Problem(subject, "alarms.adapter_names", f"must be a list of adapter names, got the string {self.adapter_names!r}"))
+        return found
+
+
+def metric_problems(thresholds: AlarmThresholds, source: RequestMetricSource, field_name: str) -> list[Problem]:
+    """A problem for each enabled alarm whose metric is not published."""
+    return source.metric_problems([METRIC_OF_ALARM[kind] for kind in thresholds.enabled], field_name)
+
+
+def create_alarms(
+    scope: Construct,
+    *,
+    source: RequestMetricSource,
+    thresholds: AlarmThresholds,
+    name_prefix: str,
+    what: str,
+    topic: sns.ITopic | None,
+) -> dict[str, cloudwatch.Alarm]:
+    """One alarm per enabled kind, as children of `scope`; ``what`` names the subject in descriptions."""
+    common = {
+        "evaluation_periods": thresholds.evaluation_periods,
+        "datapoints_to_alarm": thresholds.datapoints_to_alarm,
+        "comparison_operator": cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        "treat_missing_data": cloudwatch.TreatMissingData.NOT_BREACHING,
+    }
+    period = {"period": thresholds.period}
+    specs = {
+        ERROR_RATE: (
+            "ErrorRate",
+            source.metric_error_rate(**period),
+            (thresholds.error_rate_percent or 0) / 100,
+            f"{what}: more than {thresholds.error_rate_percent}% of requests answered 5xx. Check the base component's "
+            "log group for the failing requests (Logs Insights: event = 'cdk_adapters.request' and status >= 500).",
+        ),
+        LATENCY_P95: (
+            "LatencyP95",
+            source.metric_request_latency(**period),
+            thresholds.latency_p95_ms or 0,
+            f"{what}: p95 request latency above {thresholds.latency_p95_ms} ms. Look at queueing (InvocationsPerCopy) "
+            "and output lengths; add copies or instances if the endpoint is saturated.",
+        ),
+        COLD_START_SHARE: (
+            "ColdStartShare",
+            source.metric_cold_start_share(**period),
+            (thresholds.cold_start_share_percent or 0) / 100,
+            f"{what}: more than {thresholds.cold_start_share_percent}% of requests loaded their adapter (not GPU-resident). "
+            "The adapter keeps falling out of the resident set: raise max_loras / max_cpu_loras or add an instance.",
+        ),
+    }
+    alarms: dict[str, cloudwatch.Alarm] = {}
+    for kind in thresholds.enabled:
+        construct_id, metric, threshold, description = specs[kind]
+        alarm = cloudwatch.Alarm(
+            scope,
+            construct_id,
+            alarm_name=f"{name_prefix}/{kind.replace('_', '-')}",
+            alarm_description=description,
+            metric=metric,
+            threshold=threshold,
+            **common,
+        )
+        if topic is not None:
+            action = cloudwatch_actions.SnsAction(topic)
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+        else:
+            acknowledge_alarm_without_action(alarm)
+        alarms[kind] = alarm
+    return alarms
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
