@@ -41,6 +41,8 @@ class Target:
     adapter: str | None
     """``None`` for an explicit base-model call."""
     component: str
+    endpoint_name: str
+    """``EndpointName``: the record's endpoint (a canary endpoint would be another)."""
 
 
 @dataclass(frozen=True)
@@ -174,14 +176,14 @@ class AdapterClient:
                     f"endpoint {self.record.endpoint_name!r} does not serve the base model (its discovery "
                     "record has allow_base_model false); name an adapter"
                 )
-            return Target(None, self.record.base_inference_component_name)
+            return Target(None, self.record.base_inference_component_name, self.record.endpoint_name)
         if not adapter:
             raise AdapterRequired(
                 "name an adapter (or an alias): calls never fall back to the base model silently; "
                 "pass base_model=True for a deliberate base-model call"
             )
         resolved = self.record.resolve(adapter, self._rng)
-        return Target(resolved, self.record.component_name(resolved))
+        return Target(resolved, self.record.component_name(resolved), self.record.endpoint_name)
 
     def invoke(
         self,
@@ -247,7 +249,7 @@ class AdapterClient:
 
     def _call(self, target: Target, body: bytes, route: str) -> dict[str, Any]:
         return {
-            "EndpointName": self.record.endpoint_name,
+            "EndpointName": target.endpoint_name,
             "InferenceComponentName": target.component,
             "ContentType": "application/json",
             "CustomAttributes": route_attribute(route),

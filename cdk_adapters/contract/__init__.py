@@ -7,4 +7,6 @@ boto3 alone. Each module is one agreement both sides read from the same definiti
 * `discovery` - the record that tells a client which endpoint and component serve an adapter.
 * `request_metrics` - the per-request log line, the CloudWatch metrics (EMF) embedded in it, and the
   container variables that configure them.
+* `runtime_api` - what one invocation must respect: InvokeEndpoint's payload limit, the ``route=``
+  custom attribute.
 """
