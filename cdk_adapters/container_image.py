@@ -152,6 +152,15 @@ class _AssetImage(ContainerImage):
 
     def problems(self, subject: str) -> list[Problem]:
         if self._assembled:
+            if self.file != DEFAULT_DOCKERFILE:
+                return [
+                    Problem(
+                        subject,
+                        "image",
+                        f"file={self.file!r} needs directory=: outside a checkout the build context is the one "
+                        f"the installed package carries, whose Dockerfile is {DEFAULT_DOCKERFILE}",
+                    )
+                ]
             missing = image_build_context.missing_from_installation()
             if missing:
                 return [
