@@ -12,13 +12,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import AssetStaging, Aws, FileAssetPackaging, Stack, Token
+from aws_cdk import AssetStaging, Aws, FileAssetPackaging, Stack
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk_adapters.problems import Problem
 from cdk_adapters.s3_url import S3UrlError, parse_s3_url
+from cdk_adapters.tokens import is_unresolved
 
 ARCHIVE_SUFFIX = ".tar.gz"
 TAR_SUFFIX = ".tar"
@@ -31,6 +32,8 @@ class S3Object:
     bucket_name: str
     key: str
     encryption_key: kms.IKey | None = None
+    field: str = "artifact.url"
+    """The artifact field problems with this object are reported on."""
 
     @property
     def url(self) -> str:
@@ -85,7 +88,7 @@ class AdapterArtifact(ABC):
 
 
 def _archive_key_problems(subject: str, key: object, field: str, url: str | None = None) -> list[Problem]:
-    if not isinstance(key, str) or Token.is_unresolved(key):
+    if not isinstance(key, str) or is_unresolved(key):
         return [Problem(subject, field, "must be a literal string")]
     if not key.endswith(ARCHIVE_SUFFIX):
         named = repr(url) if url is not None else repr(key)
@@ -95,15 +98,14 @@ def _archive_key_problems(subject: str, key: object, field: str, url: str | None
 
 class _PublishedArchive(AdapterArtifact):
     def __init__(self, bucket_name: str, key: str, encryption_key: kms.IKey | None, field: str) -> None:
-        self._object = S3Object(bucket_name, key, encryption_key)
-        self._field = field
+        self._object = S3Object(bucket_name, key, encryption_key, field)
 
     @property
     def s3_object(self) -> S3Object:
         return self._object
 
     def problems(self, subject: str) -> list[Problem]:
-        return _archive_key_problems(subject, self._object.key, self._field)
+        return _archive_key_problems(subject, self._object.key, self._object.field)
 
     def bind(self, scope: Construct) -> AdapterArtifactConfig:
         return AdapterArtifactConfig(self._object.url)
@@ -121,9 +123,9 @@ class _UrlArchive(_PublishedArchive):
             super().__init__("", "", encryption_key, field="artifact.url")
 
     def problems(self, subject: str) -> list[Problem]:
-        if isinstance(self.url, str) and Token.is_unresolved(self.url):
-            return [Problem(subject, "artifact.url", "must be a literal s3:// URL")]
         if self._error is not None:
+            if is_unresolved(self.url):
+                return [Problem(subject, "artifact.url", "must be a literal s3:// URL")]
             return [Problem(subject, "artifact.url", self._error)]
         return _archive_key_problems(subject, self._object.key, "artifact.url", url=self.url)
 

@@ -138,3 +138,19 @@ def test_in_stack_components_past_the_budget_fail_synth_with_advice(tmp_path):
     assert f"with {IN_STACK_BUDGET} adapter components in the endpoint's own stack" in message
     assert f"this library stops at {IN_STACK_BUDGET}" in message and "another MultiAdapterEndpoint" in message
     assert not list((tmp_path / "out").glob("*.template.json"))
+
+
+def test_extras_placed_beside_components_cannot_overflow_a_shard(tmp_path):
+    """Per-adapter extras (alarms) share their adapter's shard: the capacity holds them too."""
+    from aws_cdk import aws_cloudwatch as cloudwatch
+
+    app = cdk.App(outdir=str(tmp_path / "out"))
+    stack = cdk.Stack(app, "Test-Stack")
+    endpoint = build_endpoint(stack, placement=FleetPlacement(shards=1, shard_capacity=4))
+    add(endpoint, [f"tenant-{i}-v1" for i in range(4)])
+    shard = endpoint.fleet.stack_of("tenant-0-v1")
+    cloudwatch.Alarm(shard, "Extra", metric=cloudwatch.Metric(namespace="N", metric_name="M"), threshold=1, evaluation_periods=1)
+    with pytest.raises(Exception) as caught:
+        app.synth()
+    assert "Test-Stack/Serving/Adapters/Shard0': 5 is greater than allowed maximum of 4" in str(caught.value)
+    assert not list((tmp_path / "out").glob("*.template.json"))
