@@ -79,5 +79,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 
 def _served_by(err: TextIO, asked: str | None, target) -> None:
     shown = asked if asked == target.adapter else f"{asked} -> {target.adapter}"
-    err.write(f"{PROG}: {shown or 'base model'} (InferenceComponentName={target.component})\n")
+    where = f", canary endpoint {target.endpoint_name}" if target.canary else ""
+    err.write(f"{PROG}: {shown or 'base model'} (InferenceComponentName={target.component}{where})\n")
     err.flush()

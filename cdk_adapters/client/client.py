@@ -42,7 +42,9 @@ class Target:
     """``None`` for an explicit base-model call."""
     component: str
     endpoint_name: str
-    """``EndpointName``: the record's endpoint (a canary endpoint would be another)."""
+    """``EndpointName``: the record's endpoint, or its canary endpoint."""
+    canary: bool = False
+    """The call goes to the record's canary endpoint (its share of this adapter's calls)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,8 @@ class AdapterClient:
     # --- calls ----------------------------------------------------------------------------
 
     def resolve(self, adapter: str | None, *, base_model: bool = False) -> Target:
-        """The component a call to `adapter` (an adapter or alias name) goes to; aliases pick by weight."""
+        """The component a call to `adapter` (an adapter or alias name) goes to: aliases pick a version
+        by weight, then a canary endpoint serving that version takes its share of the calls."""
         self._refresh_record()
         if base_model:
             if adapter is not None:
@@ -183,6 +186,9 @@ class AdapterClient:
                 "pass base_model=True for a deliberate base-model call"
             )
         resolved = self.record.resolve(adapter, self._rng)
+        canary = self.record.canary
+        if canary is not None and canary.takes(resolved, self._rng):
+            return Target(resolved, canary.component_name(resolved), canary.endpoint_name, canary=True)
         return Target(resolved, self.record.component_name(resolved), self.record.endpoint_name)
 
     def invoke(

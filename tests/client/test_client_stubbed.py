@@ -481,3 +481,29 @@ def test_a_long_lived_client_follows_an_alias_rollback_within_the_records_maximu
         clock.now += 60
         assert client.resolve("support-en").adapter == "support-en-v4"  # the rollback
         stubber.assert_no_pending_responses()
+
+
+def test_a_canary_endpoint_takes_its_share_of_the_adapters_it_serves(runtime):
+    from cdk_adapters.contract.discovery import CanaryRecord
+
+    canary = CanaryRecord("support-canary", "support-canary-base", "support-canary", ("support-en-v4",), 10)
+    record = DiscoveryRecord("support-endpoint", "support-endpoint-base", "support-endpoint",
+                             aliases={"support-en": {"support-en-v4": 100}}, canary=canary)
+    client = AdapterClient(record, runtime=None, rng=random.Random(99))
+    targets = [client.resolve("support-en") for _ in range(4000)]
+    on_canary = [t for t in targets if t.canary]
+    # 10% of 4000: standard deviation 19, so 330..470 is beyond 3.5 sigma.
+    assert 330 <= len(on_canary) <= 470
+    assert {(t.endpoint_name, t.component) for t in on_canary} == {("support-canary", "support-canary-support-en-v4")}
+    assert {(t.endpoint_name, t.component) for t in targets if not t.canary} == {("support-endpoint", "support-endpoint-support-en-v4")}
+    # Adapters the canary does not serve, and base-model calls, never go there.
+    assert not any(client.resolve("support-de-v1").canary for _ in range(200))
+
+    # The call itself names the canary's endpoint and component.
+    rng = random.Random(5)
+    expected = AdapterClient(record, runtime=None, rng=random.Random(5)).resolve("support-en-v4")
+    runtime.stubber.add_response(
+        "invoke_endpoint", {"Body": body_of(ANSWER)},
+        {**expected_call(expected.component, "/v1/completions", {"prompt": "x"}), "EndpointName": expected.endpoint_name},
+    )
+    assert client_for(runtime, record, rng=rng).invoke("support-en-v4", "x").target == expected
