@@ -1,0 +1,94 @@
+"""The container's request metrics from the construct side: the environment the model gets (through
+the contract module, decoded back by the container's own decoder), and the typed metric methods."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import Duration
+
+from cdk_adapters.contract import request_metrics as contract
+from cdk_adapters.monitoring import RequestMetrics
+from cdk_adapters.problems import ConfigurationError
+from tests.constructs.conftest import build_endpoint
+from tests.monitoring.conftest import endpoint_with, resources, template_of
+
+
+def model_environment(endpoint) -> dict[str, str]:
+    (model,) = resources(template_of(endpoint), "AWS::SageMaker::Model").values()
+    return model["Properties"]["PrimaryContainer"]["Environment"]
+
+
+def test_default_settings_reach_the_container_and_decode_to_every_metric():
+    endpoint = build_endpoint()
+    settings = contract.from_environment(model_environment(endpoint))
+    assert settings.emf is True
+    assert settings.namespace == contract.DEFAULT_NAMESPACE
+    assert settings.metrics == contract.METRICS
+    assert settings.endpoint_name == endpoint.endpoint_name
+
+
+def test_namespace_metric_set_and_emf_off_are_rendered_through_the_contract():
+    chosen = build_endpoint(request_metrics=RequestMetrics(namespace="Tenants/Llm", metrics=("Latency", "Errors5XX")))
+    settings = contract.from_environment(model_environment(chosen))
+    assert settings.namespace == "Tenants/Llm"
+    assert [spec.name for spec in settings.metrics] == ["Latency", "Errors5XX"]
+    off = build_endpoint(request_metrics=RequestMetrics(emf=False))
+    assert contract.from_environment(model_environment(off)).emf is False
+
+
+def test_adapter_metric_methods_name_the_contract_metric_and_both_dimensions():
+    endpoint = endpoint_with(request_metrics=RequestMetrics(namespace="Tenants"))
+    adapter = endpoint.adapters["support-en-v1"]
+    expected = {
+        adapter.metric_request_latency: ("Latency", "p95"),
+        adapter.metric_time_to_first_token: ("TimeToFirstToken", "p95"),
+        adapter.metric_prompt_tokens: ("PromptTokens", "Sum"),
+        adapter.metric_output_tokens: ("OutputTokens", "Sum"),
+        adapter.metric_request_errors_4xx: ("Errors4XX", "Sum"),
+        adapter.metric_request_errors_5xx: ("Errors5XX", "Sum"),
+        adapter.metric_cold_starts: ("ColdStarts", "Sum"),
+        adapter.metric_error_rate: ("Errors5XX", "Average"),
+        adapter.metric_cold_start_share: ("ColdStarts", "Average"),
+    }
+    for method, (name, statistic) in expected.items():
+        metric = method()
+        assert (metric.namespace, metric.metric_name, metric.statistic) == ("Tenants", name, statistic)
+        # The Adapter dimension is the name SageMaker registers the adapter under: its component name.
+        assert metric.dimensions == {"EndpointName": endpoint.endpoint_name, "Adapter": adapter.inference_component_name}
+        assert metric.period.to_seconds() == 300
+    assert adapter.metric_request_latency(statistic="p99", period=Duration.minutes(1)).statistic == "p99"
+
+
+def test_endpoint_rollup_has_only_the_endpoint_dimension():
+    endpoint = build_endpoint()
+    metric = endpoint.request_metrics.metric_request_latency()
+    assert metric.dimensions == {"EndpointName": endpoint.endpoint_name}
+    assert endpoint.request_metrics.metric_requests().statistic == "SampleCount"
+
+
+def test_unknown_and_unpublished_metrics_are_refused_by_name():
+    endpoint = endpoint_with(request_metrics=RequestMetrics(metrics=("Latency",)))
+    adapter = endpoint.adapters["support-en-v1"]
+    with pytest.raises(ConfigurationError, match=r"metric_name: unknown metric 'Latncy'; known: Latency, TimeToFirstToken"):
+        adapter.request_metrics.metric("Latncy")
+    with pytest.raises(ConfigurationError, match=r"needs metric 'ColdStarts', which is not published: request_metrics.metrics leaves it out"):
+        adapter.metric_cold_start_share()
+    off = endpoint_with(request_metrics=RequestMetrics(emf=False))
+    with pytest.raises(ConfigurationError, match=r"EMF is off"):
+        off.request_metrics.metric_request_latency()
+
+
+def test_bad_settings_are_refused_all_at_once_naming_the_field():
+    with pytest.raises(ConfigurationError) as raised:
+        build_endpoint(request_metrics=RequestMetrics(namespace="AWS/Mine", metrics=("Latncy", "Latency", "Latency")))
+    text = str(raised.value)
+    assert "namespace: 'AWS/Mine' starts with 'AWS/'" in text
+    assert "metrics: unknown metric 'Latncy' (did you mean 'Latency'?)" in text
+    assert "metrics: 'Latency' is listed twice" in text
+
+
+def test_a_component_outside_an_endpoint_says_what_binds_its_metrics():
+    from cdk_adapters.monitoring.request_metrics import RequestMetricMethods
+
+    with pytest.raises(ConfigurationError, match="is not served by a MultiAdapterEndpoint"):
+        RequestMetricMethods().metric_request_latency()
