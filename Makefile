@@ -21,7 +21,7 @@ help:
 	@echo "make bench                 run the benchmarks (ratios measured side by side)"
 	@echo "make image                 build the serving image (needs Docker)"
 
-$(VENV)/.base: requirements.txt constraints.txt pyproject.toml
+$(VENV)/.base: requirements.txt constraints.txt pyproject.toml setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --disable-pip-version-check pip==24.3.1 setuptools==77.0.3

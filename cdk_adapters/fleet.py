@@ -30,6 +30,7 @@ from constructs import Construct, IValidation
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.inference_component import AdapterInferenceComponent, BaseInferenceComponent
+from cdk_adapters.names import adapter_name_key
 from cdk_adapters.problems import Problem
 
 CLOUDFORMATION_RESOURCE_LIMIT = 500
@@ -96,7 +97,7 @@ class FleetPlacement:
     def shard_of(self, adapter_name: str) -> int:
         """The shard an adapter always lands in: a hash of its lower-cased name (SageMaker names
         are case-insensitive), independent of every other adapter."""
-        digest = hashlib.sha256(adapter_name.lower().encode()).digest()
+        digest = hashlib.sha256(adapter_name_key(adapter_name).encode()).digest()
         return int.from_bytes(digest[:8], "big") % self.shards
 
 
@@ -132,8 +133,12 @@ class AdapterFleet(Construct):
         self._lanes: dict[int, list[AdapterInferenceComponent | None]] = {}
         self._counts: dict[int, int] = {}
         self.components: dict[str, AdapterInferenceComponent] = {}
-        """Lower-cased adapter name -> its component, in the order added."""
+        """`adapter_name_key(name)` -> its component, in the order added."""
         self.node.add_validation(_CapacityValidation(self))
+
+    def component(self, adapter_name: object) -> AdapterInferenceComponent | None:
+        """The component of `adapter_name` (compared as SageMaker compares names), or None."""
+        return self.components.get(adapter_name_key(adapter_name)) if isinstance(adapter_name, str) else None
 
     @property
     def shards(self) -> dict[int, NestedStack]:
@@ -184,7 +189,7 @@ class AdapterFleet(Construct):
                 component.resource.add_resource_dependency(prerequisite)
         self._pace(shard, component)
         self._counts[shard] = self._counts.get(shard, 0) + 1
-        self.components[adapter_name.lower()] = component
+        self.components[adapter_name_key(adapter_name)] = component
         return component
 
     def add_prerequisite(self, resource: CfnResource) -> None:

@@ -33,7 +33,8 @@ def failing_endpoint(**overrides) -> tuple[ConfigurationError, cdk.Stack]:
 def assert_nothing_created(stack: cdk.Stack) -> None:
     failed = stack.node.find_child("Serving")
     assert failed.node.children == [], "validation must run before any resource is created"
-    assert cdk.assertions.Template.from_stack(stack).to_json().get("Resources", {}) == {}
+    # Not Template.from_stack: synthesizing an empty stack makes CDK warn that the template has no Resources.
+    assert not [c for c in stack.node.find_all() if isinstance(c, cdk.CfnResource)]
 
 
 def fields_of(error: ConfigurationError) -> list[tuple[str, str]]:
