@@ -4,10 +4,19 @@
     cdk synth                                  # the dev environment (default)
     cdk synth -c env=prod                      # another entry of "environments" in cdk.json
     cdk synth -c manifest=manifests/other.yaml # another adapter manifest
+    cdk synth -c env=prod -c canary=true       # prod plus its canary stack (the environment's "canary")
 
 What is served (base model, serving limits, adapters) comes from the adapter manifest
 (`manifests/example.yaml` unless the environment or ``-c manifest=PATH`` names another); how it is
 hosted (instance type and count, scaling, copies) comes from the environment's entry in cdk.json.
+The entry also says how the endpoint is watched and upgraded: "request_metrics" (namespace, metric
+set, EMF on/off), "alarms" (endpoint thresholds, adapter defaults, an optional "topic_arn") and
+"deployment" (the base component's rolling update, rolling back on the endpoint's alarms).
+
+The canary (``-c canary=true``): a second stack serving the manifest rows marked ``canary: true``
+on a candidate image (``canary.image_uri``) or base model (``canary.manifest``, a manifest with the
+candidate base), with the same alarms as the main endpoint. The main endpoint's discovery record
+names it, so clients send it ``canary.traffic_percent`` of those adapters' calls.
 Synth needs no AWS account: stacks are environment-agnostic unless the chosen environment names
 an "account" and "region". cdk-nag's AwsSolutions, HIPAA Security and NIST 800-53 rev 5 packs run
 on every synth; an unacknowledged finding fails it.
@@ -20,18 +29,26 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import aws_cdk as cdk
+from aws_cdk import aws_sns as sns
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 from constructs import Construct
 
 from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.deployment import BatchSize, RollingUpdate
 from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, endpoint_from_manifest, plan_manifest_file
+from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms, RequestMetrics
 from cdk_adapters.problems import ConfigurationError, Problem
 from cdk_adapters.vllm_options import VllmOptions
 
 DEFAULT_ENVIRONMENT = "dev"
 REQUIRED_KEYS = ("stack_name", "instance_type", "min_memory_required_in_mb")
+CANARY_HOSTING_KEYS = (
+    "instance_type", "initial_instance_count", "min_instance_count", "max_instance_count", "copy_count",
+    "copy_scaling", "min_memory_required_in_mb", "accelerator_devices", "image_uri", "vllm", "placement",
+)
+"""What a canary may host differently from its environment (everything else, alarms included, is shared)."""
 HERE = Path(__file__).resolve().parent
 
 
@@ -43,6 +60,9 @@ class AdapterServingStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, id, **kwargs)
         image_uri = settings.get("image_uri")
+        topic_arn = (settings.get("alarms") or {}).get("topic_arn")
+        topic = sns.Topic.from_topic_arn(self, "AlarmTopic", topic_arn) if topic_arn else None
+        self.canary: AdapterServingStack | None = None
         self.endpoint = endpoint_from_manifest(
             self,
             "Serving",
@@ -59,7 +79,94 @@ class AdapterServingStack(cdk.Stack):
             max_instance_count=settings.get("max_instance_count"),
             copy_count=settings.get("copy_count", 1),
             placement=FleetPlacement(**settings.get("placement", {})),
+            request_metrics=RequestMetrics(**_request_metrics_kwargs(settings.get("request_metrics", {}))),
+            alarms=monitoring_alarms(settings.get("alarms"), topic),
+            deployment=rolling_update(settings.get("deployment")),
         )
+
+
+def _request_metrics_kwargs(block: Mapping[str, Any]) -> dict[str, Any]:
+    kwargs = dict(block)
+    if isinstance(kwargs.get("metrics"), list):
+        kwargs["metrics"] = tuple(kwargs["metrics"])
+    return kwargs
+
+
+def _thresholds(block: Mapping[str, Any] | None) -> AlarmThresholds:
+    values = dict(block or {})
+    if "period_minutes" in values:
+        values["period"] = cdk.Duration.minutes(values.pop("period_minutes"))
+    return AlarmThresholds(**values)
+
+
+def monitoring_alarms(block: Mapping[str, Any] | None, topic: sns.ITopic | None) -> MonitoringAlarms | None:
+    """cdk.json's "alarms": {"endpoint": {...}, "adapters": {...}, "topic_arn": ARN}; absent: no alarms
+    (unless manifest rows opt in, which gives the defaults)."""
+    if block is None:
+        return None
+    return MonitoringAlarms(endpoint=_thresholds(block.get("endpoint")), adapters=_thresholds(block.get("adapters")), topic=topic)
+
+
+def rolling_update(block: Mapping[str, Any] | None) -> RollingUpdate | None:
+    """cdk.json's "deployment", in seconds and copies; absent: SageMaker's default update."""
+    if block is None:
+        return None
+    values = dict(block)
+    kwargs: dict[str, Any] = {}
+    for key in ("maximum_batch_size", "rollback_maximum_batch_size"):
+        if key in values:
+            kwargs[key] = BatchSize(**values.pop(key))
+    if "wait_interval_seconds" in values:
+        kwargs["wait_interval"] = cdk.Duration.seconds(values.pop("wait_interval_seconds"))
+    if "maximum_execution_timeout_seconds" in values:
+        kwargs["maximum_execution_timeout"] = cdk.Duration.seconds(values.pop("maximum_execution_timeout_seconds"))
+    if "rollback_on_endpoint_alarms" in values:
+        kwargs["rollback_on_endpoint_alarms"] = tuple(values.pop("rollback_on_endpoint_alarms"))
+    if values:
+        raise TypeError(f"unknown keys {', '.join(sorted(values))}")
+    return RollingUpdate(**kwargs)
+
+
+def monitoring_settings_problems(name: str, settings: Mapping[str, Any]) -> list[Problem]:
+    """Malformed "request_metrics", "alarms" and "deployment" blocks, named by their cdk.json path
+    (the typed options then report bad values with their own messages)."""
+    found = []
+    checks = (
+        ("request_metrics", lambda block: RequestMetrics(**_request_metrics_kwargs(block))),
+        ("alarms", lambda block: monitoring_alarms({k: v for k, v in block.items() if k != "topic_arn"}, None)),
+        ("deployment", rolling_update),
+    )
+    for key, build_block in checks:
+        if key not in settings:
+            continue
+        block = settings[key]
+        if not isinstance(block, dict):
+            found.append(Problem("cdk.json", f"context.environments.{name}.{key}", f"must be an object, got {block!r}"))
+            continue
+        try:
+            build_block(block)
+        except TypeError as error:
+            found.append(Problem("cdk.json", f"context.environments.{name}.{key}", str(error)))
+    return found
+
+
+def canary_settings(name: str, settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+    """The canary stack's settings: the environment's (alarms and metrics included), with the
+    canary block's hosting overrides; no rolling update (the canary is where upgrades are tried)."""
+    block = settings.get("canary")
+    field = f"context.environments.{name}.canary"
+    if not isinstance(block, dict):
+        return {}, [Problem("cdk.json", field, "is required for -c canary=true: {stack_name, traffic_percent, ...}")]
+    problems = [Problem("cdk.json", f"{field}.{key}", "is required") for key in ("stack_name", "traffic_percent") if key not in block]
+    allowed = set(CANARY_HOSTING_KEYS) | {"stack_name", "traffic_percent", "manifest"}
+    problems += [
+        Problem("cdk.json", f"{field}.{key}", f"is not a canary setting; known: {', '.join(sorted(allowed))}")
+        for key in block
+        if key not in allowed
+    ]
+    merged = {key: value for key, value in settings.items() if key not in ("canary", "deployment", "termination_protection")}
+    merged.update(block)
+    return merged, problems
 
 
 def environment_settings(app: cdk.App) -> tuple[str, dict[str, Any], list[Problem]]:
@@ -85,9 +192,21 @@ def manifest_path(app: cdk.App, settings: Mapping[str, Any]) -> Path:
 def build(app: cdk.App) -> AdapterServingStack:
     """Add the chosen environment's stack and the nag packs to `app`, or raise every problem found."""
     name, settings, problems = environment_settings(app)
+    problems += monitoring_settings_problems(name, settings)
+    with_canary = str(app.node.try_get_context("canary") or "false").lower() == "true"
+    canary: dict[str, Any] | None = None
+    canary_plan = None
+    if with_canary:
+        canary, canary_problems = canary_settings(name, settings)
+        problems += canary_problems
+        if canary_problems:
+            canary = None
     plan = None
     try:
         plan = plan_manifest_file(manifest_path(app, settings))
+        if canary is not None:
+            candidate = plan_manifest_file(manifest_path(app, canary)) if "manifest" in (settings.get("canary") or {}) else plan
+            canary_plan = candidate.canary_plan()
     except ConfigurationError as error:
         problems += error.problems
     if problems or plan is None:
@@ -103,6 +222,17 @@ def build(app: cdk.App) -> AdapterServingStack:
         termination_protection=bool(settings.get("termination_protection", False)),
     )
     cdk.Tags.of(stack).add("cdk-adapters:environment", name)
+    if canary is not None and canary_plan is not None:
+        stack.canary = AdapterServingStack(
+            app,
+            canary["stack_name"],
+            settings=canary,
+            plan=canary_plan,
+            env=cdk.Environment(account=account, region=region) if account or region else None,
+            description=f"cdk-adapters: canary of the multi-adapter LoRA endpoint ({name})",
+        )
+        cdk.Tags.of(stack.canary).add("cdk-adapters:environment", f"{name}-canary")
+        stack.endpoint.set_canary(stack.canary.endpoint, traffic_percent=canary["traffic_percent"])
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), HIPAASecurityChecks(app), NIST80053R5Checks(app))
     return stack
 
