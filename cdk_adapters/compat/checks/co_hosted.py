@@ -64,11 +64,9 @@ def _identical_target_modules(adapters: Sequence[CoHostedAdapter]) -> Iterable[P
         return
     compared = [a for a in adapters if IDENTICAL_TARGET_MODULES.id not in a.acknowledged] or list(adapters)
     sets = Counter(frozenset(adapter.target_modules) for adapter in compared)
-    order: dict[frozenset[str], str] = {}
-    for adapter in compared:
-        order.setdefault(frozenset(adapter.target_modules), adapter.name)
-    reference = max(sets, key=lambda modules: (sets[modules], -list(order).index(modules)))
-    reference_names = [a.name for a in compared if frozenset(a.target_modules) == reference]
+    first_seen = {modules: position for position, modules in enumerate(dict.fromkeys(frozenset(a.target_modules) for a in compared))}
+    reference = max(sets, key=lambda modules: (sets[modules], -first_seen[modules]))
+    peers = _some_names([a.name for a in compared if frozenset(a.target_modules) == reference])
     for adapter in adapters:
         modules = frozenset(adapter.target_modules)
         if modules == reference:
@@ -83,10 +81,17 @@ def _identical_target_modules(adapters: Sequence[CoHostedAdapter]) -> Iterable[P
         yield Problem(
             f"adapter '{adapter.name}'",
             "target_modules",
-            f"targets {', '.join(sorted(modules))} but co-hosted adapter(s) {', '.join(reference_names)} target "
+            f"targets {', '.join(sorted(modules))} but co-hosted adapter(s) {peers} target "
             f"{', '.join(sorted(reference))} ({detail}); retrain with the same target_modules, or acknowledge "
             "the rule in its manifest row (acknowledge: {rule: identical-target-modules, reason: ...})",
         )
+
+
+def _some_names(names: list[str], shown: int = 4) -> str:
+    """``a-v1, b-v1, c-v1, d-v1 and 996 more``: a fleet's message names a few peers, not all of them
+    (one message per differing adapter listing every peer would grow with the square of the fleet)."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 UNIQUE_NAMES = CoHostedCheck(
