@@ -81,11 +81,7 @@ class ManifestPlan:
     @property
     def alarm_overrides(self) -> dict[str, dict[str, object]]:
         """Adapter -> its alarm overrides (empty: the defaults), for the rows that opt into alarms."""
-        return {
-            adapter.name: ({} if adapter.row.alarms is True else adapter.row.alarms.overrides())
-            for adapter in self.adapters
-            if adapter.row.alarms is not False
-        }
+        return {adapter.name: adapter.row.alarms.overrides() for adapter in self.adapters if adapter.row.alarms is not None}
 
     @property
     def canary_adapters(self) -> tuple[str, ...]:

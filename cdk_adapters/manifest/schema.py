@@ -202,9 +202,10 @@ class AdapterRow(_Strict):
     """Deprecated (read for one more version): ``acknowledge: {rule: identical-target-modules, reason: ...}``."""
     traffic: TrafficSpec | None = None
     """Expected load (requests per minute, prompt and output tokens, peak factor) for `cdk-adapters plan`."""
-    alarms: bool | AlarmOverrides = False
+    alarms: AlarmOverrides | None = None
     """Per-adapter alarms (error rate, p95 latency, cold-start share): ``true`` with the endpoint's
-    defaults, or a mapping of overrides (``{latency_p95_ms: 8000, cold_start_share_percent: null}``)."""
+    defaults, or a mapping of overrides (``{latency_p95_ms: 8000, cold_start_share_percent: null}``).
+    Default (or ``false``): none."""
     canary: bool = False
     """Serve a copy of this adapter on the canary endpoint too (the example app's canary stack),
     where base-model and image upgrades are validated first."""
@@ -212,6 +213,18 @@ class AdapterRow(_Strict):
     @property
     def is_s3(self) -> bool:
         return self.source.startswith("s3://")
+
+    @field_validator("alarms", mode="before")
+    @classmethod
+    def _alarms_flag(cls, value: object) -> object:
+        """``true`` is the defaults (no overrides), ``false`` none; anything else but a mapping is refused."""
+        if value is True:
+            return {}
+        if value is False or value is None:
+            return None
+        if not isinstance(value, dict):
+            raise ValueError(f"must be true, false or a mapping of overrides such as {{latency_p95_ms: 8000}}, got {value!r}")
+        return value
 
     @field_validator("source")
     @classmethod
