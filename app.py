@@ -8,10 +8,12 @@
 
 What is served (base model, serving limits, adapters) comes from the adapter manifest
 (`manifests/example.yaml` unless the environment or ``-c manifest=PATH`` names another); how it is
-hosted (instance type and count, scaling, copies) comes from the environment's entry in cdk.json.
-The entry also says how the endpoint is watched and upgraded: "request_metrics" (namespace, metric
-set, EMF on/off), "alarms" (endpoint thresholds, adapter defaults, an optional "topic_arn") and
-"deployment" (the base component's rolling update, rolling back on the endpoint's alarms).
+hosted (instance type and count, scaling, copies) comes from the environment's entry in cdk.json;
+its optional "copy_scaling" autoscales the base component's copies (dev scales to zero, prod keeps
+at least two copies with target tracking). The entry also says how the endpoint is watched and
+upgraded: "request_metrics" (namespace, metric set, EMF on/off), "alarms" (endpoint thresholds,
+adapter defaults, an optional "topic_arn") and "deployment" (the base component's rolling update,
+rolling back on the endpoint's alarms).
 
 The canary (``-c canary=true``): a second stack serving the manifest rows marked ``canary: true``
 on a candidate image (``canary.image_uri``) or base model (``canary.manifest``, a manifest with the
@@ -49,6 +51,8 @@ CANARY_HOSTING_KEYS = (
     "copy_scaling", "min_memory_required_in_mb", "accelerator_devices", "image_uri", "vllm", "placement",
 )
 """What a canary may host differently from its environment (everything else, alarms included, is shared)."""
+COPY_SCALING_KEYS = ("min_copies", "max_copies", "concurrent_requests_per_copy", "invocations_per_copy", "scale_to_zero")
+"""cdk.json "copy_scaling": the copy range, one or both target-tracking targets, and scale to zero."""
 HERE = Path(__file__).resolve().parent
 
 
@@ -83,6 +87,33 @@ class AdapterServingStack(cdk.Stack):
             alarms=monitoring_alarms(settings.get("alarms"), topic),
             deployment=rolling_update(settings.get("deployment")),
         )
+        scaling = settings.get("copy_scaling")
+        if scaling:
+            apply_copy_scaling(self.endpoint, scaling)
+
+
+def apply_copy_scaling(endpoint: Any, scaling: Mapping[str, Any]) -> None:
+    """Autoscale the endpoint's base component as cdk.json's "copy_scaling" says (checked by
+    `copy_scaling_problems`; the construct checks the values and the instance capacity)."""
+    copies = endpoint.base_component.auto_scale_copy_count(min_copies=scaling["min_copies"], max_copies=scaling["max_copies"])
+    if "concurrent_requests_per_copy" in scaling:
+        copies.scale_on_concurrent_requests(scaling["concurrent_requests_per_copy"])
+    if "invocations_per_copy" in scaling:
+        copies.scale_on_invocations(scaling["invocations_per_copy"])
+    if scaling.get("scale_to_zero"):
+        copies.scale_to_zero()
+
+
+def copy_scaling_problems(name: str, scaling: object) -> list[Problem]:
+    """The shape of an environment's "copy_scaling" entry (the values are the construct's to check)."""
+    field = f"context.environments.{name}.copy_scaling"
+    if not isinstance(scaling, Mapping):
+        return [Problem("cdk.json", field, f"must be an object with {', '.join(COPY_SCALING_KEYS)}, got {scaling!r}")]
+    found = [Problem("cdk.json", f"{field}.{key}", "is not a copy_scaling setting") for key in scaling if key not in COPY_SCALING_KEYS]
+    found += [Problem("cdk.json", f"{field}.{key}", "is required") for key in ("min_copies", "max_copies") if key not in scaling]
+    if "concurrent_requests_per_copy" not in scaling and "invocations_per_copy" not in scaling:
+        found.append(Problem("cdk.json", field, "needs concurrent_requests_per_copy or invocations_per_copy (a target to track)"))
+    return found
 
 
 def _request_metrics_kwargs(block: Mapping[str, Any]) -> dict[str, Any]:
@@ -180,6 +211,8 @@ def environment_settings(app: cdk.App) -> tuple[str, dict[str, Any], list[Proble
     missing = [
         Problem("cdk.json", f"context.environments.{name}.{key}", "is required") for key in REQUIRED_KEYS if key not in settings
     ]
+    if settings.get("copy_scaling") not in (None, False):
+        missing += copy_scaling_problems(name, settings["copy_scaling"])
     return name, settings, missing
 
 

@@ -48,6 +48,7 @@ from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetri
 from cdk_adapters.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.networking import EndpointNetworking, VpcPlacement
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
+from cdk_adapters.scaling import InstanceScaling
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.serving_policy import ServingPolicy
 from cdk_adapters.vllm_options import VllmOptions
@@ -258,6 +259,7 @@ class MultiAdapterEndpoint(Construct):
             compute=self.compute,
             startup=self.startup,
             copy_count=copy_count,
+            instance_scaling=InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count),
         )
         self.base_component.node.add_dependency(self.permissions.policy)
         self.alarms: dict[str, cloudwatch.Alarm] = {}

@@ -17,7 +17,8 @@ from constructs import Construct
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.monitoring.request_metrics import RequestMetricMethods
-from cdk_adapters.problems import Problem
+from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
+from cdk_adapters.scaling import InstanceScaling, ScalableCopyCount
 
 STARTUP_TIMEOUT_RANGE_SECONDS = (60, 3600)
 """What SageMaker accepts for both startup timeouts."""
@@ -167,10 +168,20 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
         compute: ComputeRequirements,
         startup: StartupTimeouts,
         copy_count: int,
+        instance_scaling: InstanceScaling | None = None,
     ) -> None:
+        """
+        :param copy_count: copies at creation (and in every later template; see `auto_scale_copy_count`).
+        :param instance_scaling: the instances the endpoint may run, against which autoscaling's
+            maximum copies are checked.
+        """
         super().__init__(scope, id)
         download, health = startup.seconds()
         self.inference_component_name = inference_component_name
+        self.compute = compute
+        self.copy_count = copy_count
+        self.instance_scaling = instance_scaling
+        self.copy_scaling: ScalableCopyCount | None = None
         self.resource = sagemaker.CfnInferenceComponent(
             self,
             "Resource",
@@ -193,6 +204,22 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
             runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
         )
         self.inference_component_arn = self.resource.ref
+
+    def auto_scale_copy_count(self, *, min_copies: int, max_copies: int) -> ScalableCopyCount:
+        """Let Application Auto Scaling move the copy count within `min_copies`..`max_copies`.
+
+        Then add a policy: ``scale_on_concurrent_requests(...)`` or ``scale_on_invocations(...)``,
+        and with ``min_copies=0`` also ``scale_to_zero()``. The component's template keeps
+        ``copy_count`` (the count every deploy creates it with), so scaling changes never touch it.
+        Refused at once, with every problem, when the range is wrong or `max_copies` cannot fit on
+        the endpoint's ``max_instance_count`` instances.
+        """
+        problems = ScalableCopyCount.problems(self, min_copies, max_copies)
+        if self.copy_scaling is not None:
+            problems.append(Problem(f"base inference component {self.inference_component_name!r}", "auto_scale_copy_count", "is already set; call it once"))
+        raise_if_any(problems, heading=f"cannot autoscale {self.inference_component_name!r}")
+        self.copy_scaling = ScalableCopyCount(self, "CopyScaling", min_copies=min_copies, max_copies=max_copies)
+        return self.copy_scaling
 
     def metric_invocations_per_copy(self, **props: Any) -> cloudwatch.Metric:
         """Requests per copy of the base model; the target-tracking scaling signal. Default: Sum."""
@@ -270,3 +297,17 @@ class AdapterInferenceComponent(RequestMetricMethods, InferenceComponentMetrics,
             ),
         )
         self.inference_component_arn = self.resource.ref
+
+    def auto_scale_copy_count(self, **_: Any) -> ScalableCopyCount:
+        """Always refused: an adapter has no copies of its own to scale."""
+        raise ConfigurationError(
+            [
+                Problem(
+                    f"adapter component {self.inference_component_name!r}",
+                    "auto_scale_copy_count",
+                    "adapter components have no copies: an adapter runs on every copy of the base component, "
+                    "so scale the base (endpoint.base_component.auto_scale_copy_count(...)) and the adapters follow",
+                )
+            ],
+            heading=f"cannot autoscale adapter {self.adapter_name!r}",
+        )

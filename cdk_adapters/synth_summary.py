@@ -1,7 +1,8 @@
 """``python -m cdk_adapters.synth_summary cdk.out``: what ``cdk synth`` produced, in a few lines.
 
 Prints each stack with its resource count, the nested stacks its adapters are spread over (with
-theirs), the adapters, and the policy-validation (cdk-nag) result. Exits non-zero when the cloud assembly is missing or incomplete, or when the validation
+theirs), the adapters, how instances and base-model copies scale (and how a scaled-to-zero
+endpoint wakes up), and the policy-validation (cdk-nag) result. Exits non-zero when the cloud assembly is missing or incomplete, or when the validation
 report lists any violation, so ``make synth`` fails loudly instead of summarising a broken build.
 """
 
@@ -21,6 +22,7 @@ SHOWN_ADAPTERS = 20
 """A fleet of a thousand adapters is summarised, not listed."""
 NESTED_STACK_TYPE = "AWS::CloudFormation::Stack"
 ASSET_PATH_METADATA = "aws:asset:path"
+COPY_COUNT_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 """CDK records a nested stack's template file (relative to the assembly) under this metadata key."""
 
 
@@ -33,6 +35,8 @@ class StackSummary:
     """Inference component name -> its base component, for adapter components (nested ones too)."""
     nested: dict[str, int] = field(default_factory=dict)
     """Nested stack (construct path) -> its resource count."""
+    scaling: list[str] = field(default_factory=list)
+    """How the endpoint's instances and base-component copies scale, one line each."""
 
 
 @dataclass
@@ -69,6 +73,7 @@ def summarize(outdir: Path) -> AssemblySummary:
             resource_types=Counter(resource["Type"] for resource in resources.values()),
         )
         _collect_adapters(resources, summary.adapters)
+        summary.scaling = describe_scaling(resources)
         for logical_id, resource in sorted(resources.items()):
             nested_file = resource.get("Metadata", {}).get(ASSET_PATH_METADATA)
             if resource["Type"] != NESTED_STACK_TYPE or not nested_file:
@@ -94,6 +99,66 @@ def _collect_adapters(resources: dict, adapters: dict[str, str]) -> None:
         base = properties.get("Specification", {}).get("BaseInferenceComponentName")
         if resource["Type"] == COMPONENT_TYPE and base:
             adapters[str(properties.get("InferenceComponentName"))] = str(base)
+
+
+def describe_scaling(resources: dict) -> list[str]:
+    """Instance range per endpoint config, and copy range, policies and wake-up per base component."""
+    lines = []
+    for resource in resources.values():
+        if resource["Type"] != "AWS::SageMaker::EndpointConfig":
+            continue
+        for variant in resource["Properties"].get("ProductionVariants", []):
+            managed = variant.get("ManagedInstanceScaling", {})
+            if managed.get("Status") == "ENABLED":
+                low, high = managed.get("MinInstanceCount"), managed.get("MaxInstanceCount")
+                zero = " (may scale to zero)" if low == 0 else ""
+                lines.append(f"  instances: {variant.get('InstanceType')} x {low}..{high}, managed instance scaling{zero}")
+    targets = {
+        logical_id: resource["Properties"]
+        for logical_id, resource in resources.items()
+        if resource["Type"] == "AWS::ApplicationAutoScaling::ScalableTarget"
+        and resource["Properties"].get("ScalableDimension") == COPY_COUNT_DIMENSION
+    }
+    scaled = {str(target["ResourceId"]).split("/", 1)[-1] for target in targets.values()}
+    for resource in resources.values():
+        properties = resource.get("Properties", {})
+        name = properties.get("InferenceComponentName")
+        if resource["Type"] == COMPONENT_TYPE and "BaseInferenceComponentName" not in properties.get("Specification", {}):
+            if name not in scaled:
+                lines.append(f"  copies of {name}: fixed at {properties.get('RuntimeConfig', {}).get('CopyCount')} (no autoscaling)")
+    for logical_id, target in sorted(targets.items()):
+        name = str(target["ResourceId"]).split("/", 1)[-1]
+        policies = {
+            policy_id: policy["Properties"]
+            for policy_id, policy in resources.items()
+            if policy["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"
+            and policy["Properties"].get("ScalingTargetId") == {"Ref": logical_id}
+        }
+        parts = []
+        for policy_id, policy in sorted(policies.items()):
+            tracking = policy.get("TargetTrackingScalingPolicyConfiguration")
+            if tracking:
+                metric = tracking.get("PredefinedMetricSpecification", {}).get("PredefinedMetricType", "a custom metric")
+                parts.append(f"target tracking {metric} at {tracking.get('TargetValue'):g}")
+            elif policy.get("StepScalingPolicyConfiguration"):
+                parts.append("scale to zero, " + _wake_up(resources, policy_id))
+        lines.append(f"  copies of {name}: {target['MinCapacity']}..{target['MaxCapacity']}, " + ("; ".join(parts) or "no policy"))
+    return lines
+
+
+def _wake_up(resources: dict, policy_id: str) -> str:
+    for alarm in resources.values():
+        properties = alarm.get("Properties", {})
+        if alarm["Type"] != "AWS::CloudWatch::Alarm" or {"Ref": policy_id} not in properties.get("AlarmActions", []):
+            continue
+        operator = {"GreaterThanOrEqualToThreshold": ">=", "GreaterThanThreshold": ">"}.get(properties.get("ComparisonOperator"), "?")
+        condition = f"{operator} {properties.get('Threshold'):g}"
+        queries = [m["Expression"] for m in properties.get("Metrics", []) if "Expression" in m]
+        if queries:
+            return f"wakes on {condition} from Metrics Insights: {queries[0]}"
+        dimensions = ", ".join(f"{d['Name']}={d['Value']}" for d in properties.get("Dimensions", []))
+        return f"wakes on {properties.get('MetricName')} {condition} ({dimensions})"
+    return "no wake-up alarm"
 
 
 def _violations(report_path: Path) -> tuple[list[str], list[str]]:
@@ -130,6 +195,9 @@ def render(summary: AssemblySummary) -> str:
         shown = ", ".join(names[:SHOWN_ADAPTERS]) or "none"
         more = f", and {len(names) - SHOWN_ADAPTERS} more" if len(names) > SHOWN_ADAPTERS else ""
         lines.append(f"  adapters ({len(stack.adapters)}): {shown}{more}")
+        if stack.scaling:
+            lines.append("  scaling:")
+            lines += [f"  {line}" for line in stack.scaling]
     if summary.errors:
         pass
     elif summary.violations:
