@@ -119,8 +119,12 @@ class MultiAdapterEndpoint(Construct):
         :param instance_type: default ``ml.g6.2xlarge`` (one L4 GPU, 24 GB).
         :param initial_instance_count: instances at creation. Default 1.
         :param min_instance_count: managed instance scaling floor. Default: `initial_instance_count`.
+            0 lets an idle endpoint release its last instance: with
+            ``base_component.auto_scale_copy_count(min_copies=0, ...).scale_to_zero()`` (docs/scaling.md).
         :param max_instance_count: managed instance scaling ceiling. Default: `initial_instance_count`.
-        :param copy_count: initial copies of the base component. Default 1.
+            Autoscaling's ``max_copies`` must fit on this many instances (checked at synth).
+        :param copy_count: copies of the base component at creation, kept in every later template
+            (autoscaling moves the live count; the template never follows it). Default 1.
         :param startup: download and health-check timeouts. Default 20 minutes each.
         :param allow_base_model: let requests without an adapter reach the base model. Default
             False: the container answers 400, so a dropped adapter header never silently returns
