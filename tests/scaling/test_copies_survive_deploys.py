@@ -3,11 +3,12 @@
 The base component's ``RuntimeConfig.CopyCount`` is write-only: a stack update that touches the
 component may re-send it and reset a count autoscaling changed. So routine changes must not touch
 it: adding or removing an adapter changes one shard (and, in the parent, that shard's
-TemplateURL), retuning scaling changes only the scaling policies, and a change that must update
+TemplateURL), retuning scaling and changing alarms (the wake-up, and the endpoint alarms its
+rolling update rolls back on) changes only those resources, and a change that must update
 the component (its compute, here) leaves CopyCount out of the diff because the template keeps it
 constant.
 
-Five in-process syntheses of a 10-adapter endpoint (about 3 s each) and six CLI diffs (about 3 s each).
+Six in-process syntheses of a 10-adapter endpoint (about 3 s each) and seven CLI diffs (3-6 s each).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ import aws_cdk as cdk
 import pytest
 
 from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.deployment import RollingUpdate
 from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.manifest import endpoint_from_manifest
+from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms
+from cdk_adapters.scaling import WakeUpScope
 from tests.constructs.conftest import DIGEST_IMAGE
 from tests.fleet.builders import adapter_name, write_fleet_manifest
 from tests.support.cdk_diff import NESTED_SUFFIX, diff_assemblies
@@ -32,8 +36,19 @@ ADAPTERS = 10
 REMOVED = 4
 
 
-def synth(root: Path, label: str, indices, *, target: float = 4, wake_up_minutes: int = 10, memory: int = 16384) -> Path:
-    """A scale-to-zero endpoint serving `indices` as a cloud assembly with the CLI's metadata."""
+def synth(
+    root: Path,
+    label: str,
+    indices,
+    *,
+    target: float = 4,
+    wake_up_minutes: int = 10,
+    scope: WakeUpScope = WakeUpScope.ANY_COMPONENT_IN_REGION,
+    error_rate_percent: float = 5,
+    memory: int = 16384,
+) -> Path:
+    """A scale-to-zero endpoint serving `indices` (two copies at creation, rolled one at a time and
+    rolled back on the endpoint's error-rate alarm) as a cloud assembly with the CLI's metadata."""
     manifest = write_fleet_manifest(root / label, indices)
     outdir = root / f"{label}.out"
     app = cdk.App(
@@ -45,13 +60,16 @@ def synth(root: Path, label: str, indices, *, target: float = 4, wake_up_minutes
         manifest=manifest,
         image=ContainerImage.from_digest_uri(DIGEST_IMAGE),
         compute=ComputeRequirements(min_memory_required_in_mb=memory),
-        instance_type="ml.g6.2xlarge",
+        instance_type="ml.g6.12xlarge",
         min_instance_count=0,
-        max_instance_count=1,
+        max_instance_count=2,
+        copy_count=2,
+        alarms=MonitoringAlarms(endpoint=AlarmThresholds(error_rate_percent=error_rate_percent)),
+        deployment=RollingUpdate(rollback_on_endpoint_alarms=("error_rate",)),
     )
-    copies = endpoint.base_component.auto_scale_copy_count(min_copies=0, max_copies=1)
+    copies = endpoint.base_component.auto_scale_copy_count(min_copies=0, max_copies=8)
     copies.scale_on_concurrent_requests(target)
-    copies.scale_to_zero(wake_up_cooldown=cdk.Duration.minutes(wake_up_minutes))
+    copies.scale_to_zero(wake_up_cooldown=cdk.Duration.minutes(wake_up_minutes), scope=scope)
     app.synth()
     return outdir
 
@@ -65,6 +83,7 @@ def assemblies(tmp_path_factory) -> dict[str, Path]:
         "plus_one": synth(root, "plus-one", range(ADAPTERS + 1)),
         "minus_one": synth(root, "minus-one", [i for i in every if i != REMOVED]),
         "retuned": synth(root, "retuned", every, target=6, wake_up_minutes=5),
+        "new_alarms": synth(root, "new-alarms", every, scope=WakeUpScope.BASE_COMPONENT, error_rate_percent=2),
         "new_compute": synth(root, "new-compute", every, memory=20480),
     }
 
@@ -96,6 +115,17 @@ def test_retuning_scaling_changes_only_the_scaling_policies(assemblies, tmp_path
         "TargetTrackingScalingPolicyConfiguration}",
         "StepScalingPolicyConfiguration}",
     }
+    assert base_lines(lines) == []
+
+
+def test_changing_the_alarms_changes_only_the_alarms(assemblies, tmp_path):
+    """A new wake-up scope and a new threshold on the alarm the rolling update rolls back on: the
+    base component names that alarm, by a name that does not change, so it is not touched."""
+    diff = diff_assemblies(assemblies["deployed"], assemblies["new_alarms"], STACK, tmp_path)
+    assert list(diff.changed) == [f"{STACK}.template.json"], "no shard changes"
+    lines = diff.changed[f"{STACK}.template.json"]
+    assert len(lines) == 2 and all(line.startswith("[~] AWS::CloudWatch::Alarm") for line in lines), lines
+    assert any("WakeUpAlarm" in line for line in lines) and any("ErrorRate" in line for line in lines)
     assert base_lines(lines) == []
 
 
