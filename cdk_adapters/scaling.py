@@ -139,6 +139,7 @@ class ScalableCopyCount(Construct):
         self.max_copies = max_copies
         self.tracked: dict[CopyScalingMetric, float] = {}
         self.wake_up: WakeUp | None = None
+        self.wake_up_scope: WakeUpScope | None = None
         stack = Stack.of(self)
         role = iam.Role.from_role_arn(
             self,
