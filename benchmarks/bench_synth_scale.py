@@ -58,6 +58,7 @@ def library_app(count: int, outdir: str) -> None:
         image=ContainerImage.from_digest_uri(IMAGE),
         compute=ComputeRequirements(min_memory_required_in_mb=16384),
         adapter_locations=[AdapterLocation.from_s3_url(LOCATION)],
+        dashboard=False,  # the L1 app has no dashboard: both create the same resources
     )
     for index in range(count):
         name, url = adapter(index)
