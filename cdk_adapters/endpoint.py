@@ -281,6 +281,11 @@ class MultiAdapterEndpoint(Construct):
             self.base_component.resource.deployment_config = deployment.render(self.alarms)
         self.adapter_alarms: dict[str, dict[str, cloudwatch.Alarm]] = {}
         """Adapter name -> its alarms by kind, for adapters that opted in."""
+        self._alarmed: set[str] = set()
+        self._opted_in = frozenset(name.lower() for name in self._opted_in_names())
+        self._shard_load: dict[int, int] = {}
+        """Shard -> resources in it (components and alarms), counted as they are added: walking a
+        shard's construct tree for every alarm would cost a round trip to jsii per construct."""
         self.fleet = AdapterFleet(
             self,
             "Adapters",
@@ -336,7 +341,10 @@ class MultiAdapterEndpoint(Construct):
         raise_if_any(problems, heading=f"cannot add adapter {name!r}")
         component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
-        if self.alarm_settings is not None and name.lower() in {n.lower() for n in self._opted_in_names()}:
+        if self.placement.shards:
+            shard = self.placement.shard_of(name)
+            self._shard_load[shard] = self._shard_load.get(shard, 0) + 1
+        if name.lower() in self._opted_in:
             self.add_adapter_alarms(name)
         config = component.artifact_config
         if config.asset_object_arn is not None:
@@ -369,7 +377,7 @@ class MultiAdapterEndpoint(Construct):
         unknown = sorted(set(overrides or {}) - set(monitoring_alarms.THRESHOLD_FIELDS))
         for key in unknown:
             problems.append(Problem(subject, f"alarms.{key}", f"is not an alarm setting; known: {', '.join(monitoring_alarms.THRESHOLD_FIELDS)}"))
-        if adapter.lower() in {a.lower() for a in self.adapter_alarms}:
+        if adapter.lower() in self._alarmed:
             problems.append(Problem(subject, "alarms", "are already added"))
         raise_if_any(problems, heading=f"cannot add alarms to adapter {adapter!r}")
         assert self.alarm_settings is not None
@@ -387,6 +395,10 @@ class MultiAdapterEndpoint(Construct):
             topic=self.alarm_settings.topic,
         )
         self.adapter_alarms[component.adapter_name] = created
+        self._alarmed.add(adapter.lower())
+        if self.placement.shards:
+            shard = self.placement.shard_of(adapter)
+            self._shard_load[shard] = self._shard_load.get(shard, 0) + len(created)
         return created
 
     def set_canary(self, canary: "MultiAdapterEndpoint", *, traffic_percent: int) -> None:
@@ -559,12 +571,11 @@ class MultiAdapterEndpoint(Construct):
 
     def _alarm_capacity_problems(self, component: AdapterInferenceComponent, count: int, subject: str) -> list[Problem]:
         """Alarms live in the component's stack: refuse them before that stack passes its budget."""
-        stack = Stack.of(component)
-        held = own_resource_count(stack)
         if self.placement.shards == 0:
-            budget, what = IN_STACK_BUDGET, "the endpoint's stack"
+            held, budget, what = own_resource_count(Stack.of(self)), IN_STACK_BUDGET, "the endpoint's stack"
         else:
-            budget, what = self.placement.shard_capacity, f"its shard ({stack.node.id})"
+            shard = self.placement.shard_of(component.adapter_name)
+            held, budget, what = self._shard_load.get(shard, 0), self.placement.shard_capacity, f"its shard (Shard{shard})"
         if held + count <= budget:
             return []
         return [
