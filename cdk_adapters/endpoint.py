@@ -338,6 +338,7 @@ class MultiAdapterEndpoint(Construct):
         if not problems:
             problems += self._location_problems(artifact, subject)
             problems += self.fleet.capacity_problems(name, subject)
+            problems += self._opted_in_capacity_problems(name, subject)
         raise_if_any(problems, heading=f"cannot add adapter {name!r}")
         component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
@@ -568,6 +569,26 @@ class MultiAdapterEndpoint(Construct):
         if isinstance(dashboard_top_n, bool) or not isinstance(dashboard_top_n, int) or not 1 <= dashboard_top_n <= 100:
             problems.append(Problem(self._subject, "dashboard_top_n", f"must be an integer from 1 to 100, got {dashboard_top_n!r}"))
         return problems
+
+    def _opted_in_capacity_problems(self, name: str, subject: str) -> list[Problem]:
+        """An adapter opted into alarms by name must fit its shard with them, checked before its
+        component is created (so a refusal creates nothing)."""
+        if name.lower() not in self._opted_in or not self.placement.shards or self.alarm_settings is None:
+            return []
+        count = len(self.alarm_settings.adapters.enabled)
+        shard = self.placement.shard_of(name)
+        held = self._shard_load.get(shard, 0)
+        if held + 1 + count <= self.placement.shard_capacity:
+            return []
+        return [
+            Problem(
+                subject,
+                "alarms",
+                f"its component and {count} alarm(s) would put its shard (Shard{shard}) at {held + 1 + count} resources, "
+                f"over its budget of {self.placement.shard_capacity}; opt fewer adapters into alarms, turn some alarms off "
+                "(None), or use more shards for a new endpoint (FleetPlacement(shards=N))",
+            )
+        ]
 
     def _alarm_capacity_problems(self, component: AdapterInferenceComponent, count: int, subject: str) -> list[Problem]:
         """Alarms live in the component's stack: refuse them before that stack passes its budget."""

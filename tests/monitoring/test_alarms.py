@@ -147,3 +147,39 @@ def test_alarms_past_the_shards_capacity_are_refused_before_anything_is_created(
     assert "3 alarm(s)" not in str(raised.value)
     assert "1 alarm(s) would put its shard (Shard0) at 6 resources, over its budget of 5" in str(raised.value)
     assert own_resource_count(shard) == held
+
+
+def test_an_adapter_opted_in_by_name_that_would_overflow_its_shard_is_not_created():
+    endpoint = endpoint_with(
+        adapters=("a-v1",),
+        placement=FleetPlacement(shards=1, shard_capacity=5),
+        alarms=MonitoringAlarms(endpoint=None, adapter_names=["a-v1", "b-v1"]),
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        endpoint.add_adapter("b-v1", artifact=artifact("b-v1"))
+    assert "alarms: its component and 3 alarm(s) would put its shard (Shard0) at 8 resources, over its budget of 5" in str(raised.value)
+    assert "b-v1" not in endpoint.adapters
+    assert own_resource_count(endpoint.fleet.stack_of("a-v1")) == 4
+
+
+def test_alarms_without_a_topic_acknowledge_only_the_alarm_action_rules():
+    from cdk_adapters.nag_acknowledgments import ALARM_ACTION_RULES
+    from tests.constructs.test_nag_lint_composition import nag_violations
+
+    endpoint = endpoint_with(alarms=MonitoringAlarms(adapter_names=["support-en-v1"]))
+    acknowledged = set()
+    for alarm in [*endpoint.alarms.values(), *endpoint.adapter_alarms["support-en-v1"].values()]:
+        for entry in alarm.node.metadata:
+            if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
+                acknowledged |= set(entry.data)
+    assert {key.split("::")[-1] for key in acknowledged} == set(ALARM_ACTION_RULES)
+    assert nag_violations(cdk.Stack.of(endpoint)) == []
+    stack = new_stack("With-Topic")
+    topic = sns.Topic.from_topic_arn(stack, "Pager", "arn:aws:sns:us-east-1:123456789012:pager")
+    with_topic = endpoint_with(stack=stack, alarms=MonitoringAlarms(topic=topic, adapter_names=["support-en-v1"]))
+    assert not any(
+        entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+        for alarm in with_topic.alarms.values()
+        for entry in alarm.node.metadata
+    )
+    assert nag_violations(stack) == []
