@@ -10,8 +10,12 @@ that opts in (``{EndpointName, Adapter}``):
   or add an instance.
 
 Each alarm watches one metric with one statistic, no metric math, so each costs one standard
-alarm metric. CloudWatch computes percentiles of EMF metrics because EMF sends every value, not a
-summary. Missing data is "not breaching": an adapter nobody calls is not failing.
+alarm metric. "CloudWatch needs raw data points to calculate percentile statistics" (the
+GetMetricStatistics API reference, https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricStatistics.html);
+each request line carries one raw value per metric, so p95 is available (INFERRED: no AWS page
+says how EMF extraction stores the values; verify on a live endpoint). Missing data is "not
+breaching": an adapter nobody calls is not failing. Alarm names may have 255 characters
+(PutMetricAlarm); SageMaker's rollback configuration takes 1 to 10 alarms (see `deployment`).
 
 Where they live: an adapter's alarms are children of its inference component, so they sit in the
 same (nested) stack and count toward that shard's resource capacity; three alarms make an adapter
