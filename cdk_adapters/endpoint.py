@@ -309,7 +309,9 @@ class MultiAdapterEndpoint(Construct):
             self.dashboard = EndpointDashboard(
                 self,
                 "Dashboard",
-                dashboard_name=self.prefix,
+                # Dashboards are global, not per region (CloudFormation's AWS::CloudWatch::Dashboard):
+                # the region keeps the same stack in two regions from fighting over one name.
+                dashboard_name=f"{self.prefix}-{Stack.of(self).region}",
                 rollup=self.request_metrics if self.request_metric_settings.published else None,
                 base_component=self.base_component,
                 endpoint_name=self.endpoint_name,

@@ -76,7 +76,9 @@ def top_adapters_query(namespace: str, endpoint_name: str, function: str, metric
 
 
 class EndpointDashboard(Construct):
-    """The endpoint's dashboard (named after the endpoint) in the endpoint's stack."""
+    """The endpoint's dashboard in the endpoint's stack, named after the endpoint and its region:
+    dashboards are global to an account ("All dashboards in your account are global, not
+    region-specific", AWS::CloudWatch::Dashboard)."""
 
     def __init__(
         self,

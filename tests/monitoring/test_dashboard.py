@@ -19,7 +19,8 @@ def test_endpoint_rows_and_per_adapter_tables():
     endpoint = endpoint_with(alarms=MonitoringAlarms())
     template = template_of(endpoint)
     (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
-    assert dashboard["Properties"]["DashboardName"] == endpoint.prefix
+    # Dashboards are global: the region is part of the name.
+    assert dashboard["Properties"]["DashboardName"] == {"Fn::Join": ["", [f"{endpoint.prefix}-", {"Ref": "AWS::Region"}]]}
     body = dashboard_body(template)
     widgets = metric_widgets(body)
     assert {"Requests", "Latency (ms)", "Errors", "Cold-start share (0-1)", "GPU utilisation (%)",
