@@ -162,35 +162,35 @@ def create_alarms(
     specs = {
         ERROR_RATE: (
             "ErrorRate",
-            source.metric_error_rate(**period),
+            lambda: source.metric_error_rate(**period),
             (thresholds.error_rate_percent or 0) / 100,
             f"{what}: more than {thresholds.error_rate_percent}% of requests answered 5xx. Check the base component's "
             "log group for the failing requests (Logs Insights: event = 'cdk_adapters.request' and status >= 500).",
         ),
         LATENCY_P95: (
             "LatencyP95",
-            source.metric_request_latency(**period),
+            lambda: source.metric_request_latency(**period),
             thresholds.latency_p95_ms or 0,
             f"{what}: p95 request latency above {thresholds.latency_p95_ms} ms. Look at queueing (InvocationsPerCopy) "
             "and output lengths; add copies or instances if the endpoint is saturated.",
         ),
         COLD_START_SHARE: (
             "ColdStartShare",
-            source.metric_cold_start_share(**period),
+            lambda: source.metric_cold_start_share(**period),
             (thresholds.cold_start_share_percent or 0) / 100,
             f"{what}: more than {thresholds.cold_start_share_percent}% of requests loaded their adapter (not GPU-resident). "
             "The adapter keeps falling out of the resident set: raise max_loras / max_cpu_loras or add an instance.",
         ),
     }
     alarms: dict[str, cloudwatch.Alarm] = {}
-    for kind in thresholds.enabled:
+    for kind in thresholds.enabled:  # only these: a disabled alarm's metric may not be published
         construct_id, metric, threshold, description = specs[kind]
         alarm = cloudwatch.Alarm(
             scope,
             construct_id,
             alarm_name=f"{name_prefix}/{kind.replace('_', '-')}",
             alarm_description=description,
-            metric=metric,
+            metric=metric(),
             threshold=threshold,
             **common,
         )

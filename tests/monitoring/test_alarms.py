@@ -183,3 +183,12 @@ def test_alarms_without_a_topic_acknowledge_only_the_alarm_action_rules():
         for entry in alarm.node.metadata
     )
     assert nag_violations(stack) == []
+
+
+def test_a_smaller_metric_set_with_the_matching_alarms_turned_off_builds():
+    endpoint = endpoint_with(
+        request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX")),
+        alarms=MonitoringAlarms(endpoint=AlarmThresholds(cold_start_share_percent=None), adapters=AlarmThresholds(cold_start_share_percent=None)),
+    )
+    assert set(endpoint.alarms) == {"error_rate", "latency_p95"}
+    assert set(endpoint.add_adapter_alarms("support-en-v1")) == {"error_rate", "latency_p95"}
