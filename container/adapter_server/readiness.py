@@ -37,6 +37,10 @@ class Readiness:
     async def wait(self) -> None:
         """Return once start-up succeeded; a 503 if it failed or is still replaying after the wait."""
         assert self._ready is not None
+        if self._ready.is_set():  # the steady state: no timer task per request
+            if self.failure:
+                raise Refusal(503, "unhealthy", self.failure)
+            return
         try:
             await asyncio.wait_for(self._ready.wait(), READY_WAIT_SECONDS)
         except asyncio.TimeoutError:
