@@ -160,6 +160,7 @@ class MultiAdapterEndpoint(Construct):
             updates only, e.g. a new image or base model). Default None: SageMaker's default.
         """
         super().__init__(scope, id)
+        self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
         self.compute = compute or ComputeRequirements()
         self.vllm = vllm or VllmOptions()
         self.startup = startup or StartupTimeouts()
@@ -332,9 +333,9 @@ class MultiAdapterEndpoint(Construct):
         already reads its archive through an adapter location. A local archive also adds its
         object to the local-archive policy.
         """
-        subject = f"adapter {name!r} of MultiAdapterEndpoint {self.node.path!r}"
+        subject = f"adapter {name!r} of {self._subject}"
         problems = names.validate_adapter_name(name, subject)
-        if isinstance(name, str) and name.lower() in self.fleet.components:
+        if self.fleet.component(name) is not None:
             problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
         problems += artifact.problems(subject)
         if not problems:
@@ -368,7 +369,7 @@ class MultiAdapterEndpoint(Construct):
         that would pass its capacity.
         """
         subject = f"adapter {adapter!r} of MultiAdapterEndpoint {self.node.path!r}"
-        component = self.fleet.components.get(adapter.lower()) if isinstance(adapter, str) else None
+        component = self.fleet.component(adapter)
         if component is None:
             raise ConfigurationError(
                 [Problem(subject, "alarms", "is not an adapter of this endpoint; add the adapter before its alarms")],
@@ -501,14 +502,14 @@ class MultiAdapterEndpoint(Construct):
                         )
                     ]
                 )
-            unknown = [a for a in adapters if not isinstance(a, str) or a.lower() not in self.fleet.components]
+            unknown = [a for a in adapters if self.fleet.component(a) is None]
             if unknown:
                 raise ConfigurationError([self._unknown_adapter("grant_invoke.adapters", a) for a in unknown])
             component_arns = [
                 stack.format_arn(
                     service="sagemaker",
                     resource="inference-component",
-                    resource_name=self.fleet.components[a.lower()].inference_component_name,
+                    resource_name=self.fleet.component(a).inference_component_name,  # type: ignore[union-attr]
                 )
                 for a in adapters
             ]
@@ -537,7 +538,7 @@ class MultiAdapterEndpoint(Construct):
     def _component(self, adapter: str | None) -> BaseInferenceComponent | AdapterInferenceComponent:
         if adapter is None:
             return self.base_component
-        component = self.fleet.components.get(adapter.lower()) if isinstance(adapter, str) else None
+        component = self.fleet.component(adapter)
         if component is None:
             raise ConfigurationError([self._unknown_adapter("adapter", adapter)])
         return component
@@ -549,7 +550,7 @@ class MultiAdapterEndpoint(Construct):
 
     @property
     def _subject(self) -> str:
-        return f"MultiAdapterEndpoint {self.node.path!r}"
+        return self._subject_text
 
     def _opted_in_names(self) -> Sequence[str]:
         settings = self.alarm_settings
@@ -626,7 +627,7 @@ class MultiAdapterEndpoint(Construct):
         published = artifact.s3_object
         if published is None:
             return []
-        field = "artifact.url" if not Token.is_unresolved(published.bucket_name) else "artifact.key"
+        field = published.field
         location = next((loc for loc in self.adapter_locations if loc.contains(published.bucket_name, published.key)), None)
         if location is None:
             declared = ", ".join(loc.describe() for loc in self.adapter_locations) or "none"

@@ -296,7 +296,11 @@ class AdapterInferenceComponent(RequestMetricMethods, InferenceComponentMetrics,
                 ),
             ),
         )
-        self.inference_component_arn = self.resource.ref
+
+    @property
+    def inference_component_arn(self) -> str:
+        """The component's ARN (its ``Ref``); read on demand, not on the per-adapter path."""
+        return self.resource.ref
 
     def auto_scale_copy_count(self, **_: Any) -> ScalableCopyCount:
         """Always refused: an adapter has no copies of its own to scale."""
