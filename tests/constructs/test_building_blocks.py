@@ -101,3 +101,11 @@ def test_summary_fails_on_unacknowledged_findings(tmp_path, capsys):
     assert summary_main([str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "1 unacknowledged finding(s)" in out and "AwsSolutions-S1 at S/B/Resource" in out
+
+
+def test_every_top_level_export_resolves():
+    import cdk_adapters
+
+    missing = [name for name in cdk_adapters.__all__ if getattr(cdk_adapters, name, None) is None]
+    assert missing == []
+    assert {"AdapterLocation", "FleetPlacement", "ScalableCopyCount", "RollingUpdate", "RequestMetrics"} <= set(cdk_adapters.__all__)
