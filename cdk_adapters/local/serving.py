@@ -173,19 +173,26 @@ class AdapterServer:
         return target
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
+        stop_process_group(self.process)
 
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def stop_process_group(process: subprocess.Popen | None) -> None:
+    """End a server started in its own process group (the API server and its engine-core child):
+    SIGTERM, then SIGKILL if it is still there after 60 s (SageMaker allows 30 s; vLLM needs more
+    on a busy 2-core machine)."""
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
 
 
 class ServerFailed(RuntimeError):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import httpx
 import pytest
 
 from cdk_adapters import serving_env
+from cdk_adapters.local.serving import stop_process_group
 from cdk_adapters.contract import request_metrics
 from tests.compat.zoo import AdapterZoo, session_zoo
 from tests.container.sagemaker_calls import MODEL_CODE_MARKER
@@ -172,15 +172,7 @@ class VllmServer:
         if self.client is not None:
             self.client.close()
             self.client = None
-        if self.process is None or self.process.poll() is not None:
-            return
-        # The server's own process group: the API server and its engine-core child.
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
+        stop_process_group(self.process)
 
     def log_tail(self, lines: int = 60) -> str:
         if self.log_path is None or not self.log_path.exists():
