@@ -21,7 +21,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
 from cdk_adapters.problems import Problem
-from cdk_adapters.s3_url import S3UrlError, parse_s3_url
+from cdk_adapters.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,14 @@ class AdapterLocation:
                 return [Problem(subject, field, f"{self.url!r}: a location is a plain key prefix; wildcards are added by the grant")]
         elif not isinstance(self.prefix, str) or Token.is_unresolved(self.prefix) or self.prefix.startswith("/"):
             return [Problem(subject, field, f"prefix {self.prefix!r} must be a literal key prefix like 'adapters/' (no leading '/')")]
+        elif "*" in self.prefix or "?" in self.prefix:
+            return [Problem(subject, field, f"prefix {self.prefix!r}: a location is a plain key prefix; wildcards are added by the grant")]
         return []
 
     def contains(self, bucket_name: str, key: str) -> bool:
-        """Whether the object ``bucket_name/key`` lies inside this location."""
-        return bucket_name == self.bucket_name and key.startswith(self.prefix)
+        """Whether the object ``bucket_name/key`` lies inside this location (`S3Url.holds`, the
+        rule the manifest gate applies too)."""
+        return S3Url(self.bucket_name, self.prefix).holds(bucket_name, key)
 
     def statements(self) -> list[iam.PolicyStatement]:
         """Read access to every object under the prefix, and decryption with its key."""
@@ -89,6 +92,6 @@ class AdapterLocation:
 
 
 def _as_prefix(prefix: str) -> str:
-    if not isinstance(prefix, str) or Token.is_unresolved(prefix) or prefix == "" or prefix.endswith("/"):
+    if not isinstance(prefix, str) or Token.is_unresolved(prefix):
         return prefix
-    return prefix + "/"
+    return as_prefix(prefix)

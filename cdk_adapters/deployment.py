@@ -75,6 +75,16 @@ class BatchSize:
         if self.type == COPY_COUNT:
             if value < 1:
                 return [Problem(subject, f"{field_name}.value", f"must be at least 1 copy, got {value}")]
+            least = None if copy_count is None else max(1, -(-copy_count * low // 100))
+            if least is not None and value < least:
+                return [
+                    Problem(
+                        subject,
+                        f"{field_name}.value",
+                        f"is {value} of {copy_count} copies; SageMaker takes at least {low}% of the copies per batch "
+                        f"({least} here)",
+                    )
+                ]
             most = None if copy_count is None else copy_count * high // 100
             if most is not None and value > most:
                 return [

@@ -102,5 +102,6 @@ class _RecordSizeValidation:
             return []
         return [
             f"discovery parameter {self._parameter_name}: the record is {size} characters; SSM holds "
-            f"{SSM_ADVANCED_MAX_LENGTH}. Only aliases make it grow: keep fewer aliases on this endpoint"
+            f"{SSM_ADVANCED_MAX_LENGTH}. Only aliases and the canary's adapter list make it grow: keep fewer "
+            "aliases, or fewer adapters on the canary"
         ]

@@ -32,7 +32,7 @@ from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.deployment import RollingUpdate
 from cdk_adapters.execution_role import ExecutionRolePermissions
-from cdk_adapters.fleet import IN_STACK_BUDGET, AdapterFleet, FleetPlacement, own_resource_count
+from cdk_adapters.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.inference_component import (
     AdapterInferenceComponent,
     BaseInferenceComponent,
@@ -40,9 +40,10 @@ from cdk_adapters.inference_component import (
     StartupTimeouts,
 )
 from cdk_adapters.instance_storage import has_local_instance_storage
+from cdk_adapters.instance_types import instance_type as instance_type_row
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.monitoring import alarms as monitoring_alarms
-from cdk_adapters.monitoring.alarms import AlarmThresholds, MonitoringAlarms
+from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N, EndpointDashboard
 from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetricSource
 from cdk_adapters.nag_acknowledgments import acknowledge_local_storage_kms
@@ -187,7 +188,8 @@ class MultiAdapterEndpoint(Construct):
         self.request_metric_settings = request_metrics or RequestMetrics()
         self.alarm_settings = alarms
         self.deployment = deployment
-        self.canary: CanaryRecord | None = None
+        self._canary_endpoint: MultiAdapterEndpoint | None = None
+        self._canary_percent = 0
         self.request_metrics = RequestMetricSource(
             self.request_metric_settings, self.endpoint_name, subject=f"request metrics of {self._subject}"
         )
@@ -284,9 +286,6 @@ class MultiAdapterEndpoint(Construct):
         """Adapter name -> its alarms by kind, for adapters that opted in."""
         self._alarmed: set[str] = set()
         self._opted_in = frozenset(name.lower() for name in self._opted_in_names())
-        self._shard_load: dict[int, int] = {}
-        """Shard -> resources in it (components and alarms), counted as they are added: walking a
-        shard's construct tree for every alarm would cost a round trip to jsii per construct."""
         self.fleet = AdapterFleet(
             self,
             "Adapters",
@@ -340,14 +339,12 @@ class MultiAdapterEndpoint(Construct):
         problems += artifact.problems(subject)
         if not problems:
             problems += self._location_problems(artifact, subject)
-            problems += self.fleet.capacity_problems(name, subject)
-            problems += self._opted_in_capacity_problems(name, subject)
+            alarms = self._opted_in_alarm_count(name)
+            what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
+            problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
         raise_if_any(problems, heading=f"cannot add adapter {name!r}")
         component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
-        if self.placement.shards:
-            shard = self.placement.shard_of(name)
-            self._shard_load[shard] = self._shard_load.get(shard, 0) + 1
         if name.lower() in self._opted_in:
             self.add_adapter_alarms(name)
         config = component.artifact_config
@@ -388,7 +385,8 @@ class MultiAdapterEndpoint(Construct):
         thresholds = self.alarm_settings.adapters.override(overrides or {})
         problems = thresholds.problems(subject)
         problems += monitoring_alarms.metric_problems(thresholds, component.request_metrics, "alarms")
-        problems += self._alarm_capacity_problems(component, len(thresholds.enabled), subject)
+        count = len(thresholds.enabled)
+        problems += self.fleet.capacity_problems(adapter, subject, resources=count, what=f"{count} alarm(s)")
         raise_if_any(problems, heading=f"cannot add alarms to adapter {adapter!r}")
         created = monitoring_alarms.create_alarms(
             Construct(component, "Alarms"),
@@ -400,9 +398,7 @@ class MultiAdapterEndpoint(Construct):
         )
         self.adapter_alarms[component.adapter_name] = created
         self._alarmed.add(adapter.lower())
-        if self.placement.shards:
-            shard = self.placement.shard_of(adapter)
-            self._shard_load[shard] = self._shard_load.get(shard, 0) + len(created)
+        self.fleet.reserve(adapter, len(created))
         return created
 
     def set_canary(self, canary: "MultiAdapterEndpoint", *, traffic_percent: int) -> None:
@@ -414,6 +410,8 @@ class MultiAdapterEndpoint(Construct):
         problems = []
         if canary is self:
             problems.append(Problem(subject, "canary", "must be another endpoint"))
+        if self._canary_endpoint is not None:
+            problems.append(Problem(subject, "canary", f"is set already ({self._canary_endpoint.node.path!r}); an endpoint has one canary"))
         if isinstance(traffic_percent, bool) or not isinstance(traffic_percent, int) or not 1 <= traffic_percent <= 50:
             problems.append(Problem(subject, "traffic_percent", f"must be an integer from 1 to 50, got {traffic_percent!r}"))
         raise_if_any(problems, heading="cannot set the canary")
@@ -464,7 +462,7 @@ class MultiAdapterEndpoint(Construct):
         )
 
     def _canary_record(self) -> CanaryRecord | None:
-        canary = getattr(self, "_canary_endpoint", None)
+        canary = self._canary_endpoint
         if canary is None:
             return None
         return CanaryRecord(
@@ -573,44 +571,12 @@ class MultiAdapterEndpoint(Construct):
             problems.append(Problem(self._subject, "dashboard_top_n", f"must be an integer from 1 to 100, got {dashboard_top_n!r}"))
         return problems
 
-    def _opted_in_capacity_problems(self, name: str, subject: str) -> list[Problem]:
-        """An adapter opted into alarms by name must fit its shard with them, checked before its
-        component is created (so a refusal creates nothing)."""
-        if name.lower() not in self._opted_in or not self.placement.shards or self.alarm_settings is None:
-            return []
-        count = len(self.alarm_settings.adapters.enabled)
-        shard = self.placement.shard_of(name)
-        held = self._shard_load.get(shard, 0)
-        if held + 1 + count <= self.placement.shard_capacity:
-            return []
-        return [
-            Problem(
-                subject,
-                "alarms",
-                f"its component and {count} alarm(s) would put its shard (Shard{shard}) at {held + 1 + count} resources, "
-                f"over its budget of {self.placement.shard_capacity}; opt fewer adapters into alarms, turn some alarms off "
-                "(None), or use more shards for a new endpoint (FleetPlacement(shards=N))",
-            )
-        ]
-
-    def _alarm_capacity_problems(self, component: AdapterInferenceComponent, count: int, subject: str) -> list[Problem]:
-        """Alarms live in the component's stack: refuse them before that stack passes its budget."""
-        if self.placement.shards == 0:
-            held, budget, what = own_resource_count(Stack.of(self)), IN_STACK_BUDGET, "the endpoint's stack"
-        else:
-            shard = self.placement.shard_of(component.adapter_name)
-            held, budget, what = self._shard_load.get(shard, 0), self.placement.shard_capacity, f"its shard (Shard{shard})"
-        if held + count <= budget:
-            return []
-        return [
-            Problem(
-                subject,
-                "alarms",
-                f"{count} alarm(s) would put {what} at {held + count} resources, over its budget of {budget}; "
-                "opt fewer adapters into alarms, turn some alarms off (None), or use more shards for a new endpoint "
-                "(FleetPlacement(shards=N))",
-            )
-        ]
+    def _opted_in_alarm_count(self, name: str) -> int:
+        """Alarms an adapter opted in by name gets with its component (checked together, so a
+        refusal creates nothing)."""
+        if self.alarm_settings is None or name.lower() not in self._opted_in:
+            return 0
+        return len(self.alarm_settings.adapters.enabled)
 
     def _derive_prefix(self) -> str:
         stack_name = Stack.of(self).stack_name
@@ -758,7 +724,28 @@ class MultiAdapterEndpoint(Construct):
                 f"({tensor_parallel}) must equal compute.accelerator_devices ({self.compute.accelerator_devices}): "
                 "each copy gets exactly that many GPUs",
             )
+        found += self._initial_copies_problems(copy_count, initial_instance_count)
         return found
+
+    def _initial_copies_problems(self, copy_count: int, initial_instance_count: int) -> list[Problem]:
+        """The copies a deploy starts with must fit on the instances it starts with (known instance
+        types only: the table in `instance_types` says what one instance holds)."""
+        counts_valid = all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (copy_count, initial_instance_count))
+        if not counts_valid or self.compute.problems(self._subject) or instance_type_row(self.instance_type) is None:
+            return []
+        per_instance, reason = InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count).copies_per_instance(self.compute)
+        room = per_instance * initial_instance_count
+        if copy_count <= room:
+            return []
+        return [
+            Problem(
+                self._subject,
+                "copy_count",
+                f"({copy_count}) does not fit: a {self.instance_type} holds {per_instance} copies ({reason}), so "
+                f"initial_instance_count={initial_instance_count} holds {room}; lower copy_count or raise "
+                "initial_instance_count",
+            )
+        ]
 
 
 def _alias_name_problems(alias: object) -> list[str]:
@@ -784,7 +771,7 @@ class _AdapterAlarmValidation:
             for name in endpoint._opted_in_names()
             if name.lower() not in known
         ]
-        canary = getattr(endpoint, "_canary_endpoint", None)
+        canary = endpoint._canary_endpoint
         if canary is not None:
             served = list(canary.adapters)
             if not served:

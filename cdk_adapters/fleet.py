@@ -14,9 +14,10 @@ endpoints built before fleet placement existed have them (switching would move e
 
 Pacing: SageMaker publishes no rate limit for creating inference components. With
 ``creation_width=W``, the components of each stack form W dependency chains, so CloudFormation
-creates at most W of them at once per stack. A chain links each component to the one added before
-it in its lane, so removing a component re-links its successor (a DependsOn change only: no
-property changes, so CloudFormation neither updates nor replaces it). Off by default.
+creates at most W of them at once per stack. An adapter joins the chain a hash of its name picks
+and depends on the one added before it in that chain, so removing a component re-links only its
+successor in its chain (a DependsOn change only: no property changes, so CloudFormation neither
+updates nor replaces it). Off by default.
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ class FleetPlacement:
             )
         return found
 
+    def lane_of(self, adapter_name: str) -> int:
+        """The pacing chain an adapter joins in its stack: a hash of its name, like its shard, so
+        adding or removing another adapter never moves it to another chain."""
+        assert self.creation_width is not None
+        digest = hashlib.sha256(b"lane\0" + adapter_name_key(adapter_name).encode()).digest()
+        return int.from_bytes(digest[:8], "big") % self.creation_width
+
     def shard_of(self, adapter_name: str) -> int:
         """The shard an adapter always lands in: a hash of its lower-cased name (SageMaker names
         are case-insensitive), independent of every other adapter."""
@@ -131,7 +139,8 @@ class AdapterFleet(Construct):
         self._prerequisites = list(prerequisites)
         self._shards: dict[int, NestedStack] = {}
         self._lanes: dict[int, list[AdapterInferenceComponent | None]] = {}
-        self._counts: dict[int, int] = {}
+        self._load: dict[int, int] = {}
+        """Resources per shard: components and what was reserved beside them."""
         self.components: dict[str, AdapterInferenceComponent] = {}
         """`adapter_name_key(name)` -> its component, in the order added."""
         self.node.add_validation(_CapacityValidation(self))
@@ -151,23 +160,41 @@ class AdapterFleet(Construct):
             return Stack.of(self)
         return self._shard(self.placement.shard_of(adapter_name))
 
-    def capacity_problems(self, adapter_name: str, subject: str) -> list[Problem]:
-        """A problem when the adapter's shard is full (checked before anything is created)."""
+    def capacity_problems(
+        self, adapter_name: str, subject: str, *, resources: int = 1, what: str = "its component"
+    ) -> list[Problem]:
+        """A problem when `resources` more (the component, and extras such as its alarms) would put
+        the adapter's stack past its capacity; checked before anything is created.
+
+        Shards are counted in Python as resources are added (`add`, `reserve`): walking a shard's
+        tree per adapter would cost a jsii round trip per construct. In the endpoint's own stack only
+        extras are checked here (by walking that small stack); components there are checked at synth.
+        """
         if self.placement.shards == 0:
-            return []
-        shard = self.placement.shard_of(adapter_name)
-        held = self._counts.get(shard, 0)
-        if held < self.placement.shard_capacity:
+            if resources <= 1:
+                return []
+            held, budget, where = own_resource_count(Stack.of(self)), IN_STACK_BUDGET, "the endpoint's stack"
+        else:
+            shard = self.placement.shard_of(adapter_name)
+            held, budget, where = self._load.get(shard, 0), self.placement.shard_capacity, f"its shard (Shard{shard})"
+        if held + resources <= budget:
             return []
         return [
             Problem(
                 subject,
-                "placement",
-                f"its shard {shard} already holds {held} components, its capacity (placement.shard_capacity). "
-                "Serve further adapters from another MultiAdapterEndpoint; changing the shard count of a "
-                "deployed endpoint would move components",
+                "placement" if what == "its component" else "alarms",
+                f"{what} would put {where} at {held + resources} resources, over its capacity of {budget} "
+                "(placement.shard_capacity). Serve further adapters from another MultiAdapterEndpoint (a new one may "
+                "use more shards: FleetPlacement(shards=N)), or opt fewer adapters into alarms; changing the shard "
+                "count of a deployed endpoint would move components",
             )
         ]
+
+    def reserve(self, adapter_name: str, resources: int) -> None:
+        """Count `resources` created beside an adapter's component (in its shard) against the capacity."""
+        if self.placement.shards:
+            shard = self.placement.shard_of(adapter_name)
+            self._load[shard] = self._load.get(shard, 0) + resources
 
     def add(self, adapter_name: str, component_name: str, artifact: AdapterArtifact) -> AdapterInferenceComponent:
         """Create the adapter's component in its stack, behind its lane's last component."""
@@ -188,7 +215,7 @@ class AdapterFleet(Construct):
             for prerequisite in self._prerequisites:
                 component.resource.add_resource_dependency(prerequisite)
         self._pace(shard, component)
-        self._counts[shard] = self._counts.get(shard, 0) + 1
+        self.reserve(adapter_name, 1)
         self.components[adapter_name_key(adapter_name)] = component
         return component
 
@@ -227,7 +254,7 @@ class AdapterFleet(Construct):
         if width is None:
             return
         lanes = self._lanes.setdefault(shard, [None] * width)
-        lane = self._counts.get(shard, 0) % width
+        lane = self.placement.lane_of(component.adapter_name)
         previous = lanes[lane]
         if previous is not None:
             component.resource.add_resource_dependency(previous.resource)

@@ -24,6 +24,16 @@ class S3Url:
     def __str__(self) -> str:
         return f"{SCHEME}{self.bucket}/{self.key}"
 
+    def holds(self, bucket: str, key: str) -> bool:
+        """Whether object ``bucket/key`` lies under this URL taken as a prefix (`as_prefix`)."""
+        return bucket == self.bucket and key.startswith(as_prefix(self.key))
+
+
+def as_prefix(key: str) -> str:
+    """A key prefix that names a folder: ``adapters`` is read as ``adapters/``, so it never also
+    covers ``adapters-old/``; the empty prefix is the whole bucket."""
+    return key if key == "" or key.endswith("/") else key + "/"
+
 
 class S3UrlError(ValueError):
     """What is wrong with a URL, in words a person can act on."""

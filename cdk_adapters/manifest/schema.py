@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraint
 
 from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 
 S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>\S*)$")
 MANIFEST_VERSION = 1
@@ -271,19 +272,21 @@ class AdapterLocationSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _url_form(cls, value: str) -> str:
-        from cdk_adapters.s3_url import S3UrlError, parse_s3_url
-
         try:
             parsed = parse_s3_url(value, key_required=False)
         except S3UrlError as error:
             raise ValueError(str(error)) from None
         if "*" in parsed.key or "?" in parsed.key:
             raise ValueError("a location is a plain key prefix such as s3://bucket/adapters/ (no wildcards)")
-        return value if parsed.key == "" or value.endswith("/") else value + "/"
+        return str(S3Url(parsed.bucket, as_prefix(parsed.key)))
 
     def contains(self, url: str) -> bool:
-        """Whether the object at `url` lies under this prefix."""
-        return url.startswith(self.url if self.url.count("/") > 2 else self.url.rstrip("/") + "/")
+        """Whether the object at `url` lies under this prefix (the construct's rule: `S3Url.holds`)."""
+        try:
+            location, item = parse_s3_url(self.url, key_required=False), parse_s3_url(url)
+        except S3UrlError:
+            return False
+        return location.holds(item.bucket, item.key)
 
 
 class Manifest(_Strict):

@@ -113,6 +113,15 @@ def test_bad_locations_are_reported_together_with_their_index():
     assert stack.node.try_find_child("Serving") is None or not stack.node.find_child("Serving").node.children
 
 
+def test_a_bucket_location_with_a_wildcard_prefix_is_refused():
+    stack = new_stack()
+    bucket = s3.Bucket.from_bucket_name(stack, "AdapterBucket", "tenant-adapters")
+    with pytest.raises(ConfigurationError) as caught:
+        build_endpoint(stack, adapter_locations=[AdapterLocation.from_bucket(bucket, "adapters*")])
+    [problem] = caught.value.problems
+    assert problem.field == "adapter_locations[0]" and "wildcards are added by the grant" in problem.message
+
+
 def test_an_encrypted_bucket_location_grants_decrypt_on_its_key_only():
     stack = new_stack()
     key = kms.Key(stack, "AdapterKey", enable_key_rotation=True)

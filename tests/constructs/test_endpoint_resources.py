@@ -150,7 +150,7 @@ def test_model_archive_uses_gzip_object():
 
 def test_base_component_has_compute_startup_and_copies():
     endpoint = build_endpoint(compute=ComputeRequirements(min_memory_required_in_mb=20000, accelerator_devices=1, cpu_cores=4),
-                              copy_count=2, vllm=VllmOptions(tensor_parallel_size=1))
+                              copy_count=2, vllm=VllmOptions(tensor_parallel_size=1), instance_type="ml.g6.12xlarge")
     template = Template.from_stack(cdk.Stack.of(endpoint))
     base = template.find_resources("AWS::SageMaker::InferenceComponent", {"Properties": {"VariantName": "AllTraffic"}})
     properties = only(base)["Properties"]

@@ -248,3 +248,14 @@ def test_artifact_url_messages_say_what_is_wrong_and_quote_the_url(url, text):
     assert problem.field == "artifact.url"
     assert text in problem.message
     assert url in problem.message
+
+
+def test_more_initial_copies_than_the_instances_hold_is_refused():
+    stack = new_stack()
+    with pytest.raises(ConfigurationError) as caught:
+        build_endpoint(stack, copy_count=3, instance_type="ml.g6.2xlarge")  # one L4 per instance, one GPU per copy
+    [problem] = caught.value.problems
+    assert problem.field == "copy_count"
+    assert "a ml.g6.2xlarge holds 1 copies (1 GPU(s), 1 per copy), so initial_instance_count=1 holds 1" in problem.message
+    assert_nothing_created(stack)
+    build_endpoint(new_stack(), copy_count=4, instance_type="ml.g6.12xlarge")  # four GPUs: fits

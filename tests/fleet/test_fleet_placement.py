@@ -69,7 +69,8 @@ def test_a_full_shard_is_a_clear_error_naming_the_adapter_and_field_and_adds_not
     [problem] = caught.value.problems
     assert problem.subject == f"adapter {in_zero[3]!r} of MultiAdapterEndpoint 'Test-Stack/Serving'"
     assert problem.field == "placement"
-    assert "shard 0 already holds 3 components" in problem.message and "another MultiAdapterEndpoint" in problem.message
+    assert "would put its shard (Shard0) at 4 resources, over its capacity of 3" in problem.message
+    assert "another MultiAdapterEndpoint" in problem.message
     assert len(endpoint.adapters) == 3
     # The other shard still takes adapters.
     add(endpoint, [next(n for n in names if placement.shard_of(n) == 1)])
@@ -112,12 +113,40 @@ def test_pacing_chains_each_stacks_components_into_width_lanes(placement):
     add(endpoint, [f"tenant-{i}-v1" for i in range(20)])
     stacks = list(endpoint.fleet.shards.values()) or [stack]
     for each in stacks:
-        links = dependencies_between_components(Template.from_stack(each))
+        template = Template.from_stack(each)
+        links = dependencies_between_components(template)
         heads = [component for component, depends in links.items() if not depends]
-        assert len(heads) == min(3, len(links)), links  # W chains start at once
+        members = [r["Properties"]["InferenceComponentName"].rsplit("-", 2)[-2:] for r in components_of(template).values()]
+        lanes = {placement.lane_of("-".join(["tenant", *member])) for member in members}
+        assert len(heads) == len(lanes) <= 3, links  # one chain per lane in use: at most W start at once
         assert all(len(depends) <= 1 for depends in links.values())  # one predecessor each: chains
         followers = Counter(d for depends in links.values() for d in depends)
         assert all(count == 1 for count in followers.values())  # nothing waits twice on one component
+
+
+def test_removing_a_paced_component_re_links_only_its_successor():
+    names = [f"tenant-{i}-v1" for i in range(24)]
+    placement = FleetPlacement.in_endpoint_stack(creation_width=3)
+
+    def depends_on(members):
+        stack = new_stack()
+        endpoint = build_endpoint(stack, placement=placement)
+        add(endpoint, members)
+        components = components_of(Template.from_stack(stack))
+        by_id = {logical_id: r["Properties"]["InferenceComponentName"] for logical_id, r in components.items()}
+        return {
+            by_id[logical_id]: sorted(by_id[d] for d in resource.get("DependsOn", []) if d in by_id)
+            for logical_id, resource in components.items()
+        }
+
+    removed = names[10]
+    before, after = depends_on(names), depends_on([n for n in names if n != removed])
+    changed = [component for component in after if after[component] != before[component]]
+    successors = [component for component, depends in before.items() if any(removed in d for d in depends)]
+    assert changed == successors and len(changed) <= 1, (changed, successors)
+    if changed:  # it now waits on what the removed one waited on: the chain closes over the gap
+        removed_component = next(c for c in before if c.endswith(removed))
+        assert after[changed[0]] == before[removed_component]
 
 
 def test_without_pacing_no_component_waits_on_another():

@@ -145,7 +145,7 @@ def test_alarms_past_the_shards_capacity_are_refused_before_anything_is_created(
     with pytest.raises(ConfigurationError) as raised:
         endpoint.add_adapter_alarms("b-v1", {"latency_p95_ms": None, "cold_start_share_percent": None})
     assert "3 alarm(s)" not in str(raised.value)
-    assert "1 alarm(s) would put its shard (Shard0) at 6 resources, over its budget of 5" in str(raised.value)
+    assert "1 alarm(s) would put its shard (Shard0) at 6 resources, over its capacity of 5" in str(raised.value)
     assert own_resource_count(shard) == held
 
 
@@ -157,7 +157,7 @@ def test_an_adapter_opted_in_by_name_that_would_overflow_its_shard_is_not_create
     )
     with pytest.raises(ConfigurationError) as raised:
         endpoint.add_adapter("b-v1", artifact=artifact("b-v1"))
-    assert "alarms: its component and 3 alarm(s) would put its shard (Shard0) at 8 resources, over its budget of 5" in str(raised.value)
+    assert "alarms: its component and 3 alarm(s) would put its shard (Shard0) at 8 resources, over its capacity of 5" in str(raised.value)
     assert "b-v1" not in endpoint.adapters
     assert own_resource_count(endpoint.fleet.stack_of("a-v1")) == 4
 
@@ -192,3 +192,25 @@ def test_a_smaller_metric_set_with_the_matching_alarms_turned_off_builds():
     )
     assert set(endpoint.alarms) == {"error_rate", "latency_p95"}
     assert set(endpoint.add_adapter_alarms("support-en-v1")) == {"error_rate", "latency_p95"}
+
+
+def test_adapters_without_alarms_cannot_overflow_a_shard_that_alarms_filled():
+    """One count per shard covers components and alarms: an adapter with no alarms of its own is
+    refused (naming it and the field) once another adapter's alarms filled the shard."""
+    from cdk_adapters.adapter_artifact import AdapterArtifact
+    from cdk_adapters.fleet import FleetPlacement
+    from cdk_adapters.monitoring.alarms import MonitoringAlarms
+    from cdk_adapters.problems import ConfigurationError
+    from tests.constructs.conftest import build_endpoint
+
+    endpoint = build_endpoint(placement=FleetPlacement(shards=1, shard_capacity=5), alarms=MonitoringAlarms())
+    url = "s3://example-adapters/{}/adapter.tar.gz"
+    endpoint.add_adapter("a-v1", artifact=AdapterArtifact.from_s3_url(url.format("a-v1")))
+    endpoint.add_adapter_alarms("a-v1")  # 1 component + 3 alarms
+    endpoint.add_adapter("b-v1", artifact=AdapterArtifact.from_s3_url(url.format("b-v1")))  # 5 of 5
+    with pytest.raises(ConfigurationError) as raised:
+        endpoint.add_adapter("c-v1", artifact=AdapterArtifact.from_s3_url(url.format("c-v1")))
+    [problem] = raised.value.problems
+    assert (problem.subject, problem.field) == ("adapter 'c-v1' of MultiAdapterEndpoint 'Test-Stack/Serving'", "placement")
+    assert "would put its shard (Shard0) at 6 resources, over its capacity of 5" in problem.message
+    assert sorted(endpoint.adapters) == ["a-v1", "b-v1"]

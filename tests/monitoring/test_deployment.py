@@ -10,8 +10,14 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from cdk_adapters.deployment import BatchSize, RollingUpdate
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms
 from cdk_adapters.problems import ConfigurationError
-from tests.constructs.conftest import build_endpoint, new_stack
+from tests.constructs.conftest import build_endpoint as build_one_gpu_endpoint
+from tests.constructs.conftest import new_stack
 from tests.monitoring.conftest import resources, template_of
+
+
+def build_endpoint(*args, **props):
+    """A four-GPU instance type, so the several copies a rolling update needs fit on one instance."""
+    return build_one_gpu_endpoint(*args, **{"instance_type": "ml.g6.12xlarge", **props})
 
 
 def base_component_properties(endpoint) -> dict:
@@ -121,3 +127,11 @@ def test_every_problem_at_once_wait_timeout_and_alarm_count():
     assert "deployment.wait_interval: is 7200 s; SageMaker accepts 0 to 3600 s" in text
     assert "deployment.maximum_execution_timeout: is 300 s; SageMaker accepts 600 to 28800 s" in text
     assert "deployment.rollback_alarms: names 11 alarms; SageMaker takes at most 10" in text
+
+
+def test_a_copy_batch_below_five_percent_of_the_copies_is_refused():
+    text = refused(copy_count=40, instance_type="ml.p5.48xlarge", initial_instance_count=5, max_instance_count=5,
+                   deployment=RollingUpdate(maximum_batch_size=BatchSize.copies(1)))
+    assert "is 1 of 40 copies; SageMaker takes at least 5% of the copies per batch (2 here)" in text
+    build_endpoint(copy_count=40, instance_type="ml.p5.48xlarge", initial_instance_count=5, max_instance_count=5,
+                   deployment=RollingUpdate(maximum_batch_size=BatchSize.copies(2), rollback_alarms=[]))

@@ -71,7 +71,7 @@ def test_all_three_alarms_for_a_thousand_adapters_need_more_shards(tmp_path):
     with pytest.raises(ConfigurationError) as raised:
         build(manifest)
     text = str(raised.value)
-    assert "3 alarm(s) would put its shard" in text and "over its budget of 400" in text
+    assert "3 alarm(s) would put its shard" in text and "over its capacity of 400" in text
     assert "FleetPlacement(shards=N)" in text
     wide = build(manifest, placement=FleetPlacement(shards=16))
     held = [own_resource_count(shard) for shard in wide.fleet.shards.values()]
