@@ -33,7 +33,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         raise Failure([Problem(PROG, "DIR", f"{directory} exists and is not an empty directory")], "nothing was written")
     from cdk_adapters.local.demo_model import DEMO_ADAPTERS, DEMO_ALIAS, write_demo
 
-    manifest = write_demo(directory)
+    try:
+        manifest = write_demo(directory)
+    except ImportError as error:  # torch, transformers and peft are the serving extras, not the library's
+        raise Failure(
+            [Problem(PROG, "demo-model", f"needs the serving stack ({error.name or error}); install requirements-serve.txt")],
+            "the demo model was not written",
+        ) from None
     out.write(f"wrote {directory / 'base'} (tiny random Llama), adapters {', '.join(DEMO_ADAPTERS)}, {manifest}\n")
     out.write(f"alias '{DEMO_ALIAS}': 90% {DEMO_ADAPTERS[0]}, 10% {DEMO_ADAPTERS[1]}\n")
     out.write(f"next: {PROG} local --manifest {manifest} --base-model-dir {directory / 'base'}\n")

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import PROG, Failure, UsageError
+from cdk_adapters.cli.common import PROG, Failure, UsageError, manifest_path
+from cdk_adapters.names import adapter_name_key, duplicate_adapter_names
 from cdk_adapters.problems import Problem
 
 
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     from cdk_adapters.local.serving import AdapterServer, LocalSettings, ServerFailed, local_record
     from cdk_adapters.manifest import load_manifest
 
-    loaded = load_manifest(args.manifest)
+    loaded = load_manifest(manifest_path(args.manifest))
     manifest = loaded.manifest
     adapters, skipped, problems = _adapters_to_serve(args, loaded)
     problems += [
@@ -108,6 +109,10 @@ def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tup
             overrides[name] = Path(path)
     adapters, skipped = [], []
     rows = {row.name: row for row in loaded.manifest.adapters}
+    # One name rule (names.adapter_name_key): --adapter Support-EN-v1=... replaces row support-en-v1.
+    by_key = {adapter_name_key(name): name for name in rows}
+    overrides = {by_key.get(adapter_name_key(name), name): path for name, path in overrides.items()}
+    problems += duplicate_adapter_names(list(rows) + [name for name in overrides if name not in rows])
     for name in list(rows) + [name for name in overrides if name not in rows]:
         if name in overrides:
             source = overrides[name]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import PROG, Failure, UsageError
+from cdk_adapters.cli.common import PROG, Failure, UsageError, manifest_path
 from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 
     problems = _check_ranges(args)
     try:
-        manifest_plan = plan_manifest_file(args.manifest)
+        manifest_plan = plan_manifest_file(manifest_path(args.manifest))
     except ConfigurationError as error:
         raise Failure(list(error.problems) + problems, f"{error.heading}: nothing was planned") from None
     try:

@@ -15,13 +15,14 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from cdk_adapters.client.errors import (
     AdapterClientError,
     AdapterRequired,
     BaseModelNotAllowed,
     DiscoveryError,
+    StreamInterrupted,
     from_client_error,
 )
 from cdk_adapters.client.payload import Image, build_request
@@ -250,7 +251,7 @@ class AdapterClient:
         self._record_read_at = now
         try:
             self.record = self._record_source()
-        except DiscoveryError:
+        except (DiscoveryError, BotoCoreError):  # no network or credentials for SSM right now
             pass
 
     def _call(self, target: Target, body: bytes, route: str) -> dict[str, Any]:
@@ -271,7 +272,13 @@ class AdapterClient:
 
     def _chunks(self, events: Any, target: Target) -> Iterator[dict[str, Any]]:
         try:
-            yield from parse_events(payload_bytes(events))
+            for chunk in parse_events(payload_bytes(events)):
+                error = chunk.get("error")
+                if isinstance(error, dict):  # vLLM reports a failure mid-stream in-band, then [DONE]
+                    raise StreamInterrupted(
+                        f"the stream from {target.component!r} failed: {error.get('message') or error}"
+                    )
+                yield chunk
         except ClientError as error:  # botocore's EventStreamError for an error event mid-stream
             raise from_client_error(error, adapter=target.adapter, component=target.component) from error
 

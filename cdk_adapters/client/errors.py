@@ -102,7 +102,13 @@ def is_waking(error: Exception) -> bool:
     if code == "ValidationError":
         return NO_CAPACITY_TEXT in error_message(error)
     if code == "ModelError":
-        return getattr(error, "response", {}).get("OriginalStatusCode") == 503
+        response = getattr(error, "response", {})
+        if response.get("OriginalStatusCode") != 503:
+            return False
+        # The container's 503 says which: "starting" (replaying adapters) passes, "unhealthy"
+        # (start-up failed, never cleared) does not, so retrying it would only delay the reason.
+        kind, _ = _container_error(response.get("OriginalMessage", ""))
+        return kind != "unhealthy"
     return False
 
 

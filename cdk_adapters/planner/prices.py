@@ -83,6 +83,11 @@ def load_price_file(path: Path) -> dict[str, InstancePrice]:
     prices: dict[str, InstancePrice] = {}
     problems: list[Problem] = []
     for line, row in enumerate(reader, start=2):
+        if None in row:  # csv puts fields beyond the header under None, as a list
+            problems.append(
+                Problem(subject, f"line {line}", f"has more columns than the header ({', '.join(header)}); quote a value with commas")
+            )
+            continue
         row = {(key or "").strip(): (value or "").strip() for key, value in row.items()}
         name = row["instance_type"]
         try:

@@ -74,3 +74,33 @@ def test_invoke_without_local_mode_running_says_where_it_looked(tmp_path):
 def test_invoke_wants_an_adapter_and_a_prompt():
     status, _, err = run("invoke", "--local", "http://127.0.0.1:9", "just-a-prompt")
     assert status == 2 and "expected ADAPTER PROMPT, got 1 word(s)" in err
+
+
+def test_demo_model_without_the_serving_stack_says_what_to_install(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["demo-model", str(tmp_path / "demo")], stdout=out, stderr=err) == 1
+    assert "needs the serving stack (torch); install requirements-serve.txt" in err.getvalue()
+    assert "Traceback" not in err.getvalue()
+
+
+def test_local_applies_the_one_case_insensitive_name_rule_to_adapter_overrides(tmp_path, zoo):
+    """--adapter SUPPORT-EN-V1=... replaces the row support-en-v1 (not a second adapter that would
+    shadow it); the override's bad source is then reported under the row's own name."""
+    manifest = demo_like_manifest(tmp_path, zoo, {})
+    stray = tmp_path / "notes.txt"
+    stray.write_text("not an adapter")
+    status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(tmp_path),
+                         "--adapter", f"SUPPORT-EN-V1={stray}", "--work-dir", str(tmp_path / "work"))
+    assert status == 1
+    assert "adapter 'support-en-v1': source:" in err and "neither a directory nor a .tar.gz" in err
+    assert "listed 2 times" not in err

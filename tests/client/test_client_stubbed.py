@@ -413,6 +413,18 @@ def test_an_error_event_mid_stream_raises_stream_interrupted_after_the_chunks_be
     assert pieces == ["Hi"]
 
 
+def test_vllms_in_band_error_mid_stream_raises_stream_interrupted():
+    """vLLM reports a failure mid-stream as a data event with an error, then [DONE]: not an answer."""
+    client = AdapterClient.from_record(RECORD, region_name="us-east-1", session=_session())
+    failed = {"error": {"message": "engine core died", "type": "InternalServerError", "code": 500}}
+    http_answers(client.runtime, [stream_answer(payload_part(sse({"choices": [{"text": "Hi"}]}, failed, "[DONE]")))])
+    pieces = []
+    with pytest.raises(StreamInterrupted, match="engine core died"):
+        for piece in client.stream("support-en-v4", "x").text():
+            pieces.append(piece)
+    assert pieces == ["Hi"]
+
+
 # --- discovery ----------------------------------------------------------------------------
 
 
@@ -507,3 +519,28 @@ def test_a_canary_endpoint_takes_its_share_of_the_adapters_it_serves(runtime):
         {**expected_call(expected.component, "/v1/completions", {"prompt": "x"}), "EndpointName": expected.endpoint_name},
     )
     assert client_for(runtime, record, rng=rng).invoke("support-en-v4", "x").target == expected
+
+
+def test_a_container_whose_start_up_failed_is_not_retried(runtime, clock):
+    """503 "unhealthy" is set once and never cleared: waiting would only hide the reason."""
+    model_error(runtime, 503, container_error(503, "unhealthy", "adapter 'x-v1' could not be restored: weights missing"))
+    client = client_for(runtime, clock=clock, sleep=clock.sleep)
+    with pytest.raises(Exception) as raised:
+        client.invoke("support-en-v4", "x")
+    assert not isinstance(raised.value, EndpointWaking) and clock.sleeps == []
+    assert "could not be restored" in str(raised.value)
+
+
+def test_a_record_re_read_without_network_keeps_the_record_in_hand(runtime, clock):
+    from botocore.exceptions import EndpointConnectionError
+
+    reads = iter([EndpointConnectionError(endpoint_url="https://ssm.us-east-1.amazonaws.com")])
+
+    def unreachable() -> DiscoveryRecord:
+        raise next(reads)
+
+    client = AdapterClient.from_record(RECORD, runtime=runtime, clock=clock, sleep=clock.sleep,
+                                       record_source=unreachable, record_max_age_s=60)
+    clock.now += 61
+    assert client.resolve("support-en-v4").adapter == "support-en-v4"  # the call goes on with the old record
+    assert client.record == RECORD

@@ -112,3 +112,17 @@ def test_out_of_range_options_are_named():
     assert result.status == 1
     assert "plan: --swap-headroom: must be in [0, 1), got 1.5" in result.err
     assert "plan: --hours: must be > 0, got 0" in result.err
+
+
+def test_a_price_file_row_with_more_columns_than_the_header_is_a_clear_error(tmp_path):
+    import io as _io
+
+    from cdk_adapters.cli import main as cli_main
+
+    prices = tmp_path / "prices.csv"
+    prices.write_text("instance_type,usd_per_hour\nml.g6.2xlarge,1.3,extra note, more\n")
+    err = _io.StringIO()
+    status = cli_main(["plan", "--num-layers", "32", "--tenants", "3", "--price-file", str(prices)], stdout=_io.StringIO(), stderr=err)
+    assert status == 1
+    assert "line 2: has more columns than the header (instance_type, usd_per_hour)" in err.getvalue()
+    assert "Traceback" not in err.getvalue()
