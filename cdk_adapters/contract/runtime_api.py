@@ -1,8 +1,8 @@
 """What the runtime client, local mode and the container agree on about one invocation.
 
 Sources: SageMaker's InvokeEndpoint reference (the 6 MB payload limit) and the container's
-``route=`` custom attribute (docs/container.md). The container keeps its own copies in
-``adapter_server.sagemaker_contract``; these are the client side's.
+``route=`` custom attribute (docs/container.md). The container reads the same values (its
+``asgi_io`` body limit and ``sagemaker_contract`` routes import them; the image copies this package).
 """
 
 from __future__ import annotations

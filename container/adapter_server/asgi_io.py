@@ -10,12 +10,13 @@ import json
 from typing import Any, Awaitable, Callable
 
 from adapter_server import sagemaker_contract
+from cdk_adapters.contract import runtime_api
 from adapter_server.engine_routes import Message, Scope
 
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-MAX_BODY_BYTES = 6_291_456
+MAX_BODY_BYTES = runtime_api.INVOKE_ENDPOINT_MAX_BYTES
 """SageMaker's InvokeEndpoint payload limit. Its front end enforces it too; the middleware holds
 bodies in memory, so it refuses larger ones itself (local mode, callers inside the container)."""
 

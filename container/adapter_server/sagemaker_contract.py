@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Iterable
 from urllib.parse import unquote
 
+from cdk_adapters.contract import runtime_api
+
 ADAPTER_IDENTIFIER_HEADER = "x-amzn-sagemaker-adapter-identifier"
 """Set on /invocations when the caller named an adapter inference component."""
 
@@ -19,10 +21,10 @@ ADAPTER_ALIAS_HEADER = "x-amzn-sagemaker-adapter-alias"
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
 """InvokeEndpoint's ``CustomAttributes``, passed through verbatim."""
 
-ROUTE_ATTRIBUTE = "route"
+ROUTE_ATTRIBUTE = runtime_api.ROUTE_ATTRIBUTE
 """``CustomAttributes: route=/v1/chat/completions`` sends the invocation to that OpenAI route."""
 
-ROUTABLE_PATHS: frozenset[str] = frozenset({"/v1/completions", "/v1/chat/completions"})
+ROUTABLE_PATHS: frozenset[str] = frozenset({runtime_api.COMPLETIONS_ROUTE, runtime_api.CHAT_ROUTE})
 """Routes an invocation may be sent to with ``route=``: generation only, never admin routes."""
 
 GUARDED_GENERATION_PATHS: frozenset[str] = ROUTABLE_PATHS | frozenset(
