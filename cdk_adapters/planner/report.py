@@ -65,6 +65,7 @@ def to_json(report: PlanReport) -> dict[str, Any]:
         "shared": {
             "instances": cost.shared_instances,
             "instances_needed": cost.shared_instances_needed,
+            "sufficient": cost.shared_instances >= cost.shared_instances_needed,
             "monthly_usd": round(cost.shared_monthly, 2),
             "utilisation": round(cost.shared_utilisation, 4),
             "peak_utilisation": round(cost.shared_peak_utilisation, 4),

@@ -24,6 +24,9 @@ def test_tutorial_example_reproduced_exactly():
     assert document["shared"]["monthly_usd"] == 1752.0
     assert document["savings"]["monthly_usd"] == 8760.0
     assert round(document["savings"]["fraction"] * 100, 1) == 83.3
+    # By the L4 throughput estimate two instances cannot carry the tutorial's load: the JSON says so.
+    assert document["shared"]["sufficient"] is (document["shared"]["instances"] >= document["shared"]["instances_needed"])
+    assert document["shared"]["sufficient"] is False
 
 
 def test_tutorial_table_shows_the_same_figures():
