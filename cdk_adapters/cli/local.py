@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, UsageError, manifest_path
+from cdk_adapters.contract import runtime_api
 from cdk_adapters.names import adapter_name_key, duplicate_adapter_names
 from cdk_adapters.problems import Problem
 
@@ -145,7 +146,7 @@ def _serve(record, server, adapters, args, out: TextIO, started: float) -> None:
         out.write(f"  alias '{alias}': {', '.join(f'{t} {w}%' for t, w in targets.items())}\n")
     base = "on" if record.allow_base_model else "off"
     out.write(f"  base model: InferenceComponentName={record.base_inference_component_name} (base access {base})\n")
-    out.write(f"  discovery record: {url}/cdk-adapters/discovery\n")
+    out.write(f"  discovery record: {url}{runtime_api.LOCAL_DISCOVERY_PATH}\n")
     first = adapters[0].name if adapters else "ADAPTER"
     out.write(f"try: {PROG} invoke --local {url} {first} \"Hello\"\n")
     out.flush()

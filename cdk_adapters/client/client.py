@@ -29,9 +29,10 @@ from cdk_adapters.client.payload import Image, build_request
 from cdk_adapters.client.retrying import Retrier, RetryPolicy, botocore_config
 from cdk_adapters.client.sse import chunk_text, parse_events, payload_bytes
 from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
+from cdk_adapters.contract import runtime_api
 from cdk_adapters.contract.runtime_api import route_attribute
 
-LOCAL_DISCOVERY_PATH = "/cdk-adapters/discovery"
+LOCAL_DISCOVERY_PATH = runtime_api.LOCAL_DISCOVERY_PATH
 """Where `cdk-adapters local` serves its discovery record."""
 
 

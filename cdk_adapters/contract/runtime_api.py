@@ -10,6 +10,15 @@ from __future__ import annotations
 INVOKE_ENDPOINT_MAX_BYTES = 6_291_456
 """InvokeEndpoint's request payload limit (6 MiB), checked by the client before sending."""
 
+COMPONENT_HEADER = "x-amzn-sagemaker-inference-component"
+"""The SageMaker Runtime request header that names the inference component (``InferenceComponentName``)."""
+ADAPTER_IDENTIFIER_HEADER = "x-amzn-sagemaker-adapter-identifier"
+"""What SageMaker sets on the container's /invocations when the caller named an adapter component."""
+CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
+"""InvokeEndpoint's ``CustomAttributes``, passed to the container verbatim."""
+LOCAL_DISCOVERY_PATH = "/cdk-adapters/discovery"
+"""Where local mode serves its discovery record (a deployed endpoint's is in SSM)."""
+
 ROUTE_ATTRIBUTE = "route"
 COMPLETIONS_ROUTE = "/v1/completions"
 CHAT_ROUTE = "/v1/chat/completions"

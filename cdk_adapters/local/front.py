@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
 
+from cdk_adapters.contract import runtime_api
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 from cdk_adapters.local import event_stream
@@ -26,10 +27,10 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-COMPONENT_HEADER = "x-amzn-sagemaker-inference-component"
-CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
-ADAPTER_HEADER = "x-amzn-sagemaker-adapter-identifier"
-DISCOVERY_PATH = "/cdk-adapters/discovery"
+COMPONENT_HEADER = runtime_api.COMPONENT_HEADER
+CUSTOM_ATTRIBUTES_HEADER = runtime_api.CUSTOM_ATTRIBUTES_HEADER
+ADAPTER_HEADER = runtime_api.ADAPTER_IDENTIFIER_HEADER
+DISCOVERY_PATH = runtime_api.LOCAL_DISCOVERY_PATH
 ACCOUNT = "local"
 COMPONENT_REQUIRED = (
     "Inference Component Name header is required for endpoints to which you plan to deploy inference "

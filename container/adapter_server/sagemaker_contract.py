@@ -12,13 +12,13 @@ from urllib.parse import unquote
 
 from cdk_adapters.contract import runtime_api
 
-ADAPTER_IDENTIFIER_HEADER = "x-amzn-sagemaker-adapter-identifier"
+ADAPTER_IDENTIFIER_HEADER = runtime_api.ADAPTER_IDENTIFIER_HEADER
 """Set on /invocations when the caller named an adapter inference component."""
 
 ADAPTER_ALIAS_HEADER = "x-amzn-sagemaker-adapter-alias"
 """Optional on ``POST /adapters``: a display name for the adapter."""
 
-CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
+CUSTOM_ATTRIBUTES_HEADER = runtime_api.CUSTOM_ATTRIBUTES_HEADER
 """InvokeEndpoint's ``CustomAttributes``, passed through verbatim."""
 
 ROUTE_ATTRIBUTE = runtime_api.ROUTE_ATTRIBUTE
