@@ -245,12 +245,13 @@ def build(app: cdk.App) -> AdapterServingStack:
     if problems or plan is None:
         raise ConfigurationError(problems, heading=f"cannot synthesize environment '{name}'")
     account, region = settings.get("account"), settings.get("region")
+    environment = cdk.Environment(account=account, region=region) if account or region else None
     stack = AdapterServingStack(
         app,
         settings["stack_name"],
         settings=settings,
         plan=plan,
-        env=cdk.Environment(account=account, region=region) if account or region else None,
+        env=environment,
         description=f"cdk-adapters: multi-adapter LoRA endpoint ({name})",
         termination_protection=bool(settings.get("termination_protection", False)),
     )
@@ -261,7 +262,7 @@ def build(app: cdk.App) -> AdapterServingStack:
             canary["stack_name"],
             settings=canary,
             plan=canary_plan,
-            env=cdk.Environment(account=account, region=region) if account or region else None,
+            env=environment,
             description=f"cdk-adapters: canary of the multi-adapter LoRA endpoint ({name})",
         )
         cdk.Tags.of(stack.canary).add("cdk-adapters:environment", f"{name}-canary")
