@@ -30,6 +30,12 @@ BASE_MODEL_REVISION = "CDK_ADAPTERS_BASE_MODEL_REVISION"
 ALLOW_VISION_MODULES = "CDK_ADAPTERS_ALLOW_VISION_MODULES"
 """``true`` admits adapters that target a vision-language model's vision tower or connector."""
 
+LOCAL_BODY_NAMES_ADAPTER = "CDK_ADAPTERS_LOCAL_BODY_NAMES_ADAPTER"
+"""Local runs only: ``true`` lets a request on the OpenAI routes (``/v1/completions``,
+``/v1/chat/completions``) with no adapter header pick a registered adapter by the body's ``model``,
+the OpenAI API's convention, for OpenAI clients pointed at a local server. Never on
+``/invocations``; the container refuses it unless it listens on loopback."""
+
 STATE_DIR = "CDK_ADAPTERS_STATE_DIR"
 """Where the container persists adapter registrations so they are replayed after an engine restart."""
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from cdk_adapters import serving_env
+from cdk_adapters.contract import reserved_config
 from cdk_adapters.problems import Problem
 from cdk_adapters.vllm_options import VllmOptions
 
@@ -46,7 +47,10 @@ class ServingPolicy:
                 problems.append(Problem(subject, "base_model_revision", "needs base_model_id as well"))
             env[serving_env.BASE_MODEL_REVISION] = self.base_model_revision
         for key, value in self.environment.items():
-            if key in env or key.startswith(serving_env.VLLM_FLAG_PREFIX) or key.startswith("CDK_ADAPTERS_"):
+            refused = reserved_config.refused_variable(key)
+            if refused is not None:
+                problems.append(Problem(subject, f"environment.{key}", f"is refused by the serving container: {refused}"))
+            elif key in env or key.startswith(("CDK_ADAPTERS_", serving_env.SAGEMAKER_VLLM_FLAG_PREFIX)):
                 problems.append(Problem(subject, f"environment.{key}", "is managed by the construct; use the typed option instead"))
             elif not isinstance(value, str):
                 problems.append(Problem(subject, f"environment.{key}", f"must be a string, got {value!r}"))

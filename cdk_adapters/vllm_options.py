@@ -9,28 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field, fields
 from typing import Mapping
 
 from cdk_adapters import serving_env
 from cdk_adapters.compat import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.contract import reserved_config
 from cdk_adapters.problems import Problem
-
-MANAGED_FLAGS = frozenset(
-    {
-        "--enable-lora",
-        "--port",
-        "--host",
-        "--model",
-        "--served-model-name",
-        "--api-server-count",
-    }
-)
-"""Flags the container sets itself; passing them in `extra_args` would fight it."""
-
-_FLAG_PATTERN = re.compile(r"^--([a-z0-9][a-z0-9-]*)(=.*)?$")
-
 
 @dataclass(frozen=True)
 class VllmOptions:
@@ -106,14 +91,12 @@ class VllmOptions:
         else:
             typed_flags = {"--" + _flag(f.name) for f in fields(self) if f.name != "extra_args"}
             for arg in self.extra_args:
-                match = _FLAG_PATTERN.match(arg)
-                if not match:
-                    continue
-                flag = "--" + match.group(1)
-                if flag in MANAGED_FLAGS:
-                    bad("extra_args", f"{flag} is set by the serving container; remove it")
+                flag = reserved_config.flag_name(arg)
+                reserved = reserved_config.refused_flag(arg)
+                if reserved is not None:
+                    bad("extra_args", f"{arg.split('=', 1)[0]} is refused by the serving container ({reserved.flag}: {reserved.reason}); remove it")
                 elif flag in typed_flags:
-                    bad("extra_args", f"{flag} has a typed option; set {match.group(1).replace('-', '_')} instead")
+                    bad("extra_args", f"{flag} has a typed option; set {flag[2:].replace('-', '_')} instead")
         return found
 
     def environment(self) -> dict[str, str]:

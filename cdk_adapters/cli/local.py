@@ -147,6 +147,7 @@ def _serve(record, server, adapters, args, out: TextIO, started: float) -> None:
     base = "on" if record.allow_base_model else "off"
     out.write(f"  base model: InferenceComponentName={record.base_inference_component_name} (base access {base})\n")
     out.write(f"  discovery record: {url}{runtime_api.LOCAL_DISCOVERY_PATH}\n")
+    out.write(f"  OpenAI-compatible API (this machine only; model=ADAPTER): {server.url}/v1\n")
     first = adapters[0].name if adapters else "ADAPTER"
     out.write(f"try: {PROG} invoke --local {url} {first} \"Hello\"\n")
     out.flush()

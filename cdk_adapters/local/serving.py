@@ -111,6 +111,8 @@ class AdapterServer:
             serving_env.BASE_MODEL_ID: s.base_model_id,
             serving_env.STATE_DIR: str(s.work_dir / "state"),
             serving_env.ALLOW_BASE_MODEL: "true" if s.allow_base_model else "false",
+            # Loopback only, so OpenAI clients may name the adapter in the body's `model` here.
+            serving_env.LOCAL_BODY_NAMES_ADAPTER: "true",
             "CDK_ADAPTERS_LISTEN_HOST": "127.0.0.1",
             "CDK_ADAPTERS_LISTEN_PORT": str(self.port),
             "VLLM_CPU_KVCACHE_SPACE": str(s.kv_cache_gib),

@@ -16,8 +16,9 @@ from adapter_server import observability, sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_error
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation_request import (
-    adapter_named_in_body,
+    chosen_adapter,
     forwarded_body,
+    refuse_remote_media,
     forwarded_scope,
     replaying,
     target_route,
@@ -92,11 +93,17 @@ class InvocationHandler:
             target = target_route(path, headers)
             record.route = target
             document = json_object(body)
-            if record.adapter is None:
-                record.adapter = adapter_named_in_body(document, target, self._context.served_model_names)
+            if document is None:
+                raise Refusal(400, "bad_request", "the request body must be a JSON object (an OpenAI completion or chat request)")
+            refuse_remote_media(document)
+            record.adapter = chosen_adapter(
+                record.adapter, document, self._context.served_model_names,
+                # Local runs only, and never on /invocations (SageMaker's door, and local mode's front).
+                body_names_adapter=self._context.settings.body_names_adapter and path != sagemaker_contract.INVOCATIONS_PATH,
+            )
             await self._readiness.wait()
             label = self._admit(record)
-            forwarded = forwarded_body(body, document, record.adapter, target)
+            forwarded = forwarded_body(document, record.adapter, self._context.base_model_name, target)
             record.stream = forwarded.stream
             await self._forward(
                 forwarded_scope(scope, forwarded.body, target), replaying(forwarded.body, receive), send, record,

@@ -1,7 +1,8 @@
 """How an inference request is rewritten before vLLM sees it, kept apart from the HTTP flow.
 
 ``CustomAttributes: route=/v1/...`` picks the OpenAI route behind ``/invocations``; the adapter is
-written into the body's ``model``; a stream asks for the usage chunk (for the request log) even when
+written into the body's ``model`` (the
+header alone chooses it: `chosen_adapter`); a stream asks for the usage chunk (for the request log) even when
 the caller did not, and `ForwardedBody.strip_usage` says to drop it again on the way back.
 """
 
@@ -34,14 +35,51 @@ def target_route(path: str, headers: list[tuple[bytes, bytes]]) -> str:
     return route
 
 
-def adapter_named_in_body(document: dict | None, target: str, served_model_names: frozenset[str]) -> str | None:
-    """On the OpenAI routes the body's ``model`` names the adapter, unless it names the base model."""
-    if target == sagemaker_contract.INVOCATIONS_PATH or document is None:
-        return None
+ADAPTER_CHOICE_REFUSED = (
+    "the body's \"model\" cannot choose an adapter here: the adapter is the inference component you "
+    "invoke (SageMaker names it in the X-Amzn-SageMaker-Adapter-Identifier header when InvokeEndpoint "
+    "has InferenceComponentName set to the adapter's component); leave \"model\" out or name the base model"
+)
+"""One text for every refused choice, so the answer never tells whether the named adapter exists."""
+
+
+def chosen_adapter(
+    header_adapter: str | None, document: dict, served_model_names: frozenset[str], *, body_names_adapter: bool
+) -> str | None:
+    """The adapter that serves the request; ``None`` for the base model.
+
+    The tenant boundary: SageMaker's adapter header decides (and overrides the body), because IAM
+    allowed the caller to invoke exactly that component. With no header the caller invoked the base
+    component, so the body's ``model`` may name only the base model: a 403 otherwise, whether or not
+    the name is registered. `body_names_adapter` (local runs only) restores the OpenAI convention.
+    """
+    if header_adapter:
+        return header_adapter
     model = document.get("model")
-    if isinstance(model, str) and model and model not in served_model_names:
+    if model is None or (isinstance(model, str) and (model == "" or model in served_model_names)):
+        return None
+    if body_names_adapter and isinstance(model, str):
         return model
-    return None
+    raise Refusal(403, "adapter_choice_refused", ADAPTER_CHOICE_REFUSED)
+
+
+def refuse_remote_media(document: dict) -> None:
+    """400 for a chat part whose media is a URL to fetch (``image_url``, ``video_url``, ...).
+
+    Media must travel inside the request as ``data:`` URLs: a URL would make the container fetch
+    from wherever the caller points it, from inside the endpoint's network.
+    """
+    messages = document.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else ():
+            for key, value in part.items() if isinstance(part, dict) else ():
+                url = value.get("url") if isinstance(value, dict) else value
+                if key.endswith("_url") and isinstance(url, str) and not url[:5].lower() == "data:":
+                    raise Refusal(
+                        400, "media_url_refused",
+                        f"{key} must be a data: URL (base64 in the request); this endpoint never fetches media from URLs",
+                    )
 
 
 @dataclass(frozen=True)
@@ -54,12 +92,13 @@ class ForwardedBody:
     """The usage chunk was asked for on the caller's behalf: the caller must not see it."""
 
 
-def forwarded_body(body: bytes, document: dict | None, adapter: str | None, target: str) -> ForwardedBody:
-    """`body` unchanged when it is not a JSON object; else `document` with the adapter and usage asked for."""
-    if document is None:
-        return ForwardedBody(body)
-    if adapter is not None:
-        document["model"] = adapter
+def forwarded_body(document: dict, adapter: str | None, base_model_name: str, target: str) -> ForwardedBody:
+    """`document` re-encoded for vLLM, naming the adapter (or the base model) and asking for usage.
+
+    Re-encoding means vLLM parses exactly what the boundary check read (no duplicate keys, no
+    second parser's reading of the same bytes).
+    """
+    document["model"] = adapter if adapter is not None else base_model_name
     stream = bool(document.get("stream"))
     strip_usage = False
     usage_on_request = target == sagemaker_contract.INVOCATIONS_PATH or target in sagemaker_contract.ROUTABLE_PATHS

@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 from adapter_server import settings as local_settings
 from adapter_server import vllm_flags
 from cdk_adapters import serving_env, serving_image
+from cdk_adapters.contract import reserved_config
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import ConfigurationError, Problem
 
@@ -75,7 +76,9 @@ def resolve_launch(
     _, settings_problems = local_settings.ServingSettings.from_environ(environ)
     problems.extend(settings_problems)
 
-    flags = _flags_from_environment(environ, problems)
+    _check_variables(environ, problems)
+    sources: dict[str, str] = {}
+    flags = _flags_from_environment(environ, problems, sources)
     model = flags.pop(vllm_flags.MODEL_FLAG, None)
     model_value = model[1] if model else str(model_dir)
     _check_model(model_value, configured=model is not None, environ=environ, problems=problems)
@@ -90,6 +93,10 @@ def resolve_launch(
                 f"the container serves the base model under {serving_env.BASE_MODEL_ID}; set that instead",
             )
         )
+    for flag in sorted(flags):
+        reserved = reserved_config.refused_flag(flags[flag][0]) if flags[flag] else None
+        if reserved is not None:
+            problems.append(Problem(sources[flag], "name", f"is refused ({reserved.flag}: {reserved.reason})"))
     base_model_id = environ.get(serving_env.BASE_MODEL_ID, "").strip()
     metrics = flags.pop(vllm_flags.PER_REQUEST_METRICS_FLAG, None)
     extra = _extra_args(environ, problems)
@@ -113,21 +120,33 @@ def resolve_launch(
     if base_model_id:
         command += [vllm_flags.SERVED_MODEL_NAME_FLAG, base_model_id]
     for fixed in vllm_flags.FIXED_FLAGS:
-        command += [fixed.flag] if fixed.value is None else [fixed.flag, fixed.value]
+        command += [fixed.flag] if fixed.fixed_value is None else [fixed.flag, fixed.fixed_value]
     command += [vllm_flags.MIDDLEWARE_FLAG, vllm_flags.MIDDLEWARE_OBJECT]
     command += list(metrics) if metrics is not None else [vllm_flags.PER_REQUEST_METRICS_FLAG]
     for flag in sorted(flags):
         command += flags[flag]
     command += extra
 
-    environment = dict(environ)
+    environment = {**reserved_config.OFFLINE_ENVIRONMENT, **environ}
+    environment["VLLM_PLUGINS"] = reserved_config.OFFLINE_ENVIRONMENT["VLLM_PLUGINS"]
     environment[serving_env.RUNTIME_LORA_UPDATING] = "true"
     environment[_STANDARDS_MODEL_PATH] = str(custom_code_dir)
     return LaunchPlan(command=tuple(command), environment=environment)
 
 
-def _flags_from_environment(environ: Mapping[str, str], problems: list[Problem]) -> dict[str, list[str]]:
-    """``--flag`` -> its tokens; ``CDK_ADAPTERS_VLLM_*`` wins over ``SM_VLLM_*`` for the same flag."""
+def _check_variables(environ: Mapping[str, str], problems: list[Problem]) -> None:
+    """Variables that would make the server run code named by configuration are refused outright."""
+    for name in sorted(environ):
+        reason = reserved_config.refused_variable(name)
+        if reason is not None:
+            problems.append(Problem(name, "name", f"is refused: {reason}; model artifacts and configuration never run code here"))
+
+
+def _flags_from_environment(
+    environ: Mapping[str, str], problems: list[Problem], sources: dict[str, str]
+) -> dict[str, list[str]]:
+    """``--flag`` -> its tokens (and, in `sources`, the variable it came from);
+    ``CDK_ADAPTERS_VLLM_*`` wins over ``SM_VLLM_*`` for the same flag."""
     flags: dict[str, list[str]] = {}
     for prefix in (serving_env.SAGEMAKER_VLLM_FLAG_PREFIX, serving_env.VLLM_FLAG_PREFIX):
         for variable in sorted(key for key in environ if key.startswith(prefix)):
@@ -138,6 +157,7 @@ def _flags_from_environment(environ: Mapping[str, str], problems: list[Problem])
             tokens = _flag_tokens("--" + name, environ[variable], variable, problems)
             if tokens is not None:
                 flags["--" + name] = tokens
+                sources["--" + name] = variable
     return flags
 
 
@@ -212,11 +232,11 @@ def _check_port(tokens: list[str] | None, problems: list[Problem]) -> None:
         )
 
 
-def _check_fixed(fixed: vllm_flags.FixedFlag, tokens: list[str] | None, problems: list[Problem]) -> None:
-    expected = [fixed.flag] if fixed.value is None else [fixed.flag, fixed.value]
+def _check_fixed(fixed: reserved_config.ReservedFlag, tokens: list[str] | None, problems: list[Problem]) -> None:
+    expected = [fixed.flag] if fixed.fixed_value is None else [fixed.flag, fixed.fixed_value]
     if tokens is not None and tokens != expected:
         variable = serving_env.VLLM_FLAG_PREFIX + fixed.flag[2:].upper().replace("-", "_")
-        shown = "true" if fixed.value is None else fixed.value
+        shown = "true" if fixed.fixed_value is None else fixed.fixed_value
         problems.append(Problem(variable, "value", f"is fixed at {shown}: {fixed.reason}"))
 
 
@@ -232,19 +252,14 @@ def _extra_args(environ: Mapping[str, str], problems: list[Problem]) -> list[str
     if not isinstance(extra, list) or not all(isinstance(token, str) for token in extra):
         problems.append(Problem(serving_env.EXTRA_ARGS, "value", "must be a JSON list of strings"))
         return []
-    reserved = {vllm_flags.PORT_FLAG, vllm_flags.MODEL_FLAG, vllm_flags.HOST_FLAG, vllm_flags.SERVED_MODEL_NAME_FLAG}
-    for fixed in vllm_flags.FIXED_FLAGS:
-        reserved.update(fixed.spellings)
     for token in extra:
-        name = token.split("=", 1)[0]
-        if name in reserved:
+        reserved = reserved_config.refused_flag(token)
+        if reserved is not None:
             problems.append(
                 Problem(
                     serving_env.EXTRA_ARGS,
-                    name,
-                    "is set by the container itself (model: CDK_ADAPTERS_VLLM_MODEL; served name: "
-                    "CDK_ADAPTERS_BASE_MODEL_ID; port, host, LoRA and API server count are fixed); "
-                    "remove it from the extra arguments",
+                    token.split("=", 1)[0],
+                    f"is refused ({reserved.flag}: {reserved.reason}); remove it from the extra arguments",
                 )
             )
     return extra

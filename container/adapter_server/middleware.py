@@ -9,6 +9,7 @@ vLLM's own routes. It only dispatches; each job lives in its own module:
   server that silently lost adapters.
 * `registration`: ``POST /adapters`` (gate, idempotency by content digest, persistence),
   ``DELETE /adapters/{name}`` and ``GET /adapters``. vLLM's own adapter routes are closed.
+* every other route is closed (404), WebSockets too: the route table is an allow list.
 * `invocation`: ``/invocations`` and the OpenAI generation routes: no adapter means no answer
   unless base-model access is enabled, an unknown adapter is a 404 naming it,
   ``CustomAttributes: route=/v1/...`` is honoured (`invocation_request`), streams work, and each
@@ -48,8 +49,10 @@ class SageMakerAdapterMiddleware:
         if scope["type"] == "lifespan":
             await self.app(scope, receive, self._watch_lifespan(scope, send))
             return
+        if scope["type"] == "websocket":
+            await refuse_websocket(receive, send)
+            return
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
             return
         self.startup.begin(scope)
         path, method = scope["path"], scope["method"]
@@ -70,8 +73,15 @@ class SageMakerAdapterMiddleware:
                 await self.app(scope, receive, send)
             elif method == "POST" and (path == sagemaker_contract.INVOCATIONS_PATH or path in GENERATION_PATHS):
                 await self.invocations(scope, receive, send)
-            else:
+            elif (method, path) in sagemaker_contract.PASSTHROUGH_ROUTES or (
+                (method, path) in sagemaker_contract.LOCAL_ONLY_ROUTES and self.context.settings.body_names_adapter
+            ):
                 await self.app(scope, receive, send)
+            else:
+                raise Refusal(
+                    404, "route_not_found", f"{method} {path} is not served by this container: it answers "
+                    "/invocations, /ping and /adapters (and /v1/completions, /v1/chat/completions, /metrics)",
+                )
         except Refusal as refusal:
             await send_error(send, refusal)
 
@@ -84,3 +94,10 @@ class SageMakerAdapterMiddleware:
             await send(message)
 
         return watching_send
+
+
+async def refuse_websocket(receive: Receive, send: Send) -> None:
+    """Close a WebSocket before accepting it (the server answers 403): SageMaker never opens one,
+    and vLLM's realtime route would generate past the adapter rule."""
+    await receive()  # websocket.connect
+    await send({"type": "websocket.close", "code": 1008})

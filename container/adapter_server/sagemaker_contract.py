@@ -27,12 +27,16 @@ ROUTE_ATTRIBUTE = runtime_api.ROUTE_ATTRIBUTE
 ROUTABLE_PATHS: frozenset[str] = frozenset({runtime_api.COMPLETIONS_ROUTE, runtime_api.CHAT_ROUTE})
 """Routes an invocation may be sent to with ``route=``: generation only, never admin routes."""
 
-GUARDED_GENERATION_PATHS: frozenset[str] = ROUTABLE_PATHS | frozenset(
-    {"/v1/chat/completions/batch", "/v1/responses", "/v1/messages", "/generative_scoring"}
-)
-"""vLLM 0.31 routes that generate from the model named in the body: reachable only inside the
-container or in local mode, but guarded like /invocations so a missing adapter never falls back
-to the base model there either."""
+GUARDED_GENERATION_PATHS: frozenset[str] = ROUTABLE_PATHS
+"""vLLM's OpenAI routes the middleware serves besides /invocations, under the same adapter rule:
+the ``route=`` targets, and what an OpenAI client calls in local mode. Every other route that
+generates (responses, messages, batch, scoring, pooling, embeddings, audio, ...) is closed."""
+
+PASSTHROUGH_ROUTES: frozenset[tuple[str, str]] = frozenset({("GET", "/metrics"), ("GET", "/version")})
+"""Read-only vLLM routes that reach vLLM unchanged: Prometheus metrics and the version."""
+
+LOCAL_ONLY_ROUTES: frozenset[tuple[str, str]] = frozenset({("GET", "/v1/models")})
+"""Open only with `LOCAL_BODY_NAMES_ADAPTER` (it lists every registered adapter by name)."""
 
 INVOCATIONS_PATH = "/invocations"
 ADAPTERS_PATH = "/adapters"

@@ -24,6 +24,8 @@ class ServingContext:
         self.base: BaseModelFacts | None = None
         self.max_lora_rank = 16
         self.served_model_names: frozenset[str] = frozenset()
+        self.base_model_name = ""
+        """The name requests for the base model are sent to vLLM under (its first served name)."""
         self.residency = observability.ResidencyTracker(1)
 
     @property

@@ -7,6 +7,7 @@ always talks to port 8080.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,9 @@ class ServingSettings:
     base_model_id: str | None = None
     base_model_revision: str | None = None
     allow_vision_modules: bool = False
+    body_names_adapter: bool = False
+    """Local runs only (`serving_env.LOCAL_BODY_NAMES_ADAPTER`): with no adapter header, the body's
+    ``model`` may name a registered adapter. Off, the header alone chooses the adapter."""
     state_dir: Path | None = None
     """Where registrations are persisted; ``None`` keeps them in memory only (logged as a warning)."""
     metrics: request_metrics.RequestMetricsSettings = request_metrics.RequestMetricsSettings()
@@ -68,6 +72,7 @@ class ServingSettings:
             base_model_id=environ.get(serving_env.BASE_MODEL_ID, "").strip() or None,
             base_model_revision=environ.get(serving_env.BASE_MODEL_REVISION, "").strip() or None,
             allow_vision_modules=parse_bool(environ, serving_env.ALLOW_VISION_MODULES, False, problems),
+            body_names_adapter=parse_bool(environ, serving_env.LOCAL_BODY_NAMES_ADAPTER, False, problems),
             state_dir=Path(state_dir) if state_dir else None,
             metrics=metrics,
         )
@@ -79,4 +84,24 @@ class ServingSettings:
                     f"a revision without {serving_env.BASE_MODEL_ID} pins nothing; set both or neither",
                 )
             )
+        if settings.body_names_adapter and not is_loopback(environ.get(LISTEN_HOST, "")):
+            problems.append(
+                Problem(
+                    serving_env.LOCAL_BODY_NAMES_ADAPTER,
+                    "value",
+                    f"is for local runs only and needs {LISTEN_HOST} set to a loopback address (127.0.0.1): "
+                    "on an endpoint the adapter is the inference component SageMaker names, never the body's model",
+                )
+            )
         return settings, problems
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost``, ``::1`` or an address in 127.0.0.0/8: reachable from this machine only."""
+    host = host.strip().strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

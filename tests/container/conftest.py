@@ -92,6 +92,8 @@ class VllmServer:
         self.log_path: Path | None = None
         self.start_seconds: list[float] = []
         self.client: httpx.Client | None = None
+        self.allow_base_model = False
+        """The base-access setting of the current (or last) start."""
 
     @property
     def url(self) -> str:
@@ -129,6 +131,7 @@ class VllmServer:
         `extra_env` is added to (and overrides) the usual environment, for this start only.
         """
         self.port = _free_port()
+        self.allow_base_model = allow_base_model
         self.log_path = self.log_dir / f"server-{len(self.start_seconds) + 1}.log"
         started = time.monotonic()
         with open(self.log_path, "wb") as log:

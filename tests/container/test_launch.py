@@ -240,3 +240,58 @@ def test_entrypoint_refuses_a_non_numeric_max_loras_with_exit_78(tmp_path):
     result = _run_entrypoint(["serve"], {"CDK_ADAPTERS_VLLM_MODEL": str(tmp_path), "CDK_ADAPTERS_VLLM_MAX_LORAS": "abc"})
     assert result.returncode == 78
     assert "CDK_ADAPTERS_VLLM_MAX_LORAS: value: must be a whole number for --max-loras, got 'abc'" in result.stderr
+
+
+CODE_RUNNING_CONFIGURATION = {
+    "CUSTOM_SCRIPT_FILENAME": "handler.py",
+    "CUSTOM_FASTAPI_PING_HANDLER": "mod:ping",
+    "CUSTOM_FASTAPI_MIDDLEWARE_THROTTLE": "mod:throttle",
+    "CUSTOM_PRE_PROCESS": "mod:pre",
+    "CUSTOM_POST_PROCESS": "mod:post",
+    "VLLM_SERVER_DEV_MODE": "1",
+    "VLLM_LORA_RESOLVER_CACHE_DIR": "/tmp",
+    "VLLM_PLUGINS": "lora_filesystem_resolver",
+    "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
+    "SAGEMAKER_TRANSFORMS_CREATE_SESSION_DEFAULTS": "{}",
+    "SM_VLLM_TRUST_REMOTE_CODE": "true",
+    "CDK_ADAPTERS_VLLM_MIDDLEWARE": "other.Middleware",
+    "CDK_ADAPTERS_VLLM_TOOL_PARSER_PLUGIN": "/opt/ml/model/parser.py",
+}
+
+
+def test_configuration_that_would_run_code_is_refused_all_at_once(tmp_path):
+    extra = ["--trust-remote-code", "--middleware", "x.Y", "--trust_remote_code", "--trust-remote", "--config=a.yaml",
+             "--logits-processors", "m:C", "--worker-extension-cls=m.C", "--no-enable-lora", "--middlew", "x.Z"]
+    with pytest.raises(ConfigurationError) as raised:
+        launch({**CODE_RUNNING_CONFIGURATION, serving_env.EXTRA_ARGS: json.dumps(extra)}, tmp_path)
+    found = {(p.subject, p.field) for p in raised.value.problems}
+    assert found == {(name, "name") for name in CODE_RUNNING_CONFIGURATION} | {
+        (serving_env.EXTRA_ARGS, token.split("=")[0]) for token in extra if token.startswith("--")
+    }
+    message = str(raised.value)
+    assert "SM_VLLM_TRUST_REMOTE_CODE: name: is refused (--trust-remote-code: it runs Python code shipped with the model files)" in message
+    assert "--middlew: is refused (--middleware:" in message  # argparse would expand the abbreviation
+
+
+def test_safe_spellings_of_those_flags_still_pass(tmp_path):
+    plan = launch(
+        {"SM_VLLM_TRUST_REMOTE_CODE": "false", serving_env.EXTRA_ARGS: json.dumps(["--reasoning-parser", "deepseek_r1"])},
+        tmp_path,
+    )
+    assert "--no-trust-remote-code" in plan.command and "--reasoning-parser" in plan.command
+
+
+def test_vllm_starts_offline_with_no_plugins(tmp_path):
+    plan = launch({"HF_HUB_OFFLINE": "0"}, tmp_path)
+    assert plan.environment["VLLM_PLUGINS"] == ""
+    assert plan.environment["VLLM_NO_USAGE_STATS"] == "1" and plan.environment["DO_NOT_TRACK"] == "1"
+    assert plan.environment["TRANSFORMERS_OFFLINE"] == "1"
+    assert plan.environment["HF_HUB_OFFLINE"] == "0"  # an explicit choice is kept
+
+
+def test_entrypoint_refuses_the_local_only_body_rule_on_a_public_listener(tmp_path):
+    result = _run_entrypoint(
+        ["serve"], {"CDK_ADAPTERS_VLLM_MODEL": str(tmp_path), serving_env.LOCAL_BODY_NAMES_ADAPTER: "true"}
+    )
+    assert result.returncode == 78
+    assert f"{serving_env.LOCAL_BODY_NAMES_ADAPTER}: value: is for local runs only" in result.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.container.sagemaker_calls import (
+    ADAPTER_HEADER,
     CUSTOM_ATTRIBUTES_HEADER,
     NEW_TOKENS,
     chat_body,
@@ -100,8 +101,12 @@ def test_unknown_adapter_is_404_naming_it(served):
         "code": 404,
         "adapter": "never-registered-v1",
     }
-    direct = served.client.post("/v1/completions", json=completion_body(model="never-registered-v1"))
+    # Inside the container the OpenAI route answers the same for the header's adapter...
+    direct = served.client.post("/v1/completions", json=completion_body(), headers={ADAPTER_HEADER: "never-registered-v1"})
     assert direct.status_code == 404
+    # ...while a body naming it, with no header, is not a way to choose an adapter at all.
+    by_body = served.client.post("/v1/completions", json=completion_body(model="never-registered-v1"))
+    assert (by_body.status_code, by_body.json()["error"]["type"]) == (403, "adapter_choice_refused")
 
 
 def test_vllm_admin_routes_are_closed(served, zoo):
@@ -148,7 +153,7 @@ def test_route_attribute_reaches_chat_with_the_adapter_applied(served, zoo):
         assert response.json()["model"] == name
         routed[name] = response.json()["choices"][0]["message"]["content"]
         # Same answer as the adapter on the chat route directly: the adapter really was applied.
-        direct = client.post("/v1/chat/completions", json={**chat, "model": name})
+        direct = client.post("/v1/chat/completions", json=chat, headers={ADAPTER_HEADER: name})
         assert direct.json()["choices"][0]["message"]["content"] == routed[name]
     assert routed["route-a-v1"] != routed["route-b-v1"]
 

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from cdk_adapters.contract import request_metrics
+from tests.container import boundary_matrix as boundary
 from tests.container.sagemaker_calls import invoke, register, token_ids, unregister
 from tests.support import tiny_models as tm
 
@@ -55,6 +56,15 @@ def test_registrations_are_replayed_after_a_restart_and_base_access_follows_conf
     last_line = [line for line in server.log_path.read_text().splitlines() if request_metrics.REQUEST_EVENT in line][-1]
     assert list(json.loads(last_line)) == list(request_metrics.LOG_FIELDS)
     assert len(server.start_seconds) == 2
+
+
+def test_no_body_reaches_an_adapter_its_header_did_not_name_with_base_access_on(restartable_server, zoo):
+    server = restartable_server
+    if not server.allow_base_model:  # the test above leaves it on; restart only when run alone
+        server.restart(allow_base_model=True)
+    boundary.register_tenants(server, zoo)
+    references = boundary.references_for(server, with_base=True)
+    assert boundary.served_by(server, references) == boundary.expected_matrix(base_access=True)
 
 
 def test_an_adapter_whose_files_changed_is_not_replayed_silently(restartable_server, zoo, tmp_path):

@@ -42,7 +42,7 @@ def test_a_stream_logs_the_same_token_counts_as_the_whole_answer(served, zoo):
 def test_a_routed_chat_stream_carries_the_adapters_answer(served, zoo):
     client = served.client
     assert register(client, "chat-stream-v1", zoo.adapter("good-2")).status_code == 200
-    direct = client.post("/v1/chat/completions", json=chat_body(model="chat-stream-v1")).json()
+    direct = client.post("/v1/chat/completions", json=chat_body(), headers={ADAPTER_HEADER: "chat-stream-v1"}).json()
     already = len(served.events("cdk_adapters.request"))
 
     streamed = invoke(client, "chat-stream-v1", chat_body(stream=True), **ROUTE_TO_CHAT)

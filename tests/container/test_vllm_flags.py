@@ -91,7 +91,7 @@ def test_booleans_both_ways_integers_and_json_reach_vllm(parser, tmp_path):
             "CDK_ADAPTERS_VLLM_GPU_MEMORY_UTILIZATION": "0.8",
             "CDK_ADAPTERS_VLLM_OVERRIDE_GENERATION_CONFIG": '{"temperature": 0.5}',
             serving_env.BASE_MODEL_ID: "org/model",
-            serving_env.EXTRA_ARGS: '["--middleware", "other.Middleware"]',
+            serving_env.EXTRA_ARGS: '["--seed", "7"]',
         },
         tmp_path,
     )
@@ -103,7 +103,8 @@ def test_booleans_both_ways_integers_and_json_reach_vllm(parser, tmp_path):
     assert args.gpu_memory_utilization == 0.8
     assert args.override_generation_config == {"temperature": 0.5}
     assert args.served_model_name == ["org/model"]
-    assert args.middleware == [vllm_flags.MIDDLEWARE_OBJECT, "other.Middleware"]
+    assert args.seed == 7
+    assert args.middleware == [vllm_flags.MIDDLEWARE_OBJECT]  # only ours: more is refused
 
 
 def test_what_the_construct_renders_is_what_vllm_accepts(parser, tmp_path):
@@ -124,3 +125,19 @@ def test_what_the_construct_renders_is_what_vllm_accepts(parser, tmp_path):
     assert args.dtype == "bfloat16" and args.enforce_eager is False
     assert args.limit_mm_per_prompt == {"image": 2}
     assert args.enable_prefix_caching is True
+
+
+def test_every_refused_flag_is_one_of_vllms_and_nothing_else_is_refused(parser):
+    from cdk_adapters.contract import reserved_config
+
+    options = {option for action in parser._actions for option in action.option_strings}
+    refused = {spelling for flag in reserved_config.REFUSED_FLAGS for spelling in flag.spellings}
+    assert refused <= options, refused - options
+    # Real flags that prefix a refused one are exact names, never taken for its abbreviation...
+    prefixes = {o for o in options for s in refused if o != s and o.startswith("--") and s.startswith(o)}
+    assert prefixes == reserved_config.REAL_FLAGS_THAT_PREFIX_REFUSED_ONES
+    # ...and no other flag of vLLM's is refused by accident.
+    assert {o for o in options - refused if reserved_config.refused_flag(o)} == set()
+    # An abbreviation argparse would expand to a refused flag is refused like the flag.
+    assert parser.parse_args(["--trust-remote", "--model", "m"]).trust_remote_code is True
+    assert reserved_config.refused_flag("--trust-remote").flag == "--trust-remote-code"

@@ -202,3 +202,28 @@ def test_the_local_record_builds_the_same_client_as_boto3_would(local_mode):
     assert (client.record.endpoint_name, client.record.component_name("Support-EN-v1")) == ("local", "local-support-en-v1")
     manual = AdapterClient.from_record(client.record, runtime=local_runtime_client(local_mode.url))
     assert manual.invoke("support-en-v1", PROMPT, **GREEDY).text == client.invoke("support-en-v1", PROMPT, **GREEDY).text
+
+
+def test_an_openai_client_names_the_adapter_in_model_on_this_machine_only(local_mode, client, runtime):
+    import openai
+
+    printed = [line for line in local_mode.printed.splitlines() if "OpenAI-compatible API" in line]
+    assert len(printed) == 1 and printed[0].rstrip().endswith("/v1")
+    base_url = printed[0].split(": ", 1)[1].strip()
+    assert base_url.startswith("http://127.0.0.1:")  # the adapter server, on loopback only
+    sdk = openai.OpenAI(base_url=base_url, api_key="local", max_retries=0)
+    extra = {"ignore_eos": True}
+    for adapter in ("support-en-v1", "support-en-v2"):
+        answer = sdk.completions.create(model=adapter, prompt=PROMPT, max_tokens=6, temperature=0, extra_body=extra)
+        assert answer.model == adapter
+        assert answer.choices[0].text == client.invoke(adapter, PROMPT, **GREEDY).text
+    with pytest.raises(openai.NotFoundError):
+        sdk.completions.create(model="support-en-v9", prompt=PROMPT, max_tokens=6)
+    # Through the SageMaker Runtime API the body never chooses: the base component stays the base.
+    with pytest.raises(runtime.exceptions.ModelError) as raw:
+        runtime.invoke_endpoint(
+            EndpointName="local", InferenceComponentName="local-base",
+            Body=json.dumps({"model": "support-en-v1", "prompt": PROMPT}).encode(),
+        )
+    assert raw.value.response["OriginalStatusCode"] == 403
+    assert json.loads(raw.value.response["OriginalMessage"])["error"]["type"] == "adapter_choice_refused"
