@@ -56,10 +56,12 @@ TTFT_MS = "ttft_ms"
 PROMPT_TOKENS = "prompt_tokens"
 OUTPUT_TOKENS = "output_tokens"
 COLD = "cold"
+QUEUE_MS = "queue_ms"
+"""Milliseconds the request waited for a place in the engine (fair share across adapters)."""
 ERROR = "error"
 
 LOG_FIELDS = (EVENT, ADAPTER, ROUTE, STREAM, REQUEST_ID, STATUS, LATENCY_MS, TTFT_MS, PROMPT_TOKENS,
-              OUTPUT_TOKENS, COLD, ERROR)
+              OUTPUT_TOKENS, COLD, QUEUE_MS, ERROR)
 """Every line has these, EMF on or off, in this order; values may be ``null``."""
 
 # ---------------------------------------------------------------------------------- dimensions

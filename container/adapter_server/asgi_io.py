@@ -24,9 +24,10 @@ bodies in memory, so it refuses larger ones itself (local mode, callers inside t
 class Refusal(Exception):
     """A request the middleware answers itself, with a JSON error."""
 
-    def __init__(self, status: int, kind: str, message: str, **extra: Any) -> None:
+    def __init__(self, status: int, kind: str, message: str, *, headers: dict[str, str] | None = None, **extra: Any) -> None:
         super().__init__(message)
         self.status, self.kind, self.message, self.extra = status, kind, message, extra
+        self.headers = headers or {}
 
 
 async def read_body(scope: Scope, receive: Receive) -> bytes:
@@ -61,8 +62,8 @@ def json_object(body: bytes) -> dict | None:
     return document if isinstance(document, dict) else None
 
 
-async def send_json(send: Send, status: int, document: Any) -> None:
-    await _send_whole(send, status, b"application/json", json.dumps(document).encode())
+async def send_json(send: Send, status: int, document: Any, headers: dict[str, str] | None = None) -> None:
+    await _send_whole(send, status, b"application/json", json.dumps(document).encode(), headers)
 
 
 async def send_text(send: Send, status: int, text: str) -> None:
@@ -72,16 +73,18 @@ async def send_text(send: Send, status: int, text: str) -> None:
 async def send_error(send: Send, refusal: Refusal) -> None:
     """OpenAI-style error JSON, so clients that parse vLLM's errors parse ours too."""
     await send_json(
-        send, refusal.status, {"error": {"message": refusal.message, "type": refusal.kind, "code": refusal.status, **refusal.extra}}
+        send, refusal.status, {"error": {"message": refusal.message, "type": refusal.kind, "code": refusal.status, **refusal.extra}},
+        refusal.headers,
     )
 
 
-async def _send_whole(send: Send, status: int, content_type: bytes, body: bytes) -> None:
+async def _send_whole(send: Send, status: int, content_type: bytes, body: bytes, headers: dict[str, str] | None = None) -> None:
+    extra = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in (headers or {}).items()]
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())],
+            "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *extra],
         }
     )
     await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -9,10 +9,12 @@ per-adapter Prometheus metrics. Both count a request under the same adapter labe
 
 from __future__ import annotations
 
+import inspect
 import time
-from typing import Callable
+from typing import Callable, Coroutine
 
 from adapter_server import observability, sagemaker_contract
+from adapter_server.admission import CallerGone, FairAdmission
 from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_error
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation_request import (
@@ -105,10 +107,15 @@ class InvocationHandler:
             label = self._admit(record)
             forwarded = forwarded_body(document, record.adapter, self._context.base_model_name, target)
             record.stream = forwarded.stream
-            await self._forward(
+            forward = self._forward(
                 forwarded_scope(scope, forwarded.body, target), replaying(forwarded.body, receive), send, record,
                 started, forwarded.strip_usage, publish,
             )
+            admission = self._context.admission
+            if admission is None:
+                await forward
+            else:
+                await self._forward_in_turn(admission, label, forward, receive, record, started)
         except Refusal as refusal:
             record.status, record.error = refusal.status, refusal.message
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
@@ -120,6 +127,29 @@ class InvocationHandler:
             raise
         finally:
             publish()
+
+    async def _forward_in_turn(
+        self, admission: FairAdmission, label: str, forward: Coroutine[None, None, None], receive: Receive,
+        record: observability.RequestRecord, started: float,
+    ) -> None:
+        """Forward once `admission` gives this adapter a place in the engine (fair share)."""
+        try:
+            async with admission.place(label, lambda: _until_disconnect(receive)) as admitted:
+                record.queue_ms = admitted.queue_ms
+                in_engine = observability.in_engine_gauge(label)
+                in_engine.inc()
+                try:
+                    await forward
+                finally:
+                    in_engine.dec()
+        except CallerGone:
+            forward.close()  # never started: the engine never sees this request
+            record.status, record.error = 499, "the caller disconnected while the request waited for a place"
+            record.latency_ms = round((time.monotonic() - started) * 1000, 3)
+        except BaseException:
+            if inspect.getcoroutinestate(forward) == inspect.CORO_CREATED:  # refused (429) before it started
+                forward.close()
+            raise
 
     def _admit(self, record: observability.RequestRecord) -> str:
         """The request's metrics label; 400 if it names no adapter and base access is off, 404 if unknown."""
@@ -176,3 +206,9 @@ class InvocationHandler:
         await self._app(scope, receive, observing_send)
         if record.latency_ms is None:  # the application ended without a final body message
             complete()
+
+
+async def _until_disconnect(receive: Receive) -> None:
+    """Returns when the caller disconnects (the body is read already: nothing else can arrive)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

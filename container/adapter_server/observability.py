@@ -56,6 +56,18 @@ COLD_REQUESTS = Counter(
     "Requests whose adapter was used for the first time since it was loaded, or had left the GPU slots.",
     ["adapter"],
 )
+QUEUE_WAIT = Histogram(
+    "cdk_adapters_queue_wait_seconds",
+    "Time a request waited for a place in the engine (fair share across adapters), by adapter.",
+    ["adapter"],
+    buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+THROTTLED = Counter(
+    "cdk_adapters_throttled_requests", "Requests refused with 429 over their adapter's limits, by adapter.", ["adapter"]
+)
+IN_ENGINE = Gauge(
+    "cdk_adapters_in_engine_requests", "Requests inside the engine now (holding a fair-share place), by adapter.", ["adapter"]
+)
 REGISTERED_ADAPTERS = Gauge("cdk_adapters_registered_adapters", "Adapters currently registered.")
 REGISTRATIONS = Counter(
     "cdk_adapters_registrations",
@@ -92,6 +104,8 @@ class RequestRecord:
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     cold: bool | None = None
+    queue_ms: float | None = None
+    """Time spent waiting for a place in the engine (fair share); None when not admitted."""
     error: str | None = None
 
     def fields(self) -> dict[str, Any]:
@@ -108,6 +122,7 @@ class RequestRecord:
             request_metrics.PROMPT_TOKENS: self.prompt_tokens,
             request_metrics.OUTPUT_TOKENS: self.output_tokens,
             request_metrics.COLD: self.cold,
+            request_metrics.QUEUE_MS: self.queue_ms,
             request_metrics.ERROR: self.error,
         }
 
@@ -125,6 +140,15 @@ class RequestRecord:
             _child(OUTPUT_TOKENS, metric_label).inc(self.output_tokens)
         if self.cold:
             _child(COLD_REQUESTS, metric_label).inc()
+        if self.queue_ms is not None:
+            _child(QUEUE_WAIT, metric_label).observe(self.queue_ms / 1000.0)
+        if self.status == 429:
+            _child(THROTTLED, metric_label).inc()
+
+
+def in_engine_gauge(metric_label: str) -> Any:
+    """The in-engine gauge of one adapter (incremented while its request holds a place)."""
+    return _child(IN_ENGINE, metric_label)
 
 
 _children: dict[tuple[int, tuple[str, ...]], Any] = {}

@@ -8,6 +8,7 @@ start-up fails part way).
 from __future__ import annotations
 
 from adapter_server import observability
+from adapter_server.admission import FairAdmission
 from adapter_server.engine_routes import EngineRoutes
 from adapter_server.registrations import RegistrationStore
 from adapter_server.settings import ServingSettings
@@ -27,6 +28,8 @@ class ServingContext:
         self.base_model_name = ""
         """The name requests for the base model are sent to vLLM under (its first served name)."""
         self.residency = observability.ResidencyTracker(1)
+        self.admission: FairAdmission | None = None
+        """Fair share across adapters (None: off, requests go to vLLM as they come)."""
 
     @property
     def reference(self) -> Reference:

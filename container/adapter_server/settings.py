@@ -15,6 +15,7 @@ from typing import Mapping
 
 from cdk_adapters import serving_env
 from cdk_adapters.contract import request_metrics
+from cdk_adapters.contract import tenant_limits as limits_contract
 from cdk_adapters.problems import Problem
 
 LISTEN_PORT = "CDK_ADAPTERS_LISTEN_PORT"
@@ -59,6 +60,8 @@ class ServingSettings:
     """Where registrations are persisted; ``None`` keeps them in memory only (logged as a warning)."""
     metrics: request_metrics.RequestMetricsSettings = request_metrics.RequestMetricsSettings()
     """What the request log embeds (EMF on/off, namespace, metrics, endpoint); decoded by the contract."""
+    tenant_limits: limits_contract.TenantLimits = limits_contract.TenantLimits()
+    """Fair share across adapters and each adapter's limits; decoded by the contract."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> tuple["ServingSettings", list[Problem]]:
@@ -67,6 +70,8 @@ class ServingSettings:
         state_dir = environ.get(serving_env.STATE_DIR, "").strip()
         metrics, metrics_problems = request_metrics.decode(environ)
         problems.extend(metrics_problems)
+        limits, limits_problems = limits_contract.decode(environ)
+        problems.extend(limits_problems)
         settings = cls(
             allow_base_model=parse_bool(environ, serving_env.ALLOW_BASE_MODEL, False, problems),
             base_model_id=environ.get(serving_env.BASE_MODEL_ID, "").strip() or None,
@@ -75,6 +80,7 @@ class ServingSettings:
             body_names_adapter=parse_bool(environ, serving_env.LOCAL_BODY_NAMES_ADAPTER, False, problems),
             state_dir=Path(state_dir) if state_dir else None,
             metrics=metrics,
+            tenant_limits=limits,
         )
         if settings.base_model_revision and not settings.base_model_id:
             problems.append(

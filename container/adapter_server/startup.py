@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from adapter_server import observability
+from adapter_server.admission import FairAdmission
 from adapter_server.engine_routes import ASGIApp, EngineRoutes, Scope
 from adapter_server.readiness import Readiness
 from adapter_server.registration_service import RegistrationService
@@ -73,6 +74,9 @@ class ServerStartup:
         context.served_model_names = frozenset(names)
         context.base_model_name = names[0]
         context.residency = observability.ResidencyTracker(int(args.max_loras))
+        limits = settings.tenant_limits
+        if limits.fair_share:
+            context.admission = FairAdmission(limits.engine_in_flight or _engine_batch_size(starlette_app), limits.for_adapter)
         context.base = await asyncio.to_thread(
             BaseModelFacts.from_model_dir,
             args.model,
@@ -114,3 +118,11 @@ class ServerStartup:
         observability.REGISTERED_ADAPTERS.set(len(registrations) - len(failures))
         if failures:
             readiness.failure = "persisted adapters could not be restored: " + "; ".join(failures)
+
+
+def _engine_batch_size(starlette_app: Any) -> int:
+    """vLLM's running-batch size (``--max-num-seqs`` as the engine resolved it): more requests than
+    this would only wait in vLLM's own first-come, first-served queue."""
+    config = getattr(starlette_app.state, "vllm_config", None)
+    resolved = getattr(getattr(config, "scheduler_config", None), "max_num_seqs", None)
+    return int(resolved or starlette_app.state.args.max_num_seqs or 256)

@@ -22,7 +22,7 @@ import pytest
 
 from cdk_adapters import serving_env
 from cdk_adapters.local.serving import stop_process_group
-from cdk_adapters.contract import request_metrics
+from cdk_adapters.contract import request_metrics, tenant_limits
 from tests.compat.zoo import AdapterZoo, session_zoo
 from tests.container.sagemaker_calls import MODEL_CODE_MARKER
 from tests.support import tiny_models as tm
@@ -37,8 +37,14 @@ SERVER_LIMITS = {
     "MAX_CPU_LORAS": "4",
     "MAX_MODEL_LEN": "256",
     "DTYPE": "float32",
+    "MAX_NUM_SEQS": "4",
 }
-"""SPEC section 8's measured recipe; float32 so outputs can be compared with transformers exactly."""
+"""The measured tiny-model recipe; float32 so outputs can be compared with transformers exactly, and a
+running batch of 4 so a burst saturates the engine as it would a GPU copy (fair share is tested on it)."""
+
+LIMITED_ADAPTER = "limited-v1"
+LIMITS = tenant_limits.environment(adapters={LIMITED_ADAPTER: tenant_limits.AdapterLimits(max_in_flight=1, max_queue=1, max_queue_wait_s=30)})
+"""One adapter with limits, so the 429 path runs on the shared server."""
 
 METRICS_NAMESPACE = "CdkAdaptersTests"
 METRICS_ENDPOINT_NAME = "tests-endpoint"
@@ -103,6 +109,7 @@ class VllmServer:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CDK_ADAPTERS_", "SM_VLLM_"))}
         env.update({serving_env.VLLM_FLAG_PREFIX + key: value for key, value in SERVER_LIMITS.items()})
         env.update(request_metrics.environment(namespace=METRICS_NAMESPACE, endpoint_name=METRICS_ENDPOINT_NAME))
+        env.update(LIMITS)
         env.update(
             {
                 serving_env.VLLM_FLAG_PREFIX + "MODEL": str(self.base_dir),

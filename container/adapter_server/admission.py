@@ -1,0 +1,178 @@
+"""Fair share of the engine across adapters: a burst from one tenant never queues ahead of another's.
+
+vLLM schedules first come, first served: once its running batch is full (``--max-num-seqs``),
+every new request waits behind all earlier ones, so one adapter's burst of sixteen makes a quiet
+adapter's single request wait for all sixteen. Here the middleware lets at most the engine's own
+concurrency into vLLM, so vLLM never has a queue of its own, and holds the rest in one queue per
+adapter, released by weighted fair queueing (stride scheduling): each admission advances its
+adapter's pass by ``1 / weight``, and a freed place goes to the waiting adapter with the lowest
+pass. A quiet adapter therefore waits for at most the next place to free, whatever the backlog of
+others, and a single busy adapter still fills the whole engine (nothing is reserved or wasted).
+
+Per-adapter limits (`contract.tenant_limits`) cap what one adapter may hold: places in the engine
+(the rest of its requests wait), waiting requests and time spent waiting (over either: 429 with
+``Retry-After``). A request whose caller disconnects while it waits leaves the queue and never
+reaches the engine; a place is released when its request ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Awaitable, Callable
+
+from adapter_server.asgi_io import Refusal
+from cdk_adapters.contract.tenant_limits import AdapterLimits
+
+
+class CallerGone(Exception):
+    """The caller disconnected while its request waited for a place."""
+
+
+@dataclass
+class _Lane:
+    """One adapter's waiting requests and its share of the engine."""
+
+    limits: AdapterLimits
+    waiting: deque[asyncio.Future] = field(default_factory=deque)
+    in_engine: int = 0
+    pass_value: float = 0.0
+
+    def can_enter(self) -> bool:
+        cap = self.limits.max_in_flight
+        return cap is None or self.in_engine < cap
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """What the request log learns about one admission."""
+
+    queue_ms: float
+    """Time spent waiting for a place (0 when one was free)."""
+
+
+class FairAdmission:
+    """At most `capacity` requests inside the engine; the rest wait per adapter, released fairly."""
+
+    def __init__(self, capacity: int, limits: Callable[[str], AdapterLimits]) -> None:
+        self.capacity = max(1, capacity)
+        self._limits = limits
+        self._lanes: dict[str, _Lane] = {}
+        self.in_engine = 0
+        self._virtual_time = 0.0
+
+    def waiting(self, adapter: str) -> int:
+        lane = self._lanes.get(adapter)
+        return len(lane.waiting) if lane else 0
+
+    def in_engine_for(self, adapter: str) -> int:
+        lane = self._lanes.get(adapter)
+        return lane.in_engine if lane else 0
+
+    @asynccontextmanager
+    async def place(self, adapter: str, caller_gone: Callable[[], Awaitable[object]]) -> AsyncIterator[Admitted]:
+        """Hold a place in the engine for `adapter`'s request while the block runs.
+
+        Raises `Refusal` (429) over the adapter's limits and `CallerGone` when `caller_gone`
+        (an awaitable that completes on disconnect) fires before a place is free.
+        """
+        started = time.monotonic()
+        lane = self._lane(adapter)
+        if not self._enter_now(lane):
+            await self._wait(adapter, lane, caller_gone)
+        try:
+            yield Admitted(queue_ms=round((time.monotonic() - started) * 1000, 3))
+        finally:
+            lane.in_engine -= 1
+            self.in_engine -= 1
+            self._dispatch()
+            self._forget_if_idle(adapter, lane)
+
+    def _lane(self, adapter: str) -> _Lane:
+        lane = self._lanes.get(adapter)
+        if lane is None:
+            # A newly active adapter starts at the current virtual time: no credit saved while idle.
+            lane = self._lanes[adapter] = _Lane(self._limits(adapter), pass_value=self._virtual_time)
+        return lane
+
+    def _enter_now(self, lane: _Lane) -> bool:
+        """Take a free place at once, unless this lane's earlier requests wait or it is at its cap.
+
+        (Another lane that waits while a place is free is at its own cap: `_dispatch` leaves no
+        enterable request waiting beside a free place.)"""
+        if self.in_engine < self.capacity and not lane.waiting and lane.can_enter():
+            self._take(lane)
+            return True
+        return False
+
+    async def _wait(self, adapter: str, lane: _Lane, caller_gone: Callable[[], Awaitable[object]]) -> None:
+        limits = lane.limits
+        if limits.max_queue is not None and len(lane.waiting) >= limits.max_queue:
+            raise _throttled(adapter, "max_queue", f"{limits.max_queue} requests already wait", limits)
+        ticket: asyncio.Future = asyncio.get_running_loop().create_future()
+        lane.waiting.append(ticket)
+        watcher = asyncio.ensure_future(caller_gone())
+        try:
+            done, _ = await asyncio.wait(
+                {ticket, watcher}, timeout=limits.max_queue_wait_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        except BaseException:
+            self._abandon(adapter, lane, ticket)
+            raise
+        finally:
+            watcher.cancel()
+        if ticket in done:
+            return  # `_dispatch` took the place on our behalf
+        self._abandon(adapter, lane, ticket)
+        if watcher in done:
+            raise CallerGone()
+        raise _throttled(adapter, "max_queue_wait_s", f"no place freed within {limits.max_queue_wait_s:g} s", limits)
+
+    def _abandon(self, adapter: str, lane: _Lane, ticket: asyncio.Future) -> None:
+        """Leave the queue; if a place was granted in the same instant, give it back."""
+        if ticket.done() and not ticket.cancelled():
+            lane.in_engine -= 1
+            self.in_engine -= 1
+            self._dispatch()
+        else:
+            ticket.cancel()
+            try:
+                lane.waiting.remove(ticket)
+            except ValueError:
+                pass
+        self._forget_if_idle(adapter, lane)
+
+    def _dispatch(self) -> None:
+        """Give free places to waiting requests: the enterable lane with the lowest pass first."""
+        while self.in_engine < self.capacity:
+            ready = [lane for lane in self._lanes.values() if lane.waiting and lane.can_enter()]
+            if not ready:
+                return
+            lane = min(ready, key=lambda candidate: candidate.pass_value)
+            ticket = lane.waiting.popleft()
+            if ticket.cancelled():
+                continue
+            self._take(lane)
+            ticket.set_result(None)
+
+    def _take(self, lane: _Lane) -> None:
+        lane.in_engine += 1
+        self.in_engine += 1
+        self._virtual_time = max(self._virtual_time, lane.pass_value)
+        lane.pass_value = max(lane.pass_value, self._virtual_time) + 1.0 / lane.limits.weight
+
+    def _forget_if_idle(self, adapter: str, lane: _Lane) -> None:
+        if not lane.waiting and lane.in_engine == 0 and self._lanes.get(adapter) is lane:
+            del self._lanes[adapter]
+
+
+def _throttled(adapter: str, limit: str, why: str, limits: AdapterLimits) -> Refusal:
+    retry_after = limits.retry_after_s
+    return Refusal(
+        429, "adapter_throttled",
+        f"adapter {adapter!r} is over its {limit} limit ({why}); retry after {retry_after} s",
+        headers={"Retry-After": str(retry_after)}, adapter=adapter, limit=limit, retry_after=retry_after,
+    )

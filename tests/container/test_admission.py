@@ -1,0 +1,230 @@
+"""Fair share across adapters, as a queue discipline: order, weights, limits, cancellation, no leaks.
+
+These drive `FairAdmission` itself on an event loop (it is the thing under test); the behaviour on
+a real vLLM server under saturation is in `test_serving_fair_share.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from adapter_server.admission import CallerGone, FairAdmission
+from adapter_server.asgi_io import Refusal
+from cdk_adapters.contract.tenant_limits import AdapterLimits
+
+NEVER = asyncio.Event
+
+
+def limits_of(table: dict[str, AdapterLimits]):
+    return lambda adapter: table.get(adapter, AdapterLimits())
+
+
+async def never_gone() -> None:
+    await asyncio.Event().wait()
+
+
+class Engine:
+    """Requests that hold their place until released, recording the order they entered."""
+
+    def __init__(self, admission: FairAdmission) -> None:
+        self.admission = admission
+        self.entered: list[str] = []
+        self.release: dict[str, asyncio.Event] = {}
+
+    async def request(self, adapter: str, tag: str, gone=never_gone) -> str:
+        event = self.release.setdefault(tag, asyncio.Event())
+        async with self.admission.place(adapter, gone):
+            self.entered.append(tag)
+            await event.wait()
+        return tag
+
+    async def settle(self) -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_a_burst_does_not_queue_ahead_of_another_adapter():
+    async def scenario():
+        engine = Engine(FairAdmission(2, limits_of({})))
+        tasks = [asyncio.ensure_future(engine.request("noisy", f"n{i}")) for i in range(6)]
+        await engine.settle()
+        tasks.append(asyncio.ensure_future(engine.request("quiet", "q0")))
+        await engine.settle()
+        assert engine.entered == ["n0", "n1"]  # the engine is full
+        engine.release["n0"].set()
+        await engine.settle()
+        # The freed place goes to the quiet adapter, ahead of the four noisy requests that waited longer.
+        assert engine.entered == ["n0", "n1", "q0"]
+        for tag in ["n1", "q0", "n2", "n3", "n4", "n5"]:
+            engine.release[tag].set()
+            await engine.settle()
+        await asyncio.gather(*tasks)
+        assert engine.entered == ["n0", "n1", "q0", "n2", "n3", "n4", "n5"]
+        assert engine.admission.in_engine == 0 and engine.admission._lanes == {}
+
+    run(scenario())
+
+
+def test_one_busy_adapter_alone_fills_the_whole_engine():
+    async def scenario():
+        engine = Engine(FairAdmission(3, limits_of({})))
+        tasks = [asyncio.ensure_future(engine.request("only", f"o{i}")) for i in range(5)]
+        await engine.settle()
+        assert engine.entered == ["o0", "o1", "o2"]  # nothing is held back for tenants that are not there
+        for event in engine.release.values():
+            event.set()
+        await asyncio.gather(*tasks)
+
+    run(scenario())
+
+
+def test_weights_share_freed_places_in_proportion():
+    async def scenario():
+        engine = Engine(FairAdmission(1, limits_of({"heavy": AdapterLimits(weight=3)})))
+        first = asyncio.ensure_future(engine.request("other", "hold"))
+        await engine.settle()
+        tasks = [asyncio.ensure_future(engine.request("heavy", f"h{i}")) for i in range(6)]
+        tasks += [asyncio.ensure_future(engine.request("light", f"l{i}")) for i in range(2)]
+        await engine.settle()
+        engine.release["hold"].set()
+        for _ in range(8):
+            await engine.settle()
+            engine.release[engine.entered[-1]].set()
+        await asyncio.gather(first, *tasks)
+        order = [tag[0] for tag in engine.entered[1:]]
+        assert order == ["h", "l", "h", "h", "h", "l", "h", "h"]  # three heavy for each light
+
+    run(scenario())
+
+
+def test_max_in_flight_keeps_an_adapter_to_its_places_and_lets_others_use_the_rest():
+    async def scenario():
+        engine = Engine(FairAdmission(4, limits_of({"capped": AdapterLimits(max_in_flight=1)})))
+        tasks = [asyncio.ensure_future(engine.request("capped", f"c{i}")) for i in range(3)]
+        tasks.append(asyncio.ensure_future(engine.request("free", "f0")))
+        await engine.settle()
+        assert engine.entered == ["c0", "f0"]
+        engine.release["c0"].set()
+        await engine.settle()
+        assert engine.entered == ["c0", "f0", "c1"]
+        for event in engine.release.values():
+            event.set()
+        for tag in ("c2",):
+            await engine.settle()
+            engine.release.setdefault(tag, asyncio.Event()).set()
+        await asyncio.gather(*tasks)
+        assert engine.admission.in_engine == 0
+
+    run(scenario())
+
+
+def test_over_max_queue_is_429_with_retry_after_and_takes_no_place():
+    async def scenario():
+        engine = Engine(FairAdmission(1, limits_of({"t": AdapterLimits(max_queue=1, max_queue_wait_s=2.5)})))
+        holder = asyncio.ensure_future(engine.request("t", "t0"))
+        waiter = asyncio.ensure_future(engine.request("t", "t1"))
+        await engine.settle()
+        with pytest.raises(Refusal) as refused:
+            await engine.request("t", "t2")
+        error = refused.value
+        assert (error.status, error.kind, error.extra["limit"], error.headers) == (429, "adapter_throttled", "max_queue", {"Retry-After": "3"})
+        assert error.message == "adapter 't' is over its max_queue limit (1 requests already wait); retry after 3 s"
+        engine.release["t0"].set()
+        engine.release["t1"].set()
+        await asyncio.gather(holder, waiter)
+        assert engine.admission.in_engine == 0 and engine.admission._lanes == {}
+
+    run(scenario())
+
+
+def test_a_request_that_waits_too_long_is_429_and_leaves_the_queue():
+    async def scenario():
+        engine = Engine(FairAdmission(1, limits_of({"t": AdapterLimits(max_queue_wait_s=0.05)})))
+        holder = asyncio.ensure_future(engine.request("other", "hold"))
+        await engine.settle()
+        with pytest.raises(Refusal) as refused:
+            await engine.request("t", "late")
+        assert refused.value.extra["limit"] == "max_queue_wait_s"
+        assert engine.admission.waiting("t") == 0
+        engine.release["hold"].set()
+        await holder
+        assert "late" not in engine.entered and engine.admission._lanes == {}
+
+    run(scenario())
+
+
+def test_a_caller_that_leaves_while_waiting_never_enters():
+    async def scenario():
+        engine = Engine(FairAdmission(1, limits_of({})))
+        holder = asyncio.ensure_future(engine.request("a", "hold"))
+        gone = asyncio.Event()
+        leaving = asyncio.ensure_future(engine.request("b", "leaves", gone=gone.wait))
+        after = asyncio.ensure_future(engine.request("c", "after"))
+        await engine.settle()
+        gone.set()
+        with pytest.raises(CallerGone):
+            await leaving
+        engine.release["hold"].set()
+        await engine.settle()
+        engine.release["after"].set()
+        await asyncio.gather(holder, after)
+        assert engine.entered == ["hold", "after"]
+        assert engine.admission.in_engine == 0 and engine.admission._lanes == {}
+
+    run(scenario())
+
+
+def test_a_request_that_fails_or_is_cancelled_releases_its_place():
+    async def scenario():
+        admission = FairAdmission(1, limits_of({}))
+
+        async def failing():
+            async with admission.place("a", never_gone):
+                raise RuntimeError("engine error")
+
+        with pytest.raises(RuntimeError):
+            await failing()
+        engine = Engine(admission)
+        running = asyncio.ensure_future(engine.request("a", "running"))
+        waiting = asyncio.ensure_future(engine.request("b", "waiting"))
+        await engine.settle()
+        running.cancel()  # e.g. the server cancelled the task
+        waiting_after = asyncio.ensure_future(engine.request("c", "next"))
+        await engine.settle()
+        assert engine.entered == ["running", "waiting"]
+        waiting.cancel()
+        await engine.settle()
+        assert engine.entered == ["running", "waiting", "next"]
+        engine.release["next"].set()
+        await waiting_after
+        assert admission.in_engine == 0 and admission._lanes == {}
+
+    run(scenario())
+
+
+def test_churn_leaks_nothing():
+    async def scenario():
+        admission = FairAdmission(3, limits_of({"t": AdapterLimits(max_queue=4, max_queue_wait_s=0.02)}))
+
+        async def one(index: int):
+            async with admission.place(("t", "u", "v")[index % 3], never_gone):
+                await asyncio.sleep(0.001 * (index % 4))
+                if index % 7 == 0:
+                    raise ValueError(index)
+
+        tasks = [asyncio.ensure_future(one(i)) for i in range(300)]
+        for index, task in enumerate(tasks):
+            if index % 11 == 0:
+                task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        kinds = {type(result).__name__ for result in results}
+        assert kinds <= {"NoneType", "ValueError", "CancelledError", "Refusal"}
+        assert admission.in_engine == 0 and admission._lanes == {}
+
+    run(scenario())
