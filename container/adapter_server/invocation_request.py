@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from adapter_server import sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal
 from adapter_server.engine_routes import Message, Scope
+from cdk_adapters.contract import error_kinds
 
 
 def target_route(path: str, headers: list[tuple[bytes, bytes]]) -> str:
@@ -27,7 +28,7 @@ def target_route(path: str, headers: list[tuple[bytes, bytes]]) -> str:
         return path
     if route not in sagemaker_contract.ROUTABLE_PATHS:
         raise Refusal(
-            400, "bad_route",
+            400, error_kinds.BAD_ROUTE,
             f"CustomAttributes route={route!r} is not allowed; use one of "
             + ", ".join(sorted(sagemaker_contract.ROUTABLE_PATHS)),
         )
