@@ -45,7 +45,7 @@ class Readiness:
         try:
             await asyncio.wait_for(self._ready.wait(), READY_WAIT_SECONDS)
         except asyncio.TimeoutError:
-            raise Refusal(503, error_kinds.STARTING, f"{self._progress()} (waited {READY_WAIT_SECONDS:g} s)") from None
+            raise Refusal(503, error_kinds.STARTING, f"{self._progress()}; try again shortly") from None
         if self.failure:
             raise Refusal(503, error_kinds.UNHEALTHY, self.failure)
 
