@@ -1,8 +1,9 @@
 """The example app serves its manifest: what was only pinned by the snapshots, stated as assertions.
 
 When app.py started reading manifests/example.yaml, the templates' adapter URLs, the container's base
-model revision and the vLLM slot limits changed with it; these tests say which value comes from where,
-for every environment in cdk.json.
+model revision and the vLLM slot limits changed with it; when the manifest's rows opted into alarms,
+per-adapter alarms appeared with thresholds from cdk.json and the row. These tests say which value
+comes from where, for every environment in cdk.json.
 """
 
 from __future__ import annotations
@@ -59,3 +60,39 @@ def test_the_container_serves_the_manifests_base_model_and_slot_limits(environme
     )
     # cdk.json's own vLLM settings still apply beside the manifest's.
     assert env[flag + "MAX_MODEL_LEN"] == str(app_environments()[name]["vllm"]["max_model_len"])
+
+
+DEFAULTS = {"error_rate_percent": 5.0, "latency_p95_ms": 30_000.0, "cold_start_share_percent": 25.0}
+"""AlarmThresholds' documented defaults, for an environment whose cdk.json has no alarms block."""
+
+
+def thresholds(*layers: dict) -> dict[str, float]:
+    merged = {k: v for layer in (DEFAULTS, *layers) for k, v in layer.items()}
+    return {
+        "error-rate": merged["error_rate_percent"] / 100,
+        "latency-p95": merged["latency_p95_ms"],
+        "cold-start-share": merged["cold_start_share_percent"] / 100,
+    }
+
+
+def test_alarms_follow_cdk_json_and_each_manifest_rows_overrides(environment):
+    name, stack = environment
+    # The request-metric alarms (named); the copy-scaling wake-up alarm is the scaling tests' subject.
+    alarms = {
+        resource["Properties"]["AlarmName"]: resource["Properties"]["Threshold"]
+        for template in templates(stack)
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::CloudWatch::Alarm" and "AlarmName" in resource["Properties"]
+    }
+    block = app_environments()[name].get("alarms") or {}
+    prefix = stack.endpoint.prefix
+    expected = {f"{prefix}/{kind}": value for kind, value in thresholds(block.get("endpoint", {})).items()}
+    for row in MANIFEST["adapters"]:
+        if row.get("alarms"):
+            override = row["alarms"] if isinstance(row["alarms"], dict) else {}
+            component = f"{prefix}-{row['name']}"
+            expected.update({
+                f"{component}/{kind}": value
+                for kind, value in thresholds(block.get("adapters", {}), override).items()
+            })
+    assert alarms == expected
