@@ -26,7 +26,7 @@ from cdk_adapters.compat import (
     check_co_hosted,
     split_acknowledged,
 )
-from tests.container.conftest import SERVER_LIMITS, VllmServer, _STARTED
+from tests.container.conftest import SERVER_LIMITS, VllmServer
 from tests.container.peft_reference import peft_greedy_token_ids
 from tests.container.sagemaker_calls import LONG_PROMPT, NEW_TOKENS, PROMPT, completion_body, invoke, register
 
@@ -102,10 +102,10 @@ def test_every_admitted_llama_kind_serves_what_peft_computes_alone_and_in_mixed_
 
 @pytest.fixture(scope="module")
 def gqa_served(zoo, tmp_path_factory):
-    """A second server, on the grouped-query-attention base (one key/value head): its own start-up."""
+    """A second server, on the grouped-query-attention base (one key/value head): its own start-up,
+    stopped when this module is done so it does not compete with the shared server for the cores."""
     root = tmp_path_factory.mktemp("vllm-gqa-server")
     server = VllmServer(Path(shutil.copytree(zoo.gqa_base_dir, root / "model")), root / "state", root)
-    _STARTED.append(server)
     try:
         server.start()
         yield server
