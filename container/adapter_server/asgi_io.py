@@ -10,7 +10,7 @@ import json
 from typing import Any, Awaitable, Callable
 
 from adapter_server import sagemaker_contract
-from cdk_adapters.contract import runtime_api
+from cdk_adapters.contract import error_kinds, runtime_api
 from adapter_server.engine_routes import Message, Scope
 
 Receive = Callable[[], Awaitable[Message]]
@@ -45,7 +45,7 @@ async def read_body(scope: Scope, receive: Receive) -> bytes:
             chunks = []  # keep reading (and dropping) the rest, so the client gets to read the answer
     if size > MAX_BODY_BYTES:
         raise Refusal(
-            413, "payload_too_large",
+            413, error_kinds.PAYLOAD_TOO_LARGE,
             f"the request body is {size} bytes; SageMaker's InvokeEndpoint accepts at most {MAX_BODY_BYTES} bytes "
             "(6 MiB): send a shorter prompt or split the work into several requests",
         )

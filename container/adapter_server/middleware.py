@@ -28,6 +28,7 @@ from adapter_server.readiness import Readiness
 from adapter_server.registration_service import RegistrationService
 from adapter_server.serving_context import ServingContext
 from adapter_server.startup import ServerStartup
+from cdk_adapters.contract import error_kinds
 
 GENERATION_PATHS = sagemaker_contract.GUARDED_GENERATION_PATHS
 
@@ -65,7 +66,7 @@ class SageMakerAdapterMiddleware:
                 await self.registrations.unregister(unquote(path[len(sagemaker_contract.ADAPTERS_PATH) + 1 :]), send)
             elif path in sagemaker_contract.VLLM_ADAPTER_ADMIN_PATHS:
                 raise Refusal(
-                    403, "forbidden", f"{path} is closed: register adapters with POST /adapters, "
+                    403, error_kinds.FORBIDDEN, f"{path} is closed: register adapters with POST /adapters, "
                     "which validates them first, and remove them with DELETE /adapters/{name}",
                 )
             elif path in sagemaker_contract.HEALTH_PATHS:
@@ -79,7 +80,7 @@ class SageMakerAdapterMiddleware:
                 await self.app(scope, receive, send)
             else:
                 raise Refusal(
-                    404, "route_not_found", f"{method} {path} is not served by this container: it answers "
+                    404, error_kinds.ROUTE_NOT_FOUND, f"{method} {path} is not served by this container: it answers "
                     "/invocations, /ping and /adapters (and /v1/completions, /v1/chat/completions, /metrics)",
                 )
         except Refusal as refusal:

@@ -25,6 +25,7 @@ from adapter_server.registrations import Registration, adapter_digest
 from adapter_server.serving_context import ServingContext
 from cdk_adapters.compat import check_adapter_dir
 from cdk_adapters.problems import Problem
+from cdk_adapters.contract import error_kinds
 
 
 class RegistrationService:
@@ -69,7 +70,7 @@ class RegistrationService:
         async with self._lock:
             if name not in self._context.store:
                 outcome, refusal = "unknown", Refusal(
-                    404, "adapter_not_found", f"adapter {name!r} is not registered on this endpoint", adapter=name
+                    404, error_kinds.ADAPTER_NOT_FOUND, f"adapter {name!r} is not registered on this endpoint", adapter=name
                 )
             else:
                 outcome, refusal = await self._unregister_locked(name)
@@ -115,7 +116,7 @@ class RegistrationService:
             if digest == existing.sha256:
                 return "unchanged", 200, None
             return "conflict", 409, Refusal(
-                409, "adapter_conflict",
+                409, error_kinds.ADAPTER_CONFLICT,
                 f"adapter {name!r} is already registered with different files (sha256 {existing.sha256[:12]}…, "
                 f"these are {digest[:12]}…); unregister it first, or register the new files under a new "
                 "versioned name",
@@ -124,14 +125,14 @@ class RegistrationService:
         problems = await self._admission_problems(name, src)
         if problems:
             return "rejected", 422, Refusal(
-                422, "adapter_rejected",
+                422, error_kinds.ADAPTER_REJECTED,
                 f"adapter {name!r} cannot be served by this endpoint: " + "; ".join(p.message for p in problems),
                 adapter=name,
                 problems=[{"subject": p.subject, "field": p.field, "message": p.message, "rule": p.rule} for p in problems],
             )
         if existing is not None:  # registered, but its old files are gone: the name is still taken
             return "conflict", 409, Refusal(
-                409, "adapter_conflict", f"adapter {name!r} is already registered from {existing.src}", adapter=name
+                409, error_kinds.ADAPTER_CONFLICT, f"adapter {name!r} is already registered from {existing.src}", adapter=name
             )
         digest = await asyncio.to_thread(adapter_digest, Path(src))
         assert context.engine is not None
@@ -139,13 +140,13 @@ class RegistrationService:
         if not answer.ok:
             if await context.engine.healthy():  # the engine is fine: these files are what it cannot load
                 return "engine_error", 422, Refusal(
-                    422, "adapter_load_failed",
+                    422, error_kinds.ADAPTER_LOAD_FAILED,
                     f"vLLM could not load adapter {name!r} from {src}: {answer.message()}; the files passed the "
                     "checks but are damaged or incomplete: re-create the archive from the PEFT output",
                     adapter=name,
                 )
             return "engine_error", 503, Refusal(
-                503, "engine_error", f"vLLM did not load adapter {name!r} and is unhealthy: {answer.message()}",
+                503, error_kinds.ENGINE_ERROR, f"vLLM did not load adapter {name!r} and is unhealthy: {answer.message()}",
                 adapter=name,
             )
         try:
@@ -153,7 +154,7 @@ class RegistrationService:
         except OSError as error:
             await context.engine.unload(name)
             return "engine_error", 500, Refusal(
-                500, "state_error", f"adapter {name!r} was not registered: cannot persist it ({error})", adapter=name
+                500, error_kinds.STATE_ERROR, f"adapter {name!r} was not registered: cannot persist it ({error})", adapter=name
             )
         context.residency.forget(name)
         observability.REGISTERED_ADAPTERS.set(len(context.store.all()))
@@ -172,13 +173,13 @@ class RegistrationService:
             await asyncio.to_thread(context.store.remove, name)
         except OSError as error:
             return "engine_error", Refusal(
-                500, "state_error", f"adapter {name!r} was not unregistered: cannot persist it ({error})", adapter=name
+                500, error_kinds.STATE_ERROR, f"adapter {name!r} was not unregistered: cannot persist it ({error})", adapter=name
             )
         answer = await context.engine.unload(name)
         if not answer.ok and answer.status != 404:  # 404: vLLM had already lost it; forgetting is right
             await asyncio.to_thread(context.store.add, name, existing.src, existing.sha256)
             return "engine_error", Refusal(
-                502, "engine_error", f"vLLM did not unload adapter {name!r}: {answer.message()}", adapter=name
+                502, error_kinds.ENGINE_ERROR, f"vLLM did not unload adapter {name!r}: {answer.message()}", adapter=name
             )
         context.residency.forget(name)
         observability.REGISTERED_ADAPTERS.set(len(context.store.all()))
@@ -223,13 +224,13 @@ def registration_request(scope: Scope, body: bytes) -> tuple[str, str]:
         document = json_object(body)
         if document is None:
             observability.REGISTRATIONS.labels("bad_request").inc()
-            raise Refusal(400, "bad_request", "POST /adapters needs a JSON object body or query parameters name and src")
+            raise Refusal(400, error_kinds.BAD_REQUEST, "POST /adapters needs a JSON object body or query parameters name and src")
         fields.update(document)
     missing = [key for key in ("name", "src") if not isinstance(fields.get(key), str) or not fields[key].strip()]
     if missing:
         observability.REGISTRATIONS.labels("bad_request").inc()
         raise Refusal(
-            400, "bad_request",
+            400, error_kinds.BAD_REQUEST,
             "POST /adapters is missing " + " and ".join(missing) + " (send them as a JSON body or as query parameters)",
         )
     return fields["name"].strip(), fields["src"].strip()

@@ -20,6 +20,7 @@ from cdk_adapters.execution_role import ROLE_INLINE_POLICY_LIMIT
 from cdk_adapters.nag_acknowledgments import REASON_ADAPTER_LOCATION, flatten_reference
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint, new_stack
+from tests.support.synth_refusal import refused_at_synth
 
 SUBJECT = "adapter 'tenant-a-v1' of MultiAdapterEndpoint 'Test-Stack/Serving'"
 
@@ -200,7 +201,7 @@ def test_too_many_local_archives_fail_synth_before_iams_limit(tmp_path):
     for index, path in enumerate(write_archives(tmp_path / "archives", 70)):
         endpoint.add_adapter(f"local-{index}-v1", artifact=AdapterArtifact.from_archive(path))
     assert endpoint.permissions.characters() > ROLE_INLINE_POLICY_LIMIT
-    with pytest.raises(Exception) as caught:
+    with refused_at_synth() as caught:
         app.synth()
     message = str(caught.value)
     assert "Test-Stack/Serving/ExecutionRolePolicy" in message

@@ -12,7 +12,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Template
 
 from cdk_adapters import serving_env
 from cdk_adapters.adapter_artifact import AdapterArtifact
@@ -321,12 +321,29 @@ def test_grant_invoke_all_uses_this_endpoints_name_pattern_only():
     caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
     endpoint.grant_invoke(caller)
     template = Template.from_stack(stack)
-    template.has_resource_properties(
-        "AWS::IAM::Policy",
-        {"PolicyDocument": {"Statement": [Match.object_like({"Resource": Match.array_with([
-            {"Fn::Join": ["", Match.array_with([Match.string_like_regexp(f":inference-component/{endpoint.prefix}-\\*$")])]}
-        ])})]}},
-    )
+    policy = next(p for k, p in template.find_resources("AWS::IAM::Policy").items() if k.startswith("CallerDefaultPolicy"))
+
+    def arn(resource: str) -> dict:
+        return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":sagemaker:", {"Ref": "AWS::Region"}, ":",
+                                  {"Ref": "AWS::AccountId"}, resource]]}
+
+    # Exactly one statement, exactly these two resources: this endpoint and its own components' names.
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [{
+        "Action": ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
+        "Effect": "Allow",
+        "Resource": [arn(f":endpoint/{endpoint.endpoint_name}"), arn(f":inference-component/{endpoint.prefix}-*")],
+    }]
+
+
+def test_the_published_record_does_not_grow_with_the_adapter_count():
+    records = []
+    for count in (1, 60):
+        endpoint = build_endpoint(new_stack())
+        for index in range(count):
+            endpoint.add_adapter(f"tenant-{index}-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+        (parameter,) = Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SSM::Parameter").values()
+        records.append(parameter["Properties"]["Value"])
+    assert records[0] == records[1]  # 1 adapter or 60: the same value (the stacks' names are the same too)
 
 
 def test_given_role_is_used_and_no_role_is_created():

@@ -13,6 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
+from cdk_adapters import nag_acknowledgments
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.nag_acknowledgments import flatten_reference
 from tests.constructs.conftest import VENV_BIN, build_endpoint
@@ -66,8 +67,27 @@ def test_nag_vpc_configuration_is_clean_for_the_endpoint():
     assert nag_violations(stack) == []
 
 
-def test_acknowledgments_only_cover_what_was_found():
-    """Removing the acknowledgments brings the findings back: they are specific, not blanket."""
+def test_acknowledgments_only_cover_what_was_found(monkeypatch):
+    """Built with its acknowledgments withheld, the stack shows exactly the findings they name, on the
+    constructs they are attached to: none acknowledges something that was never found."""
+    withheld: set[tuple[str, str]] = set()
+    monkeypatch.setattr(
+        nag_acknowledgments, "acknowledge",
+        lambda construct, acknowledgments: withheld.update((a.id, construct.node.path) for a in acknowledgments),
+    )
+    stack = endpoint_stack("Nag-Ack-Withheld")
+    found = {
+        (violation.rule_name, resource.construct_path)
+        for pack in (AwsSolutionsChecks(), HIPAASecurityChecks(), NIST80053R5Checks())
+        for violation in pack.validate_scope(stack).violations
+        for resource in violation.violating_resources
+    }
+    assert {rule for rule, _ in withheld} == {rule for rule, _ in found}
+    for rule, path in found:
+        assert any(rule == r and (path == p or path.startswith(p + "/")) for r, p in withheld), (rule, path)
+
+
+def test_acknowledgments_are_specific_and_give_reasons():
     stack = endpoint_stack("Nag-Ack")
     acknowledged = {}
     for construct in stack.node.find_all():
