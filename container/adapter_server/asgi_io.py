@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable
 from adapter_server import sagemaker_contract
 from cdk_adapters.contract import runtime_api
 from adapter_server.engine_routes import Message, Scope
+from adapter_server.request_json import JsonBodyError, parse_json_object
 
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
@@ -52,13 +53,12 @@ async def read_body(scope: Scope, receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-def json_object(body: bytes) -> dict | None:
-    """The body as a JSON object, or ``None`` when it is empty, not JSON, or JSON of another kind."""
+def json_object(body: bytes, what: str = "the request body") -> dict:
+    """The body as a JSON object, or a 400 ``invalid_json`` naming what is wrong with it (`request_json`)."""
     try:
-        document = json.loads(body) if body else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return document if isinstance(document, dict) else None
+        return parse_json_object(body)
+    except JsonBodyError as error:
+        raise Refusal(400, "invalid_json", f"{what} {error}") from None
 
 
 async def send_json(send: Send, status: int, document: Any) -> None:
