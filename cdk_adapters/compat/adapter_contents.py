@@ -166,7 +166,9 @@ class AdapterContents:
 
         config = config_error = None
         config_name = rooted(ADAPTER_CONFIG)
-        if config_name not in files:
+        if config_name in extra.get("links", {}):
+            config_error = f"{ADAPTER_CONFIG} is a symbolic link, which is never followed; copy the file itself"
+        elif config_name not in files:
             config_error = f"{ADAPTER_CONFIG} is missing"
         elif files[config_name] > MAX_CONFIG_BYTES:
             config_error = f"{ADAPTER_CONFIG} is {files[config_name]} bytes; an adapter config is a few KB"

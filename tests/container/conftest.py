@@ -62,6 +62,7 @@ def pytest_collection_modifyitems(config, items):
         items[index] = item
 
 
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down: they may still call the server
 def pytest_runtest_teardown(item, nextitem):
     # Stop vLLM after this folder's last test instead of letting it idle through the rest of the session.
     if _is_container_test(item) and not _is_container_test(nextitem):
