@@ -180,8 +180,10 @@ class AdapterContents:
                     config = loaded
                 else:
                     config_error = f"{ADAPTER_CONFIG} is not a JSON object"
-            except (UnicodeDecodeError, json.JSONDecodeError) as error:
-                config_error = f"{ADAPTER_CONFIG} is not valid JSON ({error})"
+            except (UnicodeDecodeError, ValueError) as error:  # ValueError: JSONDecodeError, or a 5000-digit number
+                config_error = f"{ADAPTER_CONFIG} is not valid JSON ({str(error)[:200]})"
+            except RecursionError:
+                config_error = f"{ADAPTER_CONFIG} nests arrays or objects too deeply to be an adapter config"
 
         header = weights_error = weights_size = None
         weights_name = rooted(ADAPTER_WEIGHTS)

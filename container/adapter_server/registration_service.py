@@ -245,15 +245,9 @@ def registration_request(scope: Scope, body: bytes) -> tuple[str, str]:
                 "POST /adapters: " + " and ".join(f"{key} must be a string, not {type(fields[key]).__name__}" for key in not_text),
             )
         name, src = fields["name"].strip(), fields["src"].strip()
-        problems = validate_component_name(name, f"adapter {shown_name(name)}")
-        if problems:
-            raise Refusal(
-                400, "invalid_name",
-                f"POST /adapters: {problems[0].subject}: name "
-                + "; ".join(p.message for p in problems)
-                + " (SageMaker's rule for inference component names); nothing was registered",
-                problems=[{"subject": p.subject, "field": p.field, "message": p.message} for p in problems],
-            )
+        refusal = invalid_name(name, "nothing was registered")
+        if refusal is not None:
+            raise refusal
     except Refusal:
         observability.REGISTRATIONS.labels("bad_request").inc()
         raise
@@ -287,17 +281,24 @@ def shown_name(name: str) -> str:
     return repr(name) if len(name) <= limit else repr(name[:limit]) + f"… ({len(name)} characters)"
 
 
+def invalid_name(name: str, consequence: str) -> Refusal | None:
+    """400 ``invalid_name`` when `name` is no name SageMaker could give an inference component."""
+    problems = validate_component_name(name, f"adapter {shown_name(name)}")
+    if not problems:
+        return None
+    return Refusal(
+        400, "invalid_name",
+        f"{problems[0].subject}: name " + "; ".join(p.message for p in problems)
+        + f" (SageMaker's rule for inference component names); {consequence}",
+        problems=[{"subject": p.subject, "field": p.field, "message": p.message} for p in problems],
+    )
+
+
 def unknown_adapter(name: str) -> Refusal:
     """404 for a name that could be registered but is not; 400 for one that never could be."""
-    problems = validate_component_name(name, f"adapter {shown_name(name)}")
-    if problems:
-        return Refusal(
-            400, "invalid_name",
-            f"{problems[0].subject}: name " + "; ".join(p.message for p in problems)
-            + " (SageMaker's rule for inference component names), so no adapter has it",
-            problems=[{"subject": p.subject, "field": p.field, "message": p.message} for p in problems],
-        )
-    return Refusal(404, "adapter_not_found", f"adapter {name!r} is not registered on this endpoint", adapter=name)
+    return invalid_name(name, "no adapter can have it") or Refusal(
+        404, "adapter_not_found", f"adapter {name!r} is not registered on this endpoint", adapter=name
+    )
 
 
 def src_problem(name: str, src: str) -> Problem | None:

@@ -247,7 +247,7 @@ def test_an_odd_alias_is_only_echoed(doors, zoo):
 )
 def test_unregistering_a_name_no_component_can_have_is_400(unharmed, path, shown):
     message = error_of(unharmed.client.delete(f"/adapters/{path}"), 400, "invalid_name")
-    assert message.startswith(f"adapter {shown}") and "so no adapter has it" in message
+    assert message.startswith(f"adapter {shown}") and message.endswith("; no adapter can have it")
 
 
 def test_unregistering_an_unknown_valid_name_is_404(unharmed):
@@ -271,3 +271,10 @@ def test_a_trailing_slash_only_redirects_to_the_closed_route(unharmed, zoo):
     body = {"lora_name": "sneaked-v1", "lora_path": str(zoo.adapter("good"))}
     response = unharmed.client.post("/v1/load_lora_adapter/", json=body, follow_redirects=True)
     assert response.status_code == 403 and response.url.path == "/v1/load_lora_adapter"
+
+
+def test_an_adapter_with_a_hostile_config_is_422_not_500(unharmed, zoo, tmp_path):
+    adapter = zoo.copy("good", tmp_path / "extracted")
+    (adapter / "adapter_config.json").write_bytes(b"[" * 200_000 + b"]" * 200_000)
+    response = register(unharmed.client, "hostile-config-v1", adapter)
+    assert "adapter_config.json nests arrays or objects too deeply" in error_of(response, 422, "adapter_rejected")
