@@ -1,4 +1,5 @@
-"""The ASGI plumbing every handler shares: reading a bounded body, and answering with JSON or text.
+"""The ASGI plumbing every handler shares: reading a bounded body, reading it as a JSON object
+(`request_json`, strictly), and answering with JSON or text.
 
 Handlers raise `Refusal` for a request they answer themselves; whoever catches it sends
 `send_error`'s OpenAI-style JSON, so clients that parse vLLM's errors parse ours too.

@@ -128,3 +128,11 @@ def test_a_directory_far_too_large_to_be_an_adapter_is_refused_without_reading_i
     problems = check_adapter_dir("tenant-v1", adapter, Reference(zoo.base_facts, 16))
     assert [(p.field, p.rule) for p in problems] == [("source", "archive-layout")]
     assert problems[0].message.startswith(f"the directory holds more than {MAX_ENTRIES} files and folders")
+
+
+def test_the_directory_itself_may_be_reached_through_a_link(zoo, tmp_path):
+    """Only links inside the adapter are refused: where SageMaker (or a user) keeps the folder is theirs."""
+    alias = tmp_path / "current"
+    os.symlink(zoo.adapter("good"), alias, target_is_directory=True)
+    assert check_adapter_dir("tenant-v1", alias, Reference(zoo.base_facts, 16)) == []
+    assert AdapterContents.from_dir(alias).files == AdapterContents.from_dir(zoo.adapter("good")).files
