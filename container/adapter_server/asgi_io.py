@@ -23,12 +23,29 @@ MAX_BODY_BYTES = runtime_api.INVOKE_ENDPOINT_MAX_BYTES
 bodies in memory, so it refuses larger ones itself (local mode, callers inside the container)."""
 
 
+MAX_HEADER_BYTES = 32 * 1024
+"""The most header bytes (names and values together) a request may carry. SageMaker sends a few
+hundred (``CustomAttributes`` is at most 1,024 characters); vLLM's HTTP server sets no limit of its
+own, so without this a request could make every header a log line of any size."""
+
+
 class Refusal(Exception):
     """A request the middleware answers itself, with a JSON error."""
 
     def __init__(self, status: int, kind: str, message: str, **extra: Any) -> None:
         super().__init__(message)
         self.status, self.kind, self.message, self.extra = status, kind, message, extra
+
+
+def refuse_oversized_headers(scope: Scope) -> None:
+    """431 when the request's headers together exceed `MAX_HEADER_BYTES`."""
+    size = sum(len(name) + len(value) for name, value in scope["headers"])
+    if size > MAX_HEADER_BYTES:
+        raise Refusal(
+            431, "headers_too_large",
+            f"the request's headers are {size} bytes; this server accepts at most {MAX_HEADER_BYTES} "
+            "(SageMaker's own headers are a few hundred bytes, CustomAttributes at most 1,024 characters)",
+        )
 
 
 async def read_body(scope: Scope, receive: Receive) -> bytes:

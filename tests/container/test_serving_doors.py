@@ -14,6 +14,7 @@ import os
 import httpx
 import pytest
 
+from adapter_server.request_json import MAX_JSON_DEPTH
 from tests.container.sagemaker_calls import (
     ADAPTER_HEADER,
     CUSTOM_ATTRIBUTES_HEADER,
@@ -28,7 +29,6 @@ pytestmark = pytest.mark.vllm
 
 SERVING = "doors-v1"
 BYSTANDER = "doors-bystander-v1"
-MAX_JSON_DEPTH = 64
 
 
 @pytest.fixture(scope="module")
@@ -288,3 +288,20 @@ def test_an_adapter_with_a_hostile_config_is_422_not_500(unharmed, zoo, tmp_path
     (adapter / "adapter_config.json").write_bytes(b"[" * 200_000 + b"]" * 200_000)
     response = register(unharmed.client, "hostile-config-v1", adapter)
     assert "adapter_config.json nests arrays or objects too deeply" in error_of(response, 422, "adapter_rejected")
+
+
+@pytest.mark.parametrize(
+    ("path", "header"),
+    [("/invocations", CUSTOM_ATTRIBUTES_HEADER), ("/invocations", "X-Padding"), ("/adapters", "X-Amzn-SageMaker-Adapter-Alias"),
+     ("/ping", "X-Padding")],
+)
+def test_headers_over_32_kib_are_431(unharmed, path, header):
+    headers = {ADAPTER_HEADER: SERVING, header: "a" * 40 * 1024}
+    response = unharmed.client.post(path, json=completion_body(), headers=headers)
+    message = error_of(response, 431, "headers_too_large")
+    assert message.startswith("the request's headers are ") and "accepts at most 32768" in message
+
+
+def test_an_adapter_header_of_256_kib_is_431_not_echoed(unharmed):
+    response = unharmed.client.post("/invocations", json=completion_body(), headers={ADAPTER_HEADER: "a" * 256 * 1024})
+    assert len(error_of(response, 431, "headers_too_large")) < 300
