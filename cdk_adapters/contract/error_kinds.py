@@ -25,8 +25,11 @@ ROUTE_NOT_FOUND = "route_not_found"
 """404: a route the container does not serve (its route table is an allow list)."""
 MEDIA_URL_REFUSED = "media_url_refused"
 """400: a chat part's media is a URL to fetch instead of an inline ``data:`` URL."""
-ADAPTER_THROTTLED = "adapter_throttled"
-"""429 (with ``Retry-After``): the adapter is over one of its limits (fair share); retry after that."""
+
+INVALID_JSON = "invalid_json"
+"""400: a body that is not a JSON object the middleware can read (bad syntax, too deep, huge numbers)."""
+HEADERS_TOO_LARGE = "headers_too_large"
+"""431: the request's headers are over the middleware's limit."""
 
 # Readiness (every route, and /ping)
 STARTING = "starting"
@@ -37,6 +40,8 @@ UNHEALTHY = "unhealthy"
 # Registrations (POST/DELETE /adapters)
 BAD_REQUEST = "bad_request"
 """400: ``POST /adapters`` without ``name`` and ``src``."""
+INVALID_NAME = "invalid_name"
+"""400: an adapter name no SageMaker inference component could have (``POST``/``DELETE /adapters``)."""
 ADAPTER_CONFLICT = "adapter_conflict"
 """409: the name is registered already with other files."""
 ADAPTER_REJECTED = "adapter_rejected"

@@ -94,8 +94,6 @@ class InvocationHandler:
             target = target_route(path, headers)
             record.route = target
             document = json_object(body)
-            if document is None:
-                raise Refusal(400, error_kinds.BAD_REQUEST, "the request body must be a JSON object (an OpenAI completion or chat request)")
             refuse_remote_media(document)
             record.adapter = chosen_adapter(
                 record.adapter, document, self._context.served_model_names,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from adapter_server import sagemaker_contract
-from adapter_server.asgi_io import Receive, Refusal, Send, send_error
+from adapter_server.asgi_io import Receive, Refusal, Send, refuse_oversized_headers, send_error
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation import InvocationHandler
 from adapter_server.readiness import Readiness
@@ -58,6 +58,7 @@ class SageMakerAdapterMiddleware:
         self.startup.begin(scope)
         path, method = scope["path"], scope["method"]
         try:
+            refuse_oversized_headers(scope)
             if path == sagemaker_contract.ADAPTERS_PATH and method == "POST":
                 await self.registrations.register(scope, receive, send)
             elif path == sagemaker_contract.ADAPTERS_PATH and method == "GET":

@@ -62,6 +62,7 @@ def pytest_collection_modifyitems(config, items):
         items[index] = item
 
 
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down: they may still call the server
 def pytest_runtest_teardown(item, nextitem):
     # Stop vLLM after this folder's last test instead of letting it idle through the rest of the session.
     if _is_container_test(item) and not _is_container_test(nextitem):
@@ -139,15 +140,10 @@ class VllmServer:
         `extra_env` is added to (and overrides) the usual environment, for this start only.
         """
         self.port = _free_port()
-<<<<<<< HEAD
         self.allow_base_model = allow_base_model
-        self.log_path = self.log_dir / f"server-{len(self.start_seconds) + 1}.log"
-        started = time.monotonic()
-=======
         self.log_path = self.log_dir / f"server-{self.spawned + 1}.log"
         self.spawned += 1
         self._spawned_at = time.monotonic()
->>>>>>> suite
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "adapter_server", "serve"],
