@@ -14,6 +14,7 @@ rendered or checked once, at synth.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import jsii
@@ -28,6 +29,8 @@ from constructs import Construct, IValidation
 from cdk_adapters import discovery, names
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.compat import BaseModelFacts, Reference
+from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.deployment import RollingUpdate
@@ -88,6 +91,7 @@ class MultiAdapterEndpoint(Construct):
         allow_vision_modules: bool = False,
         base_model_id: str | None = None,
         base_model_revision: str | None = None,
+        base_model_facts: BaseModelFacts | None = None,
         environment: Mapping[str, str] | None = None,
         role: iam.IRole | None = None,
         volume_key: kms.IKey | None = None,
@@ -136,6 +140,12 @@ class MultiAdapterEndpoint(Construct):
         :param base_model_id: the base model's identity (e.g. a Hugging Face repo id) that adapters
             must name in ``base_model_name_or_path``; checked when SageMaker registers an adapter.
         :param base_model_revision: the base model's pinned revision. Default: not checked.
+        :param base_model_facts: the base model's modules and shapes
+            (``BaseModelFacts.from_model_dir(...)``; `endpoint_from_manifest` passes the manifest's),
+            so the compatibility gate that checks each local archive at `add_adapter` also runs
+            the rules comparing adapters with the base. Default None: those rules (
+            ``target-modules-in-base``, ``base-identity``, the layer widths of ``tensor-shapes``)
+            run only in the container, when SageMaker registers the adapter.
         :param environment: further container variables. Default none. May not override ours.
         :param role: execution role. Default: a least-privilege role created here.
         :param volume_key: KMS key for the instances' EBS volume. Default: a key with rotation is
@@ -196,6 +206,10 @@ class MultiAdapterEndpoint(Construct):
         """The endpoint rollup of the container's request metrics (``{EndpointName}``)."""
 
         container_environment, problems = self.serving_policy.render(self.vllm, self._subject)
+        self.compatibility_reference, reference_problems = self._compatibility_reference(base_model_facts)
+        """What `add_adapter` checks local archives against: the base facts (when given), the
+        served ``--max-lora-rank`` and `allow_vision_modules`, as the container checks them."""
+        problems += reference_problems
         problems += self._monitoring_problems(copy_count, dashboard_top_n)
         problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
         problems += self.networking.problems(self._subject)
@@ -338,11 +352,12 @@ class MultiAdapterEndpoint(Construct):
             problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
         problems += artifact.problems(subject)
         if not problems:
+            problems += artifact.compatibility_problems(name, self.compatibility_reference)
             problems += self._location_problems(artifact, subject)
             alarms = self._opted_in_alarm_count(name)
             what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
-        raise_if_any(problems, heading=f"cannot add adapter {name!r}")
+        raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
         component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
         if name.lower() in self._opted_in:
@@ -577,6 +592,26 @@ class MultiAdapterEndpoint(Construct):
         if self.alarm_settings is None or name.lower() not in self._opted_in:
             return 0
         return len(self.alarm_settings.adapters.enabled)
+
+    def _compatibility_reference(self, facts: BaseModelFacts | None) -> tuple[Reference, list[Problem]]:
+        """The gate's reference; a `base_model_facts` identity must agree with base_model_id/revision
+        (missing fields are taken from them, as the container does from its environment)."""
+        problems: list[Problem] = []
+        policy = self.serving_policy
+        if facts is not None and not isinstance(facts, BaseModelFacts):
+            problems.append(Problem(self._subject, "base_model_facts", f"must be a BaseModelFacts, got {type(facts).__name__}"))
+            facts = None
+        if facts is not None:
+            for field, stated, prop, pinned in (
+                ("model_id", facts.model_id, "base_model_id", policy.base_model_id),
+                ("revision", facts.revision, "base_model_revision", policy.base_model_revision),
+            ):
+                if stated is not None and pinned is not None and stated != pinned:
+                    message = f"is {stated!r} but {prop} is {pinned!r}; both describe the one base model"
+                    problems.append(Problem(self._subject, f"base_model_facts.{field}", message))
+            facts = replace(facts, model_id=facts.model_id or policy.base_model_id, revision=facts.revision or policy.base_model_revision)
+        rank = self.vllm.max_lora_rank if self.vllm.max_lora_rank is not None else VLLM_DEFAULT_MAX_LORA_RANK
+        return Reference(facts, rank, bool(policy.allow_vision_modules)), problems
 
     def _derive_prefix(self) -> str:
         stack_name = Stack.of(self).stack_name

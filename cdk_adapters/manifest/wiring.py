@@ -118,6 +118,7 @@ def endpoint_props(
         "vllm": plan.vllm_options(vllm),
         "base_model_id": plan.manifest.base_model.id,
         "base_model_revision": plan.manifest.base_model.revision,
+        "base_model_facts": plan.base,
         "allow_vision_modules": plan.manifest.base_model.allow_vision_modules,
     }
 

@@ -67,6 +67,7 @@ KINDS: dict[str, Callable[[AdapterZoo, Path], Path]] = {
     "good": _lora(seed=1),
     "good-2": _lora(seed=2),
     "rank-32": _lora(seed=3, rank=32, alpha=64),
+    "rank-64": _lora(seed=20, rank=64, alpha=128),
     # alpha/rank stays 16/8 = 64/32 on every module, so vLLM's single scale serves it correctly.
     "rank-pattern-32": _lora(seed=4, rank_pattern={"q_proj": 32}, alpha_pattern={"q_proj": 64}),
     "rank-pattern-rescaled": _lora(seed=16, rank_pattern={"q_proj": 32}),
