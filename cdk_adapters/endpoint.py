@@ -7,9 +7,10 @@ inference component per adapter, plus a discovery record clients read to find th
 This module only orchestrates. Each concern has its own home: the role's permissions
 (`execution_role`, read access by `adapter_location`), the container environment
 (`serving_policy`), networking (`networking`), where adapter components live and how fast they
-are created (`fleet`), and the discovery record (`discovery`, schema in `contract.discovery`).
-What depends on the whole fleet (the discovery value, the policy-size and capacity checks) is
-rendered or checked once, at synth.
+are created (`fleet`), the discovery record (`discovery`, schema in `contract.discovery`) and
+callers' invoke grants (`invoke_grant`). What depends on the whole fleet (the discovery value,
+the invoke grants' resources, the policy-size and capacity checks) is rendered or checked once,
+at synth.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from cdk_adapters.inference_component import (
     StartupTimeouts,
 )
 from cdk_adapters.instance_storage import has_local_instance_storage
+from cdk_adapters.invoke_grant import InvokeGrants
 from cdk_adapters.instance_types import instance_type as instance_type_row
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.monitoring import alarms as monitoring_alarms
@@ -59,7 +61,6 @@ from cdk_adapters.vllm_options import VllmOptions
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
-INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
 
 
 class MultiAdapterEndpoint(Construct):
@@ -317,6 +318,8 @@ class MultiAdapterEndpoint(Construct):
             record=self.discovery_record,
         )
         self.node.add_validation(_AliasValidation(self))
+        self._invoke_grants = InvokeGrants(self)
+        self.node.add_validation(self._invoke_grants)
         self.node.add_validation(_AdapterAlarmValidation(self))
         self.dashboard: EndpointDashboard | None = None
         if dashboard:
@@ -491,46 +494,44 @@ class MultiAdapterEndpoint(Construct):
     # ------------------------------------------------------------------ grants and metrics
 
     def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
-        """Let `grantee` invoke this endpoint's adapters.
+        """Let `grantee` invoke this endpoint's adapters, wherever a client sends their calls.
 
-        `adapters` names the adapters (already added); default all of this endpoint's components,
-        present and future, through the ``<prefix>-*`` name pattern, so adding an adapter later never
-        rewrites the grantee's policy. IAM authorizes both actions against the endpoint and the
-        ``inference-component`` resource types (Service Authorization Reference), so the component
-        ARNs really limit which adapters the grantee can call. An empty list is refused: it would
-        grant only the endpoint, which can invoke nothing.
+        `adapters` names adapters or aliases (an alias grants every target); default all of this
+        endpoint's components, present and future, through the ``<prefix>-*`` name pattern, so
+        adding an adapter later never rewrites the grantee's policy. With a canary
+        (`set_canary`), the grant also covers the canary endpoint and its components of the
+        granted adapters, because clients send it its share of their calls. The resources are
+        rendered at synth, so the order of `grant_invoke`, `add_adapter`, `add_alias` and
+        `set_canary` calls does not matter; names that are no adapter or alias fail synth.
+
+        IAM authorizes both actions against the endpoint and the ``inference-component`` resource
+        types (Service Authorization Reference), so the component ARNs really limit which adapters
+        the grantee can call. An empty list is refused: it would grant only the endpoint, which
+        can invoke nothing.
         """
-        stack = Stack.of(self)
-        if adapters is None:
-            component_arns = [stack.format_arn(service="sagemaker", resource="inference-component", resource_name=f"{self.prefix}-*")]
-        else:
-            if isinstance(adapters, str) or not list(adapters):
+        if adapters is not None and (isinstance(adapters, str) or not list(adapters)):
+            raise ConfigurationError(
+                [
+                    Problem(
+                        self._subject,
+                        "grant_invoke.adapters",
+                        f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant "
+                        "every adapter (an empty list would grant the endpoint alone, which invokes nothing)",
+                    )
+                ]
+            )
+        if adapters is not None:
+            bad = [name for name in adapters if not isinstance(name, str)]
+            if bad:
                 raise ConfigurationError(
-                    [
-                        Problem(
-                            self._subject,
-                            "grant_invoke.adapters",
-                            f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant "
-                            "every adapter (an empty list would grant the endpoint alone, which invokes nothing)",
-                        )
-                    ]
+                    [Problem(self._subject, "grant_invoke.adapters", f"{name!r} is not an adapter or alias name") for name in bad]
                 )
-            unknown = [a for a in adapters if self.fleet.component(a) is None]
-            if unknown:
-                raise ConfigurationError([self._unknown_adapter("grant_invoke.adapters", a) for a in unknown])
-            component_arns = [
-                stack.format_arn(
-                    service="sagemaker",
-                    resource="inference-component",
-                    resource_name=self.fleet.component(a).inference_component_name,  # type: ignore[union-attr]
-                )
-                for a in adapters
-            ]
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=list(INVOKE_ACTIONS),
-            resource_arns=[self.endpoint_arn, *component_arns],
-        )
+        return self._invoke_grants.add(grantee, adapters)
+
+    @property
+    def canary_endpoint(self) -> "MultiAdapterEndpoint | None":
+        """The endpoint `set_canary` named, if any."""
+        return self._canary_endpoint
 
     def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` read the discovery parameter, by its literal ARN, so a client in another

@@ -9,6 +9,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_kms as kms
+from aws_cdk.assertions import Template
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.container_image import ContainerImage
@@ -208,12 +209,18 @@ def test_adapter_name_and_artifact_problems_come_together():
     assert sorted(p.field for p in error.problems) == ["artifact.url", "name"]
 
 
-def test_grant_for_unknown_adapter_is_refused():
+def test_grant_for_unknown_adapter_fails_synth_naming_construct_field_and_grantee():
+    """Checked at synth, not at the call: the adapter may be added after the grant."""
     stack = new_stack()
     endpoint = build_endpoint(stack)
     role = cdk.aws_iam.Role(stack, "Caller", assumed_by=cdk.aws_iam.AccountRootPrincipal())
-    with pytest.raises(ConfigurationError, match="'nope' is not an adapter of this endpoint"):
-        endpoint.grant_invoke(role, adapters=["nope"])
+    endpoint.grant_invoke(role, adapters=["nope"])
+    with pytest.raises(Exception) as caught:
+        Template.from_stack(stack)
+    assert (
+        "MultiAdapterEndpoint 'Test-Stack/Serving': grant_invoke.adapters: 'nope' (granted to "
+        "'Test-Stack/Caller') is not an adapter or alias of this endpoint"
+    ) in str(caught.value)
 
 
 def test_grant_of_no_adapters_is_refused_not_silently_useless():
