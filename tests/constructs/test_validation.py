@@ -266,3 +266,39 @@ def test_more_initial_copies_than_the_instances_hold_is_refused():
     assert "a ml.g6.2xlarge holds 1 copies (1 GPU(s), 1 per copy), so initial_instance_count=1 holds 1" in problem.message
     assert_nothing_created(stack)
     build_endpoint(new_stack(), copy_count=4, instance_type="ml.g6.12xlarge")  # four GPUs: fits
+
+
+def isolated_only_vpc(stack):
+    return cdk.aws_ec2.Vpc(
+        stack, "Vpc", nat_gateways=0, max_azs=2,
+        subnet_configuration=[cdk.aws_ec2.SubnetConfiguration(name="isolated", subnet_type=cdk.aws_ec2.SubnetType.PRIVATE_ISOLATED)],
+    )
+
+
+def test_isolated_only_vpc_with_the_default_subnets_is_a_library_error():
+    stack = new_stack()
+    with pytest.raises(ConfigurationError) as caught:
+        build_endpoint(stack, vpc=isolated_only_vpc(stack))
+    (problem,) = caught.value.problems
+    assert (problem.subject, problem.field) == ("MultiAdapterEndpoint 'Test-Stack/Serving'", "vpc_subnets")
+    assert "this VPC has none (it has isolated subnets)" in problem.message
+    assert "SubnetType.PRIVATE_ISOLATED" in problem.message and "S3 gateway endpoint" in problem.message
+
+
+def test_isolated_subnets_chosen_explicitly_are_used():
+    stack = new_stack()
+    vpc = isolated_only_vpc(stack)
+    vpc.add_gateway_endpoint("S3", service=cdk.aws_ec2.GatewayVpcEndpointAwsService.S3)
+    build_endpoint(stack, vpc=vpc, vpc_subnets=cdk.aws_ec2.SubnetSelection(subnet_type=cdk.aws_ec2.SubnetType.PRIVATE_ISOLATED))
+    (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
+    assert model["Properties"]["VpcConfig"]["Subnets"] == [{"Ref": stack.get_logical_id(s.node.default_child)} for s in vpc.isolated_subnets]
+
+
+def test_a_subnet_selection_that_matches_nothing_is_a_library_error():
+    stack = new_stack()
+    vpc = isolated_only_vpc(stack)
+    with pytest.raises(ConfigurationError) as caught:
+        build_endpoint(stack, vpc=vpc, vpc_subnets=cdk.aws_ec2.SubnetSelection(subnet_group_name="app"))
+    (problem,) = caught.value.problems
+    assert problem.field == "vpc_subnets" and problem.message.startswith("selects no subnet of the VPC: ")
+    assert "Traceback" not in problem.message and "@jsii" not in problem.message
