@@ -30,7 +30,9 @@ from constructs import Construct, IValidation
 from cdk_adapters import discovery, names
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.compat import BaseModelFacts, Reference
+from cdk_adapters.compat import Acknowledgment, BaseModelFacts, CoHostedAdapter, Reference
+from cdk_adapters.compat.acknowledgments import reason_error, rule_error
+from cdk_adapters.compat.checks.co_hosted import VERSION_SUFFIX_CHECK
 from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
@@ -341,8 +343,16 @@ class MultiAdapterEndpoint(Construct):
 
     # ------------------------------------------------------------------ adapters
 
-    def add_adapter(self, name: str, *, artifact: AdapterArtifact) -> AdapterInferenceComponent:
+    def add_adapter(
+        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None
+    ) -> AdapterInferenceComponent:
         """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
+
+        `name` must end with a version suffix ``-v<N>``, as in a manifest (the ``version-suffix``
+        rule: a published name never changes content). `acknowledge`, e.g.
+        ``Acknowledgment("version-suffix", "the name is fixed by the tenant's contract")``, accepts
+        one acknowledgeable rule's finding for this adapter, as a manifest row's ``acknowledge``
+        does. A local archive goes through the compatibility gate here (`compatibility_reference`).
 
         Adds exactly one resource (the component) and changes no other: its construct ID derives
         from `name` alone, its placement from `name` and the fixed shard count, and the role
@@ -351,6 +361,7 @@ class MultiAdapterEndpoint(Construct):
         """
         subject = f"adapter {name!r} of {self._subject}"
         problems = names.validate_adapter_name(name, subject)
+        problems += self._naming_rule_problems(name, acknowledge, subject)
         if self.fleet.component(name) is not None:
             problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
         problems += artifact.problems(subject)
@@ -593,6 +604,19 @@ class MultiAdapterEndpoint(Construct):
         if self.alarm_settings is None or name.lower() not in self._opted_in:
             return 0
         return len(self.alarm_settings.adapters.enabled)
+
+    def _naming_rule_problems(self, name: object, acknowledge: Acknowledgment | None, subject: str) -> list[Problem]:
+        """The manifest's version-suffix rule (same message and rule id), unless acknowledged."""
+        if acknowledge is not None:
+            if not isinstance(acknowledge, Acknowledgment):
+                return [Problem(subject, "acknowledge", f"must be an Acknowledgment(rule, reason), got {acknowledge!r}")]
+            errors = [e for e in (rule_error(acknowledge.rule), reason_error(acknowledge.reason)) if e is not None]
+            if errors:
+                return [Problem(subject, "acknowledge", error) for error in errors]
+        if not isinstance(name, str) or not name or (acknowledge is not None and acknowledge.rule == VERSION_SUFFIX_CHECK.id):
+            return []
+        adapters = [CoHostedAdapter(known, ()) for known in self.adapters] + [CoHostedAdapter(name, ())]
+        return [problem for problem in VERSION_SUFFIX_CHECK(adapters) if problem.subject == f"adapter '{name}'"]
 
     def _compatibility_reference(self, facts: BaseModelFacts | None) -> tuple[Reference, list[Problem]]:
         """The gate's reference; a `base_model_facts` identity must agree with base_model_id/revision

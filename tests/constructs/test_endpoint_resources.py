@@ -186,7 +186,7 @@ def test_component_names_are_valid_deterministic_and_unique_per_endpoint():
     names_seen = []
     for _ in range(2):
         endpoint = build_endpoint(new_stack("A-Very-Long-Stack-Name-For-Production-Serving"))
-        component = endpoint.add_adapter("a" * 39, artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+        component = endpoint.add_adapter("a" * 36 + "-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
         names_seen.append((endpoint.endpoint_name, endpoint.base_component_name, component.inference_component_name))
     assert names_seen[0] == names_seen[1], "names must not change between synths"
     for name in names_seen[0]:
@@ -230,7 +230,7 @@ def test_local_archive_adapter_is_uploaded_under_a_tar_gz_key(tmp_path, zoo):
     app = cdk.App(outdir=str(tmp_path / "out"))
     stack = cdk.Stack(app, "Local-Archive")
     endpoint = build_endpoint(stack)
-    component = endpoint.add_adapter("local-one", artifact=AdapterArtifact.from_archive(archive))
+    component = endpoint.add_adapter("local-one-v1", artifact=AdapterArtifact.from_archive(archive))
     url = stack.resolve(component.artifact_url)["Fn::Sub"]
     match = re.fullmatch(r"s3://cdk-hnb659fds-assets-\$\{AWS::AccountId\}-\$\{AWS::Region\}/([0-9a-f]{64})\.tar\.gz", url)
     assert match, url
@@ -254,7 +254,7 @@ def test_same_archive_bytes_give_the_same_key(tmp_path, zoo):
         archive.parent.mkdir()
         package_adapter(zoo.adapter("good"), archive)
         stack = new_stack()
-        component = build_endpoint(stack).add_adapter("local-one", artifact=AdapterArtifact.from_archive(archive))
+        component = build_endpoint(stack).add_adapter("local-one-v1", artifact=AdapterArtifact.from_archive(archive))
         urls.append(stack.resolve(component.artifact_url))
     assert urls[0] == urls[1]
 
