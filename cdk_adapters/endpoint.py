@@ -46,8 +46,8 @@ from cdk_adapters.inference_component import (
     StartupTimeouts,
 )
 from cdk_adapters.instance_storage import has_local_instance_storage
-from cdk_adapters.invoke_grant import InvokeGrants
 from cdk_adapters.instance_types import instance_type as instance_type_row
+from cdk_adapters.invoke_grant import InvokeGrants
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.monitoring import alarms as monitoring_alarms
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
