@@ -39,6 +39,7 @@ _EXPORTS = {
     "MAX_ADAPTER_NAME_LENGTH": "cdk_adapters.names",
     "validate_adapter_name": "cdk_adapters.names",
     "BaseModelFacts": "cdk_adapters.compat",
+    "Acknowledgment": "cdk_adapters.compat",
     "check_adapter_dir": "cdk_adapters.compat",
     "load_manifest": "cdk_adapters.manifest",
     "plan_manifest": "cdk_adapters.manifest",

@@ -2,7 +2,8 @@
 
 Built from the discovery record the construct publishes (an SSM parameter), it turns an adapter
 or alias name into ``InferenceComponentName`` by the record's one naming rule, so no caller
-hand-builds component names or forgets them (the recurring bug in OPERATIONS-FACTS §6 item 8).
+hand-builds component names or forgets them (a recurring bug in SageMaker clients, e.g.
+https://github.com/langchain-ai/langchain/issues/14344).
 An adapter is always required: a call without one is refused before it is sent, and the base
 model is reachable only with ``base_model=True`` on an endpoint whose record allows it.
 """

@@ -16,7 +16,8 @@ from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 
 NO_CAPACITY_TEXT = "has no capacity to process this request"
-"""SageMaker's ValidationError while a component scaled to zero is waking up."""
+"""SageMaker's ValidationError while a component scaled to zero is waking up, as AWS's sample
+aws-samples/sagemaker-genai-hosting-examples 03-features/autoscaling/scale_down_to_zero.ipynb shows it."""
 
 
 class AdapterClientError(Exception):

@@ -33,7 +33,7 @@ SHIPPED_PRICES: dict[str, InstancePrice] = {
         InstancePrice(
             "ml.g6.2xlarge",
             1.20,
-            "the consolidation tutorial's figure ('about $1.20/hour'), quoted in the project spec (SPEC section 1)",
+            "the figure ('about $1.20/hour') of the twelve-tenant consolidation example this planner reproduces, not an AWS price list",
             "2026-12-01",
         ),
         InstancePrice(

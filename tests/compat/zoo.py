@@ -67,6 +67,7 @@ KINDS: dict[str, Callable[[AdapterZoo, Path], Path]] = {
     "good": _lora(seed=1),
     "good-2": _lora(seed=2),
     "rank-32": _lora(seed=3, rank=32, alpha=64),
+    "rank-64": _lora(seed=20, rank=64, alpha=128),
     # alpha/rank stays 16/8 = 64/32 on every module, so the gate admits it (vLLM uses one scale). Rank 32 is
     # above the test server's limit; "rank-pattern-16" is the same shape that tests/container serves.
     "rank-pattern-32": _lora(seed=4, rank_pattern={"q_proj": 32}, alpha_pattern={"q_proj": 64}),

@@ -38,7 +38,7 @@ SERVER_LIMITS = {
     "MAX_MODEL_LEN": "256",
     "DTYPE": "float32",
 }
-"""SPEC section 8's measured recipe; float32 so outputs can be compared with transformers exactly."""
+"""The recipe measured on the 2-core development machine; float32 so outputs can be compared with transformers exactly."""
 
 METRICS_NAMESPACE = "CdkAdaptersTests"
 METRICS_ENDPOINT_NAME = "tests-endpoint"
