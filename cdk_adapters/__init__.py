@@ -24,6 +24,7 @@ _EXPORTS = {
     "AdapterArtifact": "cdk_adapters.adapter_artifact",
     "AdapterLocation": "cdk_adapters.adapter_location",
     "FleetPlacement": "cdk_adapters.fleet",
+    "EndpointLogs": "cdk_adapters.endpoint_logs",
     "ServingPolicy": "cdk_adapters.serving_policy",
     "DiscoveryRecord": "cdk_adapters.contract.discovery",
     "endpoint_from_manifest": "cdk_adapters.manifest",

@@ -37,7 +37,8 @@ from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.deployment import RollingUpdate
-from cdk_adapters.execution_role import ExecutionRolePermissions
+from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs
+from cdk_adapters.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.inference_component import (
     AdapterInferenceComponent,
@@ -110,6 +111,7 @@ class MultiAdapterEndpoint(Construct):
         dashboard: bool = True,
         dashboard_top_n: int = DEFAULT_TOP_N,
         deployment: RollingUpdate | None = None,
+        logs: EndpointLogs | None = None,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -172,6 +174,10 @@ class MultiAdapterEndpoint(Construct):
         :param dashboard_top_n: adapters in each per-adapter top-N table. Default 10; 1 to 100.
         :param deployment: rolling update with auto-rollback for the base component (applied on
             updates only, e.g. a new image or base model). Default None: SageMaker's default.
+        :param logs: retention, customer managed key and removal policy of the two log groups the
+            endpoint creates (``/aws/sagemaker/Endpoints/<endpoint>`` and
+            ``/aws/sagemaker/InferenceComponents/<base component>``). Default `EndpointLogs()`: one
+            year, CloudWatch Logs' own encryption, retained when the stack is deleted.
         """
         super().__init__(scope, id)
         self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
@@ -201,6 +207,7 @@ class MultiAdapterEndpoint(Construct):
         self.request_metric_settings = request_metrics or RequestMetrics()
         self.alarm_settings = alarms
         self.deployment = deployment
+        self.log_settings = logs or EndpointLogs()
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
         self.request_metrics = RequestMetricSource(
@@ -216,6 +223,7 @@ class MultiAdapterEndpoint(Construct):
         problems += self._monitoring_problems(copy_count, dashboard_top_n)
         problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
         problems += self.networking.problems(self._subject)
+        problems += self.log_settings.problems(self._subject)
         problems += self.placement.problems(self._subject)
         problems += self.compute.problems(self._subject)
         problems += self.startup.problems(self._subject)
@@ -233,7 +241,7 @@ class MultiAdapterEndpoint(Construct):
         self.role: iam.IRole = role or iam.Role(
             self,
             "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            assumed_by=sagemaker_principal(self),
             description=f"SageMaker execution role of multi-adapter endpoint {self.prefix}",
         )
         image_config = self.image.bind(self)
@@ -256,13 +264,22 @@ class MultiAdapterEndpoint(Construct):
             base_component_name=self.base_component_name,
             model_data_statements=model_data_config.statements,
             volume_key=self.volume_key,
-            vpc_access=self.networking.vpc is not None,
         )
         for location in adapter_locations or ():
             self._add_location(location)
         vpc_placement, self.security_groups = self.networking.bind(
             self, f"SageMaker endpoint {self.prefix}: no ingress; egress for S3 and ECR"
         )
+        if self.networking.vpc is not None and vpc_placement is not None:
+            self.permissions.add_vpc_access(self.networking.vpc, vpc_placement)
+        self.log_groups = EndpointLogGroups(
+            self,
+            "Logs",
+            settings=self.log_settings,
+            endpoint_name=self.endpoint_name,
+            base_component_name=self.base_component_name,
+        )
+        """The endpoint's and the base component's log groups (SageMaker writes there; the role cannot create groups)."""
         self._create_hosting(
             image_config.image_uri,
             container_environment,
@@ -286,6 +303,9 @@ class MultiAdapterEndpoint(Construct):
             instance_scaling=InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count),
         )
         self.base_component.node.add_dependency(self.permissions.policy)
+        for resource in (self.endpoint, self.base_component.resource):
+            for group in self.log_groups.resources:
+                resource.add_resource_dependency(group)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         """The endpoint's alarms by kind (``error_rate``, ``latency_p95``, ``cold_start_share``)."""
         if alarms is not None and alarms.endpoint is not None:
@@ -296,6 +316,8 @@ class MultiAdapterEndpoint(Construct):
                 name_prefix=self.prefix,
                 what=f"endpoint {self.endpoint_name}",
                 topic=alarms.topic,
+                rollback_kinds=tuple(deployment.rollback_on_endpoint_alarms) if deployment is not None else (),
+                on_dashboard=dashboard,
             )
         if deployment is not None:
             self.base_component.resource.deployment_config = deployment.render(self.alarms)

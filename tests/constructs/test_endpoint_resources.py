@@ -372,7 +372,8 @@ def test_vpc_places_model_and_config_in_private_subnets_with_a_fresh_security_gr
     groups = template.find_resources("AWS::EC2::SecurityGroup")
     assert len(groups) == 1 and "SecurityGroupIngress" not in only(groups)["Properties"]
     statements = [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
-    assert any(s.get("Sid") == "AttachToVpc" for s in statements)
+    sids = {s.get("Sid") for s in statements}
+    assert {"CreateInterfacesInOwnSubnets", "ManageInterfacesInOwnVpc", "DescribeVpc"} <= sids
 
 
 ADAPTER_METRICS = {
