@@ -81,3 +81,21 @@ def denied_reason(error: ClientError, bucket: str, expected_bucket_owner: str | 
         return None
     owner = f"bucket '{bucket}' is not owned by account {expected_bucket_owner}, or " if expected_bucket_owner else ""
     return f"access denied (403): {owner}these credentials may not use it (pass --expected-bucket-owner for a bucket another account owns)"
+
+
+CHECKSUM_ALGORITHMS = ("SHA256", "CRC64NVME", "CRC32C", "CRC32", "SHA1")
+"""The checksums S3 can store with an object, strongest first for pinning."""
+
+
+def stored_checksum(response: dict[str, Any]) -> str | None:
+    """``<ALGORITHM>:<value>`` of the checksum S3 stores for the object (``ChecksumMode=ENABLED``
+    response), as S3 stores it (full-object or multipart); None when S3 stores none.
+
+    A base model's multi-gigabyte weights are usually multipart uploads, so their checksum cannot
+    be compared with a file's digest; it still changes whenever the object is replaced, which is
+    what a pin needs."""
+    for algorithm in CHECKSUM_ALGORITHMS:
+        value = response.get(f"Checksum{algorithm}")
+        if value:
+            return f"{algorithm}:{value}"
+    return None

@@ -31,6 +31,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     lock.add_argument("--lock-file", type=Path, help="lock file (default: beside the manifest, <name>.lock.json)")
     lock.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     lock.add_argument("--check", action="store_true", help="verify S3 against the lock (for CI); change nothing")
+    lock.add_argument(
+        "--base-model", action="store_true",
+        help="also pin the base model's S3 objects (size and S3's checksum of each); once pinned, every lock and "
+        "lock --check verifies them",
+    )
     owner_option(lock)
     lock.set_defaults(handler=run)
 
@@ -47,14 +52,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     loaded = load_manifest(manifest_path(args.manifest), lock_path=args.lock_file)
     if args.check:
         return _check(args, loaded, out)
-    if not any(row.is_s3 for row in loaded.manifest.adapters):
+    if not any(row.is_s3 for row in loaded.manifest.adapters) and not args.base_model and loaded.lock.base_model is None:
         out.write(
             f"{loaded.path} has no s3:// adapters: local rows are packaged at synth and need no lock entry; "
             f"{loaded.lock_path} was not written\n"
         )
         return
     owner = expected_bucket_owner(args)
-    refreshed = refresh_lock(loaded, boto3.client("s3", region_name=args.region), expected_bucket_owner=owner)
+    refreshed = refresh_lock(
+        loaded, boto3.client("s3", region_name=args.region), expected_bucket_owner=owner, pin_base_model=args.base_model
+    )
     if refreshed.problems:
         raise Failure(refreshed.problems, f"{len(refreshed.problems)} problem(s) found; {loaded.lock_path} was not changed")
     write_lock(loaded.lock_path, refreshed.lock)
@@ -67,11 +74,12 @@ def _check(args: argparse.Namespace, loaded, out: TextIO) -> None:
 
     from cdk_adapters.manifest.lock_check import check_lock_against_s3
 
-    if not loaded.lock.adapters and not any(row.is_s3 for row in loaded.manifest.adapters):
+    if not loaded.lock.adapters and loaded.lock.base_model is None and not any(row.is_s3 for row in loaded.manifest.adapters):
         out.write(f"{loaded.lock_path}: nothing locked, nothing to check\n")
         return
     owner = expected_bucket_owner(args)
     problems = check_lock_against_s3(loaded, boto3.client("s3", region_name=args.region), expected_bucket_owner=owner)
     if problems:
         raise Failure(problems, f"S3 disagrees with {loaded.lock_path} ({len(problems)} problem(s))")
-    out.write(f"{loaded.lock_path}: {len(loaded.lock.adapters)} locked adapter(s) match S3 (SHA-256 and size)\n")
+    base = f"; the base model's {len(loaded.lock.base_model.objects)} object(s) match their pin" if loaded.lock.base_model else ""
+    out.write(f"{loaded.lock_path}: {len(loaded.lock.adapters)} locked adapter(s) match S3 (SHA-256 and size){base}\n")

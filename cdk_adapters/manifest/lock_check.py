@@ -12,6 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
 from cdk_adapters.manifest.loader import LoadedManifest
 from cdk_adapters.manifest.schema import S3_URI
 from cdk_adapters.problems import Problem
@@ -21,8 +22,9 @@ REPUBLISH = "publish the content under a new version name with `cdk-adapters pub
 
 
 def check_lock_against_s3(loaded: LoadedManifest, s3_client: Any, *, expected_bucket_owner: str | None) -> list[Problem]:
-    """Every disagreement between the lock (each entry, plus each ``s3://`` row of the manifest) and S3."""
-    problems: list[Problem] = []
+    """Every disagreement between the lock (each entry, each ``s3://`` row of the manifest, and the base
+    model when it is pinned) and S3."""
+    problems = _base_model_problems(loaded, s3_client, expected_bucket_owner)
     for row in loaded.manifest.adapters:
         if row.is_s3 and row.name not in loaded.lock.adapters:
             problems.append(Problem(f"adapter '{row.name}'", "source", f"{row.source} has no lock entry; run `cdk-adapters lock`"))
@@ -67,3 +69,21 @@ def check_lock_against_s3(loaded: LoadedManifest, s3_client: Any, *, expected_bu
                 )
             )
     return problems
+
+
+def _base_model_problems(loaded: LoadedManifest, s3_client: Any, owner: str | None) -> list[Problem]:
+    pinned = loaded.lock.base_model
+    if pinned is None:
+        return []
+    artifact = loaded.manifest.base_model.artifact
+    if pinned.uri != artifact:
+        return [
+            Problem("base model", "artifact", f"the manifest says {artifact} but the lock pins {pinned.uri}; run `cdk-adapters lock`")
+        ]
+    now, problems = read_base_pin(s3_client, artifact, expected_bucket_owner=owner)
+    if now is None:
+        return problems
+    differences = pin_differences(pinned, now)
+    if not differences:
+        return []
+    return [Problem("base model", "artifact", f"{artifact} differs from its pin in the lock: {'; '.join(differences)}")]

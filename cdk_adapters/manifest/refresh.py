@@ -19,7 +19,8 @@ from cdk_adapters.compat.adapter_contents import AdapterContents
 from cdk_adapters.compat.adapter_facts import AdapterFacts
 from cdk_adapters.compat.gate import check_adapter_contents
 from cdk_adapters.manifest.loader import LoadedManifest
-from cdk_adapters.manifest.lock import LockEntry, LockFile
+from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
+from cdk_adapters.manifest.lock import BaseModelPin, LockEntry, LockFile
 from cdk_adapters.manifest.plan import manifest_reference
 from cdk_adapters.manifest.schema import S3_URI
 from cdk_adapters.problems import Problem
@@ -44,10 +45,14 @@ def lock_entry_for_archive(uri: str, archive: Path, sha256: str, size: int) -> L
     return None if facts is None else LockEntry(uri=uri, sha256=sha256, size=size, facts=facts)
 
 
-def refresh_lock(loaded: LoadedManifest, s3_client: Any, *, expected_bucket_owner: str | None = None) -> LockRefresh:
+def refresh_lock(
+    loaded: LoadedManifest, s3_client: Any, *, expected_bucket_owner: str | None = None, pin_base_model: bool = False
+) -> LockRefresh:
     """Fetch each ``s3://`` adapter, check it, and build the new lock (written by the caller).
 
-    :param expected_bucket_owner: account that must own each bucket, sent on every ``GetObject``.
+    :param expected_bucket_owner: account that must own each bucket, sent on every S3 call.
+    :param pin_base_model: also pin the base model's S3 objects (`cdk_adapters.manifest.base_pin`);
+        a lock that already has a pin is always re-verified and kept.
     """
     manifest = loaded.manifest
     reference = manifest_reference(manifest)
@@ -94,9 +99,35 @@ def refresh_lock(loaded: LoadedManifest, s3_client: Any, *, expected_bucket_owne
             if entry is None:
                 continue
             entries[row.name] = entry
+    base_pin = loaded.lock.base_model
+    if pin_base_model or base_pin is not None:
+        base_pin, base_problems = _refreshed_base_pin(loaded, s3_client, expected_bucket_owner)
+        problems += base_problems
     old = loaded.lock.adapters
     changed = sorted(name for name in set(old) | set(entries) if old.get(name) != entries.get(name))
-    return LockRefresh(lock=LockFile(adapters=dict(sorted(entries.items()))), problems=problems, changed=changed)
+    if base_pin != loaded.lock.base_model:
+        changed.append("base model")
+    lock = LockFile(adapters=dict(sorted(entries.items())), base_model=base_pin)
+    return LockRefresh(lock=lock, problems=problems, changed=changed)
+
+
+def _refreshed_base_pin(loaded: LoadedManifest, s3_client: Any, owner: str | None) -> tuple[BaseModelPin | None, list[Problem]]:
+    """The base model's pin now; an object changed in place under a pinned artifact is refused."""
+    uri = loaded.manifest.base_model.artifact
+    now, problems = read_base_pin(s3_client, uri, expected_bucket_owner=owner)
+    previous = loaded.lock.base_model
+    if now is None or previous is None or previous.uri != uri:
+        return now, problems  # first pin, or a new artifact (a base upgrade is a manifest change)
+    differences = pin_differences(previous, now)
+    if differences:
+        return previous, [
+            Problem(
+                "base model", "artifact",
+                f"{uri} changed since it was pinned: {'; '.join(differences)}. A base model is shared by every adapter: "
+                "restore the objects, or copy the new base to a new prefix and change base_model.artifact",
+            )
+        ]
+    return now, []
 
 
 def _download(

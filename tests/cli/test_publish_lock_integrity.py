@@ -127,12 +127,12 @@ def test_lock_refresh_refuses_a_stored_sha256_that_is_not_the_bytes(s3, zoo, tmp
     assert not manifest.with_name("adapters.lock.json").exists()
 
 
-def test_every_s3_call_names_the_callers_account_as_bucket_owner(published, calls, zoo):
+def test_every_s3_call_names_the_callers_account_as_bucket_owner(published, base_model, calls, zoo):
     assert publish(zoo, published, "triage-v2", "good")[0] == 0
-    assert run("lock", "--manifest", str(published))[0] == 0
+    assert run("lock", "--base-model", "--manifest", str(published))[0] == 0
     assert run("lock", "--check", "--manifest", str(published))[0] == 0
     s3_calls = [(operation, params) for service, operation, params in calls if service == "s3"]
-    assert {operation for operation, _ in s3_calls} == {"HeadObject", "PutObject", "GetObject"}
+    assert {operation for operation, _ in s3_calls} == {"HeadObject", "PutObject", "GetObject", "ListObjectsV2"}
     assert [params.get("ExpectedBucketOwner") for _, params in s3_calls] == [MOTO_ACCOUNT] * len(s3_calls)
     assert [operation for service, operation, _ in calls if service == "sts"] == ["GetCallerIdentity"] * 3
 
@@ -156,4 +156,75 @@ def test_a_malformed_bucket_owner_is_refused_before_anything_is_read_or_uploaded
     assert "cdk-adapters: --expected-bucket-owner: 'acme' is not a 12-digit AWS account id" in err
     assert calls == []
     assert s3.list_objects_v2(Bucket=ADAPTER_BUCKET).get("KeyCount") == 0
+    assert not manifest.with_name("adapters.lock.json").exists()
+
+
+# --- the base model's pin -------------------------------------------------------------------
+
+MODEL_BUCKET = "example-models"
+BASE_PREFIX = "base/tiny-llama/"  # the test manifests' base_model.artifact
+
+
+@pytest.fixture
+def base_model(s3):
+    """The base model's files under its prefix: one uploaded with SHA-256, one with the SDK's default CRC32."""
+    s3.create_bucket(Bucket=MODEL_BUCKET)
+    s3.put_object(Bucket=MODEL_BUCKET, Key=BASE_PREFIX + "config.json", Body=b'{"hidden_size": 64}', ChecksumAlgorithm="SHA256")
+    s3.put_object(Bucket=MODEL_BUCKET, Key=BASE_PREFIX + "model.safetensors", Body=b"weights" * 100)
+    return s3
+
+
+def test_lock_pins_the_base_model_and_check_catches_a_replaced_or_added_file(base_model, tmp_path):
+    manifest = write_manifest(tmp_path, [])
+    status, out, err = run("lock", "--base-model", "--manifest", str(manifest))
+    assert status == 0, err
+    assert out.endswith("0 entr(y/ies); changed: base model\n")
+    lock_file = manifest.with_name("adapters.lock.json")
+    pin = json.loads(lock_file.read_text())["base_model"]
+    assert pin["uri"] == f"s3://{MODEL_BUCKET}/{BASE_PREFIX}"
+    assert sorted(pin["objects"]) == ["config.json", "model.safetensors"]
+    assert pin["objects"]["config.json"]["checksum"].startswith("SHA256:")
+    assert pin["objects"]["model.safetensors"] == {"size": 700, "checksum": pin["objects"]["model.safetensors"]["checksum"]}
+    assert pin["objects"]["model.safetensors"]["checksum"].startswith("CRC32:")
+    status, out, _ = run("lock", "--check", "--manifest", str(manifest))
+    assert status == 0 and out.endswith("the base model's 2 object(s) match their pin\n")
+
+    # In place: the weights replaced, and a file added that the standards library would import.
+    base_model.put_object(Bucket=MODEL_BUCKET, Key=BASE_PREFIX + "model.safetensors", Body=b"poisoned" * 100)
+    base_model.put_object(Bucket=MODEL_BUCKET, Key=BASE_PREFIX + "model.py", Body=b"import os")
+    before = lock_file.read_text()
+    status, _, err = run("lock", "--check", "--manifest", str(manifest))
+    assert status == 1
+    assert f"base model: artifact: s3://{MODEL_BUCKET}/{BASE_PREFIX} differs from its pin in the lock: " in err
+    assert "model.py was added; model.safetensors changed (CRC32:" in err and ", 700 bytes -> CRC32:" in err and "800 bytes)" in err
+    status, _, err = run("lock", "--manifest", str(manifest))  # a refresh refuses the change too
+    assert status == 1 and "changed since it was pinned: model.py was added" in err
+    assert lock_file.read_text() == before
+
+
+def test_an_archive_base_is_pinned_and_a_new_artifact_is_a_new_pin(base_model, tmp_path):
+    archive = "base/tiny-llama.tar.gz"
+    base_model.put_object(Bucket=MODEL_BUCKET, Key=archive, Body=b"archive", ChecksumAlgorithm="SHA256")
+    manifest = write_manifest(tmp_path, [], base={"artifact": f"s3://{MODEL_BUCKET}/{archive}"})
+    assert run("lock", "--base-model", "--manifest", str(manifest))[0] == 0
+    lock_file = manifest.with_name("adapters.lock.json")
+    assert list(json.loads(lock_file.read_text())["base_model"]["objects"]) == [archive]
+    # The manifest moves to another artifact (a base upgrade): check says so, lock re-pins.
+    write_manifest(tmp_path, [])
+    status, _, err = run("lock", "--check", "--manifest", str(manifest))
+    assert status == 1 and f"the manifest says s3://{MODEL_BUCKET}/{BASE_PREFIX} but the lock pins s3://{MODEL_BUCKET}/{archive}" in err
+    assert run("lock", "--manifest", str(manifest))[0] == 0  # a pin, once there, is kept up to date
+    assert sorted(json.loads(lock_file.read_text())["base_model"]["objects"]) == ["config.json", "model.safetensors"]
+
+
+def test_a_base_object_without_any_checksum_cannot_be_pinned(s3, tmp_path):
+    from botocore.config import Config
+
+    s3.create_bucket(Bucket=MODEL_BUCKET)
+    bare = boto3.client("s3", region_name="us-east-1", config=Config(request_checksum_calculation="when_required"))
+    bare.put_object(Bucket=MODEL_BUCKET, Key=BASE_PREFIX + "model.safetensors", Body=b"weights")
+    manifest = write_manifest(tmp_path, [])
+    status, _, err = run("lock", "--base-model", "--manifest", str(manifest))
+    assert status == 1
+    assert f"base model: artifact: S3 stores no checksum for model.safetensors under s3://{MODEL_BUCKET}/{BASE_PREFIX}" in err
     assert not manifest.with_name("adapters.lock.json").exists()
