@@ -3,6 +3,11 @@
 An uncompressed prefix (``ModelDataSource`` with ``CompressionType: None``) is the fast path for
 multi-gigabyte LLM weights: SageMaker copies the files instead of downloading and unpacking one
 archive, which cuts minutes off every instance start. The archive form exists for small models.
+
+SageMaker reads whatever is at the location when an instance starts (the model data source takes
+no version or checksum). `cdk-adapters lock --base-model` pins each object's size and S3-stored
+checksum in the manifest's lock so that `cdk-adapters lock --check` reports an in-place change
+before a deploy (`cdk_adapters.manifest.base_pin`).
 """
 
 from __future__ import annotations

@@ -139,11 +139,11 @@ def _already_there(
             f"already exists with different content (S3's SHA-256 {existing.sha256[:12]}..., {existing.size} bytes; "
             f"this archive {sha256[:12]}..., {size} bytes)"
         )
-    return _raise_refused(subject, bucket, key, detail)
+    raise _refused(subject, bucket, key, detail)
 
 
-def _raise_refused(subject: str, bucket: str, key: str, detail: str) -> Any:
-    raise ConfigurationError(
+def _refused(subject: str, bucket: str, key: str, detail: str) -> ConfigurationError:
+    return ConfigurationError(
         [
             Problem(
                 subject,

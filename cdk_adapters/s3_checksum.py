@@ -22,6 +22,8 @@ from botocore.exceptions import ClientError
 ACCOUNT_ID = re.compile(r"^\d{12}$")
 _MISSING = {"404", "NoSuchKey", "NotFound"}
 _DENIED = {"403", "AccessDenied", "Forbidden"}
+CHECKSUM_ALGORITHMS = ("SHA256", "CRC64NVME", "CRC32C", "CRC32", "SHA1")
+"""The checksums S3 can store with an object, strongest first for pinning."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ def sha256_b64(hex_digest: str) -> str:
 def stored_object(s3_client: Any, bucket: str, key: str, *, expected_bucket_owner: str | None) -> StoredObject | None:
     """``HeadObject`` with ``ChecksumMode=ENABLED``; None when the object does not exist.
 
-    Other errors (403 for a bucket another account owns, no permission) propagate.
+    Other errors (403 for a bucket another account owns, or no permission) propagate.
     With SSE-KMS, S3 returns the checksum only to callers allowed ``kms:Decrypt`` on the key.
     """
     request: dict[str, Any] = {"Bucket": bucket, "Key": key, "ChecksumMode": "ENABLED"}
@@ -59,14 +61,13 @@ def stored_object(s3_client: Any, bucket: str, key: str, *, expected_bucket_owne
 
 def from_response(response: dict[str, Any]) -> StoredObject:
     """The size and checksum in a ``HeadObject`` or ``GetObject`` response made with ``ChecksumMode=ENABLED``."""
-    head = response
-    size = int(head["ContentLength"])
-    checksum = head.get("ChecksumSHA256")
+    size = int(response["ContentLength"])
+    checksum = response.get("ChecksumSHA256")
     if not checksum:
-        stored = sorted(name.removeprefix("Checksum") for name in head if name.startswith("Checksum") and name not in {"ChecksumType", "ChecksumMode"})
+        stored = sorted(algorithm for algorithm in CHECKSUM_ALGORITHMS if response.get(f"Checksum{algorithm}"))
         note = f"S3 stores only {', '.join(stored)} for it" if stored else "S3 stores no checksum for it"
         return StoredObject(size, None, note + ", not SHA-256 (it was not uploaded with ChecksumAlgorithm=SHA256)")
-    if "-" in checksum or head.get("ChecksumType") == "COMPOSITE":
+    if "-" in checksum or response.get("ChecksumType") == "COMPOSITE":
         return StoredObject(size, None, "S3 stores a multipart (composite) SHA-256 for it, not one of the whole object")
     try:
         return StoredObject(size, base64.b64decode(checksum, validate=True).hex())
@@ -82,9 +83,6 @@ def denied_reason(error: ClientError, bucket: str, expected_bucket_owner: str | 
     owner = f"bucket '{bucket}' is not owned by account {expected_bucket_owner}, or " if expected_bucket_owner else ""
     return f"access denied (403): {owner}these credentials may not use it (pass --expected-bucket-owner for a bucket another account owns)"
 
-
-CHECKSUM_ALGORITHMS = ("SHA256", "CRC64NVME", "CRC32C", "CRC32", "SHA1")
-"""The checksums S3 can store with an object, strongest first for pinning."""
 
 
 def stored_checksum(response: dict[str, Any]) -> str | None:
