@@ -84,7 +84,6 @@ def denied_reason(error: ClientError, bucket: str, expected_bucket_owner: str | 
     return f"access denied (403): {owner}these credentials may not use it (pass --expected-bucket-owner for a bucket another account owns)"
 
 
-
 def stored_checksum(response: dict[str, Any]) -> str | None:
     """``<ALGORITHM>:<value>`` of the checksum S3 stores for the object (``ChecksumMode=ENABLED``
     response), as S3 stores it (full-object or multipart); None when S3 stores none.

@@ -228,3 +228,31 @@ def test_a_base_object_without_any_checksum_cannot_be_pinned(s3, tmp_path):
     assert status == 1
     assert f"base model: artifact: S3 stores no checksum for model.safetensors under s3://{MODEL_BUCKET}/{BASE_PREFIX}" in err
     assert not manifest.with_name("adapters.lock.json").exists()
+
+
+def test_lock_check_request_shape_and_a_bucket_another_account_owns(zoo, tmp_path):
+    """Stubber: exactly one HeadObject per locked adapter, with ChecksumMode and ExpectedBucketOwner; a 403 is explained."""
+    from botocore.stub import Stubber
+
+    from cdk_adapters.manifest import load_manifest
+    from cdk_adapters.manifest.lock_check import check_lock_against_s3
+    from tests.manifest.builders import lock_adapters
+
+    manifest = write_manifest(tmp_path, [{"name": "triage-v1", "source": s3_uri("triage-v1")}])
+    lock_adapters(manifest, {"triage-v1": zoo.adapter("good")}, tmp_path)
+    loaded = load_manifest(manifest)
+    entry = loaded.lock.adapters["triage-v1"]
+    client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+    head = {"Bucket": ADAPTER_BUCKET, "Key": key("triage-v1"), "ChecksumMode": "ENABLED", "ExpectedBucketOwner": "111122223333"}
+    from cdk_adapters.s3_checksum import sha256_b64
+
+    with Stubber(client) as stub:
+        stub.add_response("head_object", {"ContentLength": entry.size, "ChecksumSHA256": sha256_b64(entry.sha256)}, head)
+        assert check_lock_against_s3(loaded, client, expected_bucket_owner="111122223333") == []
+        stub.add_client_error("head_object", "403", http_status_code=403, expected_params=head)
+        (problem,) = check_lock_against_s3(loaded, client, expected_bucket_owner="111122223333")
+        stub.assert_no_pending_responses()
+    assert str(problem).startswith(
+        f"adapter 'triage-v1': source: cannot read {s3_uri('triage-v1')}: access denied (403): "
+        f"bucket '{ADAPTER_BUCKET}' is not owned by account 111122223333"
+    )
