@@ -105,7 +105,8 @@ def test_three_nag_packs_are_clean_and_acknowledgments_cover_exactly_the_finding
     def stack_with_bucket(name: str, app: cdk.App | None = None) -> cdk.Stack:
         stack = cdk.Stack(app or cdk.App(), name)
         logs = s3.Bucket.from_bucket_name(stack, "Logs", "example-access-logs") if logged else None
-        AdapterBucket(stack, "Adapters", server_access_logs_bucket=logs)
+        lock = cdk.Duration.days(730) if logged else None  # the fully hardened form: logs and Object Lock
+        AdapterBucket(stack, "Adapters", server_access_logs_bucket=logs, object_lock_retention=lock)
         return stack
 
     app = cdk.App(outdir=str(tmp_path))
