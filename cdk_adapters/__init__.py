@@ -23,6 +23,7 @@ _EXPORTS = {
     "ModelData": "cdk_adapters.model_data",
     "AdapterArtifact": "cdk_adapters.adapter_artifact",
     "AdapterLocation": "cdk_adapters.adapter_location",
+    "AdapterBucket": "cdk_adapters.adapter_bucket",
     "FleetPlacement": "cdk_adapters.fleet",
     "EndpointLogs": "cdk_adapters.endpoint_logs",
     "ServingPolicy": "cdk_adapters.serving_policy",

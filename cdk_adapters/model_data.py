@@ -7,6 +7,11 @@ archive, which cuts minutes off every instance start. The archive form exists fo
 The role's grants are held to the bucket's owner (``s3:ResourceAccount``): by default the bucket's
 account as CDK knows it (``bucket.env.account``: the account given to ``from_bucket_attributes``,
 else the stack's), or `bucket_owner`. Decryption with the bucket's key is allowed through S3 only.
+
+SageMaker reads whatever is at the location when an instance starts (the model data source takes
+no version or checksum). `cdk-adapters lock --base-model` pins each object's size and S3-stored
+checksum in the manifest's lock so that `cdk-adapters lock --check` reports an in-place change
+before a deploy (`cdk_adapters.manifest.base_pin`).
 """
 
 from __future__ import annotations

@@ -28,6 +28,18 @@ class DiscoveryError(AdapterClientError):
     """The discovery record could not be read (missing parameter, not a record, wrong version)."""
 
 
+class UnexpectedEndpoint(DiscoveryError):
+    """The discovery record names an endpoint the client was not told to accept (`accept_endpoints`):
+    whoever can write the record could otherwise send every call, prompts included, elsewhere."""
+
+    def __init__(self, endpoint_name: str, accepted: tuple[str, ...], origin: str) -> None:
+        super().__init__(
+            f"{origin} names endpoint {endpoint_name!r}, which this client does not accept "
+            f"(accept_endpoints={list(accepted)!r}); nothing was sent"
+        )
+        self.endpoint_name, self.accepted = endpoint_name, accepted
+
+
 class AdapterRequired(AdapterClientError, ValueError):
     """No adapter was named; the base model is never used without ``base_model=True``."""
 
