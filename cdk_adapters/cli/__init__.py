@@ -25,6 +25,7 @@ COMMANDS = (
     "cdk_adapters.cli.base_facts",
     "cdk_adapters.cli.demo_model",
     "cdk_adapters.cli.local",
+    "cdk_adapters.cli.fix_torchvision",
     "cdk_adapters.cli.invoke",
     "cdk_adapters.cli.plan",
 )
