@@ -123,3 +123,23 @@ def test_the_wheel_with_its_local_extra_gives_a_working_local_mode(tmp_path, whe
     assert local.stderr.splitlines()[1:] == [f"  - cdk-adapters: --port: cannot listen on 127.0.0.1:{port}: Address "
                                              "already in use (is another `cdk-adapters local` running there?); stop it "
                                              "or pass another --port"]
+
+
+def test_the_readmes_commands_for_your_own_app_work_outside_the_checkout(tmp_path, zoo):
+    """`package` as the README writes it, run from a folder with no manifests/ (its default is
+    relative to the working directory), and the CDK CLI line pinned to package.json's version with
+    ``--yes`` (without it npx cancels when there is no terminal to ask)."""
+    import json
+    import shlex
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    cdk_version = json.loads((REPO_ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    assert f"`npx --yes aws-cdk@{cdk_version} synth`" in readme
+    assert "npx aws-cdk@" not in readme
+
+    (written,) = re.findall(r"`(cdk-adapters package ADAPTER_DIR -o\s+support-en-v1\.tar\.gz --base-model-dir BASE_MODEL_DIR)`", readme)
+    argv = shlex.split(written.replace("ADAPTER_DIR", str(zoo.adapter("good"))).replace("BASE_MODEL_DIR", str(zoo.base_dir)))
+    cli = Path(sys.executable).parent / "cdk-adapters"
+    done = subprocess.run([str(cli), *argv[1:]], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "support-en-v1.tar.gz").is_file()
