@@ -20,7 +20,6 @@ import pytest
 
 from tests.wheel.test_installed_wheel import wheel  # noqa: F401  (the module's wheel fixture)
 
-pytestmark = pytest.mark.cdk_cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
