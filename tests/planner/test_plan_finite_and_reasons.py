@@ -73,3 +73,21 @@ def test_max_loras_beyond_the_manifests_cache_names_where_each_value_came_from()
     assert ("plan: --max-loras: max_loras 12 (--max-loras) is more than max_cpu_loras 8 (serving.max_cpu_loras in "
             "manifests/example.yaml): the host cache holds every GPU-resident adapter, so vLLM refuses it; "
             "pass --max-cpu-loras 12 or more") in result.err
+
+
+def test_chart_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
+    """From a wheel installed without the [chart] extra: exit 1 and the pip command, no traceback."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    result = plan(*WHAT_IF, "--chart", str(tmp_path / "c.png"))
+    assert result.status == 1
+    assert "--chart: needs matplotlib (matplotlib is not installed): pip install 'cdk-adapters[chart]'" in result.err
+    assert not (tmp_path / "c.png").exists()
