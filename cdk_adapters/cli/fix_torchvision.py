@@ -38,6 +38,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     except TorchvisionFixError as error:
         raise Failure([Problem(PROG, "fix-torchvision", str(error))], "torchvision was not fixed") from None
     for change in result.changed:
-        err.write(f"{PROG}: wrote {change}\n")
+        err.write(f"{PROG}: {change}\n")
     state = "fixed" if result.changed else "already works, nothing changed"
     out.write(f"torchvision {result.version}: torchvision.ops.nms runs on the CPU ({state})\n")

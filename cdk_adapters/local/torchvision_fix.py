@@ -208,7 +208,7 @@ def write_stubs(layout: Layout, libraries: Sequence[Path]) -> list[str]:
             target = layout.libs_dir / library
             _tool(os.environ.get("CC", "gcc"), "-shared", "-fPIC", "-O1", f"-Wl,-soname,{library}",
                   "-o", str(target), str(source))
-            written.append(f"{target} ({len(ours)} symbols)")
+            written.append(f"wrote {target} ({len(ours)} symbols)")
     return written
 
 
@@ -222,11 +222,11 @@ def point_at_vendored_libraries(layout: Layout) -> list[str]:
         entries = dynamic_entries(extension)
         if "$ORIGIN/../torchvision.libs" not in ":".join(entries["RPATH"] + entries["RUNPATH"]):
             _tool(patchelf, "--set-rpath", LIBS_RPATH, str(extension))
-            changed.append(f"{extension} (search path {LIBS_RPATH})")
+            changed.append(f"patched {extension}: search path {LIBS_RPATH}")
         for needed in entries["NEEDED"]:
             if needed in vendored and not (layout.libs_dir / needed).exists():
                 _tool(patchelf, "--replace-needed", needed, vendored[needed], str(extension))
-                changed.append(f"{extension} ({needed} -> torchvision.libs/{vendored[needed]})")
+                changed.append(f"patched {extension}: needs {vendored[needed]} for {needed}")
     return changed
 
 
