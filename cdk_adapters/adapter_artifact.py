@@ -4,6 +4,11 @@ SageMaker downloads the archive with the endpoint's execution role and extracts 
 the container's ``POST /adapters``. Published archives (``from_s3_url``, ``from_bucket``) are read
 through the endpoint's declared `AdapterLocation`s, so an artifact only says where it is; local
 archives (``from_archive``) become CDK file assets, which the role reads object by object.
+
+A local archive is at hand at synth, so it goes through the compatibility gate there
+(`compatibility_problems`), exactly as ``cdk-adapters validate`` and the manifest check it: the
+same rules, messages and rule ids, instead of a refusal by the container at deploy. A published
+archive's files were checked when it was published or locked (``cdk-adapters lock``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from cdk_adapters.compat import Reference, check_adapter_archive
 from cdk_adapters.problems import Problem
 from cdk_adapters.s3_url import S3UrlError, parse_s3_url
 from cdk_adapters.tokens import is_unresolved
@@ -82,6 +88,12 @@ class AdapterArtifact(ABC):
     def problems(self, subject: str) -> list[Problem]:
         """Every problem with this artifact; `subject` names the adapter in messages."""
 
+    def compatibility_problems(self, name: str, reference: Reference) -> list[Problem]:
+        """The compatibility gate's findings on the archive's files, for adapter `name` checked
+        against `reference`; empty for a published archive (its files are not at hand at synth).
+        Call after `problems` found none."""
+        return []
+
     @abstractmethod
     def bind(self, scope: Construct) -> AdapterArtifactConfig:
         """Create what the artifact needs under `scope` (an asset, for local archives)."""
@@ -140,6 +152,9 @@ class _LocalArchive(AdapterArtifact):
         if not self.path.is_file():
             return [Problem(subject, "artifact.path", f"{str(self.path)!r} does not exist")]
         return []
+
+    def compatibility_problems(self, name: str, reference: Reference) -> list[Problem]:
+        return check_adapter_archive(name, self.path, reference)
 
     def bind(self, scope: Construct) -> AdapterArtifactConfig:
         """Stage the archive into the cloud assembly and register it as a file asset.

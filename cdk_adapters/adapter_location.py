@@ -6,9 +6,13 @@ adapter as for a thousand (IAM caps a role's inline policies at 10,240 character
 per adapter used to exhaust it at about 40). Every adapter artifact must lie inside a declared
 location; one outside every location is a synth error, never a silent widening of the grant.
 
-Archives are immutable (``cdk-adapters publish`` never overwrites a key), so read access to a
-prefix that holds only published adapter versions grants nothing that could change under a running
-endpoint.
+The grant reads whatever lies under the prefix. ``cdk-adapters publish`` never overwrites a key,
+but anyone else allowed to write the prefix can replace an archive, and SageMaker downloads it
+again for every new copy; so who may write a location (a bucket policy, S3 Object Lock) decides
+what is served, not this grant.
+
+The grant is held to the bucket's owner (``s3:ResourceAccount``): by default the account the
+endpoint's stack deploys to; `bucket_owner` names another account's bucket.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
+from cdk_adapters.iam_conditions import account_problem, kms_via_s3, s3_owned_by
 from cdk_adapters.problems import Problem
 from cdk_adapters.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 
@@ -40,22 +45,35 @@ class AdapterLocation:
     """The customer managed KMS key of these objects, if any; the role gets ``kms:Decrypt`` on it."""
     url: str | None = None
     """The URL it was declared with, for messages; None for `from_bucket`."""
+    bucket_owner: str | None = None
+    """The 12-digit account that owns the bucket; the grant reads only a bucket it owns. None: the
+    account of the stack the endpoint is in."""
 
     @staticmethod
-    def from_s3_url(url: str, *, encryption_key: kms.IKey | None = None) -> "AdapterLocation":
-        """``s3://bucket/prefix/``, e.g. the ``--bucket``/``--prefix`` you publish adapters to."""
+    def from_s3_url(
+        url: str, *, encryption_key: kms.IKey | None = None, bucket_owner: str | None = None
+    ) -> "AdapterLocation":
+        """``s3://bucket/prefix/``, e.g. the ``--bucket``/``--prefix`` you publish adapters to.
+        `bucket_owner`: the bucket's account when it is not the endpoint stack's."""
         try:
             parsed = parse_s3_url(url, key_required=False)
         except S3UrlError:
-            return AdapterLocation(bucket_name="", prefix="", encryption_key=encryption_key, url=url)
-        return AdapterLocation(parsed.bucket, _as_prefix(parsed.key), encryption_key, url)
+            return AdapterLocation(bucket_name="", prefix="", encryption_key=encryption_key, url=url, bucket_owner=bucket_owner)
+        return AdapterLocation(parsed.bucket, _as_prefix(parsed.key), encryption_key, url, bucket_owner)
 
     @staticmethod
     def from_bucket(
-        bucket: s3.IBucket, prefix: str = "", *, encryption_key: kms.IKey | None = None
+        bucket: s3.IBucket, prefix: str = "", *, encryption_key: kms.IKey | None = None, bucket_owner: str | None = None
     ) -> "AdapterLocation":
-        """A prefix of a bucket you have as a construct. Default key: the bucket's own, if any."""
-        return AdapterLocation(bucket.bucket_name, _as_prefix(prefix), encryption_key or bucket.encryption_key)
+        """A prefix of a bucket you have as a construct. Default key: the bucket's own, if any.
+        Default owner: the bucket's account (``bucket.env.account``: the account given to
+        ``Bucket.from_bucket_attributes``, else its stack's)."""
+        return AdapterLocation(
+            bucket.bucket_name,
+            _as_prefix(prefix),
+            encryption_key or bucket.encryption_key,
+            bucket_owner=bucket_owner or bucket.env.account,
+        )
 
     def describe(self) -> str:
         if self.url is not None:
@@ -64,6 +82,12 @@ class AdapterLocation:
         return f"s3://{bucket}/{self.prefix}"
 
     def problems(self, subject: str, field: str) -> list[Problem]:
+        found = []
+        if self.bucket_owner is not None and account_problem(self.bucket_owner):
+            found.append(Problem(subject, f"{field}.bucket_owner", account_problem(self.bucket_owner) or ""))
+        return found + self._prefix_problems(subject, field)
+
+    def _prefix_problems(self, subject: str, field: str) -> list[Problem]:
         if self.url is not None:
             try:
                 parsed = parse_s3_url(self.url, key_required=False)
@@ -82,12 +106,16 @@ class AdapterLocation:
         rule the manifest gate applies too)."""
         return S3Url(self.bucket_name, self.prefix).holds(bucket_name, key)
 
-    def statements(self) -> list[iam.PolicyStatement]:
-        """Read access to every object under the prefix, and decryption with its key."""
+    def statements(self, default_owner: str = Aws.ACCOUNT_ID) -> list[iam.PolicyStatement]:
+        """Read access to every object under the prefix of a bucket its owner owns, and decryption
+        with its key through S3 only. `default_owner`: the owner when `bucket_owner` is None."""
         objects = f"arn:{Aws.PARTITION}:s3:::{self.bucket_name}/{self.prefix}*"
-        found = [iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects])]
+        owner = self.bucket_owner or default_owner
+        found = [iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects], conditions=s3_owned_by(owner))]
         if self.encryption_key is not None:
-            found.append(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[self.encryption_key.key_arn]))
+            found.append(
+                iam.PolicyStatement(actions=["kms:Decrypt"], resources=[self.encryption_key.key_arn], conditions=kms_via_s3())
+            )
         return found
 
 

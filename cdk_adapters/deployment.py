@@ -2,8 +2,8 @@
 
 A base-model or image upgrade replaces every copy of the base component, and every tenant is
 served by those copies. A rolling update replaces them a batch at a time and watches alarms
-between batches; when one fires, SageMaker puts the old copies back. Sources (see
-OPERATIONS-FACTS §2 and §5.2): the CloudFormation schema of ``AWS::SageMaker::InferenceComponent``
+between batches; when one fires, SageMaker puts the old copies back. Sources: the
+CloudFormation schema of ``AWS::SageMaker::InferenceComponent``
 (``DeploymentConfig`` is write-only and applied only on updates; ``WaitIntervalInSeconds`` 0-3600,
 ``MaximumExecutionTimeoutInSeconds`` 600-28800, ``Alarms`` 1-10) and botocore's
 ``InferenceComponentRollingUpdatePolicy``, which the CloudFormation schema does not enforce:

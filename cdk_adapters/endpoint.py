@@ -7,13 +7,15 @@ inference component per adapter, plus a discovery record clients read to find th
 This module only orchestrates. Each concern has its own home: the role's permissions
 (`execution_role`, read access by `adapter_location`), the container environment
 (`serving_policy`), networking (`networking`), where adapter components live and how fast they
-are created (`fleet`), and the discovery record (`discovery`, schema in `contract.discovery`).
-What depends on the whole fleet (the discovery value, the policy-size and capacity checks) is
-rendered or checked once, at synth.
+are created (`fleet`), the discovery record (`discovery`, schema in `contract.discovery`) and
+callers' invoke grants (`invoke_grant`). What depends on the whole fleet (the discovery value,
+the invoke grants' resources, the policy-size and capacity checks) is rendered or checked once,
+at synth.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import jsii
@@ -28,10 +30,15 @@ from constructs import Construct, IValidation
 from cdk_adapters import discovery, names
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.compat import Acknowledgment, BaseModelFacts, CoHostedAdapter, Reference
+from cdk_adapters.compat.acknowledgments import reason_error, rule_error
+from cdk_adapters.compat.checks.co_hosted import VERSION_SUFFIX_CHECK
+from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.deployment import RollingUpdate
-from cdk_adapters.execution_role import ExecutionRolePermissions
+from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs
+from cdk_adapters.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.inference_component import (
     AdapterInferenceComponent,
@@ -41,6 +48,7 @@ from cdk_adapters.inference_component import (
 )
 from cdk_adapters.instance_storage import has_local_instance_storage
 from cdk_adapters.instance_types import instance_type as instance_type_row
+from cdk_adapters.invoke_grant import InvokeGrants
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.monitoring import alarms as monitoring_alarms
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
@@ -56,7 +64,6 @@ from cdk_adapters.vllm_options import VllmOptions
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
-INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
 
 
 class MultiAdapterEndpoint(Construct):
@@ -88,6 +95,7 @@ class MultiAdapterEndpoint(Construct):
         allow_vision_modules: bool = False,
         base_model_id: str | None = None,
         base_model_revision: str | None = None,
+        base_model_facts: BaseModelFacts | None = None,
         environment: Mapping[str, str] | None = None,
         role: iam.IRole | None = None,
         volume_key: kms.IKey | None = None,
@@ -103,6 +111,7 @@ class MultiAdapterEndpoint(Construct):
         dashboard: bool = True,
         dashboard_top_n: int = DEFAULT_TOP_N,
         deployment: RollingUpdate | None = None,
+        logs: EndpointLogs | None = None,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -136,6 +145,12 @@ class MultiAdapterEndpoint(Construct):
         :param base_model_id: the base model's identity (e.g. a Hugging Face repo id) that adapters
             must name in ``base_model_name_or_path``; checked when SageMaker registers an adapter.
         :param base_model_revision: the base model's pinned revision. Default: not checked.
+        :param base_model_facts: the base model's modules and shapes
+            (``BaseModelFacts.from_model_dir(...)``; `endpoint_from_manifest` passes the manifest's),
+            so the compatibility gate that checks each local archive at `add_adapter` also runs
+            the rules comparing adapters with the base. Default None: those rules (
+            ``target-modules-in-base``, ``base-identity``, the layer widths of ``tensor-shapes``)
+            run only in the container, when SageMaker registers the adapter.
         :param environment: further container variables. Default none. May not override ours.
         :param role: execution role. Default: a least-privilege role created here.
         :param volume_key: KMS key for the instances' EBS volume. Default: a key with rotation is
@@ -159,6 +174,10 @@ class MultiAdapterEndpoint(Construct):
         :param dashboard_top_n: adapters in each per-adapter top-N table. Default 10; 1 to 100.
         :param deployment: rolling update with auto-rollback for the base component (applied on
             updates only, e.g. a new image or base model). Default None: SageMaker's default.
+        :param logs: retention, customer managed key and removal policy of the two log groups the
+            endpoint creates (``/aws/sagemaker/Endpoints/<endpoint>`` and
+            ``/aws/sagemaker/InferenceComponents/<base component>``). Default `EndpointLogs()`: one
+            year, CloudWatch Logs' own encryption, retained when the stack is deleted.
         """
         super().__init__(scope, id)
         self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
@@ -188,6 +207,7 @@ class MultiAdapterEndpoint(Construct):
         self.request_metric_settings = request_metrics or RequestMetrics()
         self.alarm_settings = alarms
         self.deployment = deployment
+        self.log_settings = logs or EndpointLogs()
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
         self.request_metrics = RequestMetricSource(
@@ -196,9 +216,14 @@ class MultiAdapterEndpoint(Construct):
         """The endpoint rollup of the container's request metrics (``{EndpointName}``)."""
 
         container_environment, problems = self.serving_policy.render(self.vllm, self._subject)
+        self.compatibility_reference, reference_problems = self._compatibility_reference(base_model_facts)
+        """What `add_adapter` checks local archives against: the base facts (when given), the
+        served ``--max-lora-rank`` and `allow_vision_modules`, as the container checks them."""
+        problems += reference_problems
         problems += self._monitoring_problems(copy_count, dashboard_top_n)
         problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
         problems += self.networking.problems(self._subject)
+        problems += self.log_settings.problems(self._subject)
         problems += self.placement.problems(self._subject)
         problems += self.compute.problems(self._subject)
         problems += self.startup.problems(self._subject)
@@ -216,7 +241,7 @@ class MultiAdapterEndpoint(Construct):
         self.role: iam.IRole = role or iam.Role(
             self,
             "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            assumed_by=sagemaker_principal(self),
             description=f"SageMaker execution role of multi-adapter endpoint {self.prefix}",
         )
         image_config = self.image.bind(self)
@@ -239,13 +264,22 @@ class MultiAdapterEndpoint(Construct):
             base_component_name=self.base_component_name,
             model_data_statements=model_data_config.statements,
             volume_key=self.volume_key,
-            vpc_access=self.networking.vpc is not None,
         )
         for location in adapter_locations or ():
             self._add_location(location)
         vpc_placement, self.security_groups = self.networking.bind(
             self, f"SageMaker endpoint {self.prefix}: no ingress; egress for S3 and ECR"
         )
+        if self.networking.vpc is not None and vpc_placement is not None:
+            self.permissions.add_vpc_access(self.networking.vpc, vpc_placement)
+        self.log_groups = EndpointLogGroups(
+            self,
+            "Logs",
+            settings=self.log_settings,
+            endpoint_name=self.endpoint_name,
+            base_component_name=self.base_component_name,
+        )
+        """The endpoint's and the base component's log groups (SageMaker writes there; the role cannot create groups)."""
         self._create_hosting(
             image_config.image_uri,
             container_environment,
@@ -269,6 +303,9 @@ class MultiAdapterEndpoint(Construct):
             instance_scaling=InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count),
         )
         self.base_component.node.add_dependency(self.permissions.policy)
+        for resource in (self.endpoint, self.base_component.resource):
+            for group in self.log_groups.resources:
+                resource.add_resource_dependency(group)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         """The endpoint's alarms by kind (``error_rate``, ``latency_p95``, ``cold_start_share``)."""
         if alarms is not None and alarms.endpoint is not None:
@@ -279,6 +316,8 @@ class MultiAdapterEndpoint(Construct):
                 name_prefix=self.prefix,
                 what=f"endpoint {self.endpoint_name}",
                 topic=alarms.topic,
+                rollback_kinds=tuple(deployment.rollback_on_endpoint_alarms) if deployment is not None else (),
+                on_dashboard=dashboard,
             )
         if deployment is not None:
             self.base_component.resource.deployment_config = deployment.render(self.alarms)
@@ -303,6 +342,8 @@ class MultiAdapterEndpoint(Construct):
             record=self.discovery_record,
         )
         self.node.add_validation(_AliasValidation(self))
+        self._invoke_grants = InvokeGrants(self)
+        self.node.add_validation(self._invoke_grants)
         self.node.add_validation(_AdapterAlarmValidation(self))
         self.dashboard: EndpointDashboard | None = None
         if dashboard:
@@ -324,8 +365,16 @@ class MultiAdapterEndpoint(Construct):
 
     # ------------------------------------------------------------------ adapters
 
-    def add_adapter(self, name: str, *, artifact: AdapterArtifact) -> AdapterInferenceComponent:
+    def add_adapter(
+        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None
+    ) -> AdapterInferenceComponent:
         """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
+
+        `name` must end with a version suffix ``-v<N>``, as in a manifest (the ``version-suffix``
+        rule: a published name never changes content). `acknowledge`, e.g.
+        ``Acknowledgment("version-suffix", "the name is fixed by the tenant's contract")``, accepts
+        one acknowledgeable rule's finding for this adapter, as a manifest row's ``acknowledge``
+        does. A local archive goes through the compatibility gate here (`compatibility_reference`).
 
         Adds exactly one resource (the component) and changes no other: its construct ID derives
         from `name` alone, its placement from `name` and the fixed shard count, and the role
@@ -334,15 +383,17 @@ class MultiAdapterEndpoint(Construct):
         """
         subject = f"adapter {name!r} of {self._subject}"
         problems = names.validate_adapter_name(name, subject)
+        problems += self._naming_rule_problems(name, acknowledge, subject)
         if self.fleet.component(name) is not None:
             problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
         problems += artifact.problems(subject)
         if not problems:
+            problems += artifact.compatibility_problems(name, self.compatibility_reference)
             problems += self._location_problems(artifact, subject)
             alarms = self._opted_in_alarm_count(name)
             what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
-        raise_if_any(problems, heading=f"cannot add adapter {name!r}")
+        raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
         component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
         if name.lower() in self._opted_in:
@@ -476,46 +527,44 @@ class MultiAdapterEndpoint(Construct):
     # ------------------------------------------------------------------ grants and metrics
 
     def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
-        """Let `grantee` invoke this endpoint's adapters.
+        """Let `grantee` invoke this endpoint's adapters, wherever a client sends their calls.
 
-        `adapters` names the adapters (already added); default all of this endpoint's components,
-        present and future, through the ``<prefix>-*`` name pattern, so adding an adapter later never
-        rewrites the grantee's policy. IAM authorizes both actions against the endpoint and the
-        ``inference-component`` resource types (Service Authorization Reference), so the component
-        ARNs really limit which adapters the grantee can call. An empty list is refused: it would
-        grant only the endpoint, which can invoke nothing.
+        `adapters` names adapters or aliases (an alias grants every target); default all of this
+        endpoint's components, present and future, through the ``<prefix>-*`` name pattern, so
+        adding an adapter later never rewrites the grantee's policy. With a canary
+        (`set_canary`), the grant also covers the canary endpoint and its components of the
+        granted adapters, because clients send it its share of their calls. The resources are
+        rendered at synth, so the order of `grant_invoke`, `add_adapter`, `add_alias` and
+        `set_canary` calls does not matter; names that are no adapter or alias fail synth.
+
+        IAM authorizes both actions against the endpoint and the ``inference-component`` resource
+        types (Service Authorization Reference), so the component ARNs really limit which adapters
+        the grantee can call. An empty list is refused: it would grant only the endpoint, which
+        can invoke nothing.
         """
-        stack = Stack.of(self)
-        if adapters is None:
-            component_arns = [stack.format_arn(service="sagemaker", resource="inference-component", resource_name=f"{self.prefix}-*")]
-        else:
-            if isinstance(adapters, str) or not list(adapters):
+        if adapters is not None and (isinstance(adapters, str) or not list(adapters)):
+            raise ConfigurationError(
+                [
+                    Problem(
+                        self._subject,
+                        "grant_invoke.adapters",
+                        f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant "
+                        "every adapter (an empty list would grant the endpoint alone, which invokes nothing)",
+                    )
+                ]
+            )
+        if adapters is not None:
+            bad = [name for name in adapters if not isinstance(name, str)]
+            if bad:
                 raise ConfigurationError(
-                    [
-                        Problem(
-                            self._subject,
-                            "grant_invoke.adapters",
-                            f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant "
-                            "every adapter (an empty list would grant the endpoint alone, which invokes nothing)",
-                        )
-                    ]
+                    [Problem(self._subject, "grant_invoke.adapters", f"{name!r} is not an adapter or alias name") for name in bad]
                 )
-            unknown = [a for a in adapters if self.fleet.component(a) is None]
-            if unknown:
-                raise ConfigurationError([self._unknown_adapter("grant_invoke.adapters", a) for a in unknown])
-            component_arns = [
-                stack.format_arn(
-                    service="sagemaker",
-                    resource="inference-component",
-                    resource_name=self.fleet.component(a).inference_component_name,  # type: ignore[union-attr]
-                )
-                for a in adapters
-            ]
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=list(INVOKE_ACTIONS),
-            resource_arns=[self.endpoint_arn, *component_arns],
-        )
+        return self._invoke_grants.add(grantee, adapters)
+
+    @property
+    def canary_endpoint(self) -> "MultiAdapterEndpoint | None":
+        """The endpoint `set_canary` named, if any."""
+        return self._canary_endpoint
 
     def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` read the discovery parameter, by its literal ARN, so a client in another
@@ -577,6 +626,39 @@ class MultiAdapterEndpoint(Construct):
         if self.alarm_settings is None or name.lower() not in self._opted_in:
             return 0
         return len(self.alarm_settings.adapters.enabled)
+
+    def _naming_rule_problems(self, name: object, acknowledge: Acknowledgment | None, subject: str) -> list[Problem]:
+        """The manifest's version-suffix rule (same message and rule id), unless acknowledged."""
+        if acknowledge is not None:
+            if not isinstance(acknowledge, Acknowledgment):
+                return [Problem(subject, "acknowledge", f"must be an Acknowledgment(rule, reason), got {acknowledge!r}")]
+            errors = [e for e in (rule_error(acknowledge.rule), reason_error(acknowledge.reason)) if e is not None]
+            if errors:
+                return [Problem(subject, "acknowledge", error) for error in errors]
+        if not isinstance(name, str) or not name or (acknowledge is not None and acknowledge.rule == VERSION_SUFFIX_CHECK.id):
+            return []
+        adapters = [CoHostedAdapter(known, ()) for known in self.adapters] + [CoHostedAdapter(name, ())]
+        return [problem for problem in VERSION_SUFFIX_CHECK(adapters) if problem.subject == f"adapter '{name}'"]
+
+    def _compatibility_reference(self, facts: BaseModelFacts | None) -> tuple[Reference, list[Problem]]:
+        """The gate's reference; a `base_model_facts` identity must agree with base_model_id/revision
+        (missing fields are taken from them, as the container does from its environment)."""
+        problems: list[Problem] = []
+        policy = self.serving_policy
+        if facts is not None and not isinstance(facts, BaseModelFacts):
+            problems.append(Problem(self._subject, "base_model_facts", f"must be a BaseModelFacts, got {type(facts).__name__}"))
+            facts = None
+        if facts is not None:
+            for field, stated, prop, pinned in (
+                ("model_id", facts.model_id, "base_model_id", policy.base_model_id),
+                ("revision", facts.revision, "base_model_revision", policy.base_model_revision),
+            ):
+                if stated is not None and pinned is not None and stated != pinned:
+                    message = f"is {stated!r} but {prop} is {pinned!r}; both describe the one base model"
+                    problems.append(Problem(self._subject, f"base_model_facts.{field}", message))
+            facts = replace(facts, model_id=facts.model_id or policy.base_model_id, revision=facts.revision or policy.base_model_revision)
+        rank = self.vllm.max_lora_rank if self.vllm.max_lora_rank is not None else VLLM_DEFAULT_MAX_LORA_RANK
+        return Reference(facts, rank, bool(policy.allow_vision_modules)), problems
 
     def _derive_prefix(self) -> str:
         stack_name = Stack.of(self).stack_name

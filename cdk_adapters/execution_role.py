@@ -1,11 +1,18 @@
-"""The least-privilege permissions of an endpoint's execution role.
+"""The least-privilege permissions of an endpoint's execution role, and whom it trusts.
 
 SageMaker uses this role to pull the image, download the base model and every adapter archive,
-write container logs and publish instance metrics. Each permission is scoped to this endpoint's
-own resources; the only ``*`` resources are those IAM offers no narrower form for
+write container logs and publish instance metrics. Each permission is scoped as narrowly as IAM
+allows; the only ``*`` resources are those IAM offers no narrower form for
 (``ecr:GetAuthorizationToken``, ``cloudwatch:PutMetricData`` - which is held to SageMaker's
-namespaces by a condition - and the EC2 network-interface calls a VPC endpoint needs).
-No AWS managed policy is attached.
+namespaces by a condition - and the EC2 ``Describe*`` calls a VPC endpoint needs). No AWS
+managed policy is attached.
+
+What the scoping does not narrow: the image pull is granted on a whole ECR repository (IAM has no
+per-image form), and for an asset image that repository is CDK's bootstrap asset repository, which
+holds every container asset of the account and region. Every S3 grant carries
+``s3:ResourceAccount`` (the bucket's owner), so a bucket of the same name in another account is
+never read; every KMS decryption for S3 carries ``kms:ViaService``, so the key serves S3 reads only.
+The role writes to log groups the endpoint creates (`endpoint_logs`); it may not create groups.
 
 Adapters are read by location (`AdapterLocation`: one grant per bucket prefix), so the policy's
 size does not depend on the adapter count. Local archives (CDK file assets in the bootstrap
@@ -21,29 +28,39 @@ from typing import Iterable, Sequence
 
 import jsii
 from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IValidation
 
 from cdk_adapters import nag_acknowledgments as nag
 from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.iam_conditions import kms_via_s3, s3_owned_by
+from cdk_adapters.networking import VpcPlacement
 
 SAGEMAKER_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
 ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
 COMPONENT_LOG_GROUP_PREFIX = "/aws/sagemaker/InferenceComponents/"
 ECR_PULL_ACTIONS = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
-LOG_ACTIONS = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents")
-VPC_ACTIONS = (
-    "ec2:CreateNetworkInterface",
-    "ec2:CreateNetworkInterfacePermission",
-    "ec2:DeleteNetworkInterface",
-    "ec2:DeleteNetworkInterfacePermission",
+LOG_ACTIONS = ("logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents")
+"""No ``logs:CreateLogGroup``: the endpoint creates its log groups (retention, key) before SageMaker writes."""
+VPC_DESCRIBE_ACTIONS = (
     "ec2:DescribeDhcpOptions",
     "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeSubnets",
+    "ec2:DescribeVpcEndpoints",
     "ec2:DescribeVpcs",
 )
+"""What SageMaker's VPC guide lists for hosted endpoints (host-vpc.html, "Add Permissions for Endpoint
+Access for Containers Running in a VPC"); Describe calls have no resource-level permissions."""
+VPC_INTERFACE_ACTIONS = (
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+)
+"""Actions on an existing interface: the Service Authorization Reference gives them the
+``network-interface`` resource with the ``ec2:Vpc`` condition key."""
 
 
 ROLE_INLINE_POLICY_LIMIT = 10_240
@@ -64,16 +81,37 @@ def inline_policy_characters(policies: Iterable[iam.Policy]) -> int:
     return total
 
 
+def log_group_names(endpoint_name: str, base_component_name: str) -> tuple[str, str]:
+    """Where SageMaker writes: the endpoint's group and the base component's group."""
+    return ENDPOINT_LOG_GROUP_PREFIX + endpoint_name, COMPONENT_LOG_GROUP_PREFIX + base_component_name
+
+
+def log_group_arn(scope: Construct, group: str) -> str:
+    return Stack.of(scope).format_arn(
+        service="logs", resource="log-group", resource_name=group, arn_format=ArnFormat.COLON_RESOURCE_NAME
+    )
+
+
 def log_group_arns(scope: Construct, endpoint_name: str, base_component_name: str) -> list[str]:
     """The endpoint's and the base component's log groups, and their streams (``:*``)."""
-    stack = Stack.of(scope)
     arns = []
-    for group in (ENDPOINT_LOG_GROUP_PREFIX + endpoint_name, COMPONENT_LOG_GROUP_PREFIX + base_component_name):
-        arn = stack.format_arn(
-            service="logs", resource="log-group", resource_name=group, arn_format=ArnFormat.COLON_RESOURCE_NAME
-        )
+    for group in log_group_names(endpoint_name, base_component_name):
+        arn = log_group_arn(scope, group)
         arns += [arn, f"{arn}:*"]
     return arns
+
+
+def sagemaker_principal(scope: Construct) -> iam.IPrincipal:
+    """``sagemaker.amazonaws.com``, only when acting for this account and region (confused deputy).
+
+    SageMaker's "Cross-service confused deputy prevention" page gives, for real-time inference,
+    exactly ``ArnLike aws:SourceArn arn:<partition>:sagemaker:<region>:<account>:*`` and says not to
+    replace it with a model's or endpoint's ARN (the ``*`` is literal there). The account is part
+    of that ARN, and the page's inference example sets no ``aws:SourceAccount``; it is left out
+    because the page does not say SageMaker Hosting sets it, and a condition on an absent key denies.
+    """
+    source = Stack.of(scope).format_arn(service="sagemaker", resource="*")
+    return iam.ServicePrincipal("sagemaker.amazonaws.com", conditions={"ArnLike": {"aws:SourceArn": source}})
 
 
 class ExecutionRolePermissions(Construct):
@@ -93,7 +131,6 @@ class ExecutionRolePermissions(Construct):
         base_component_name: str,
         model_data_statements: Sequence[iam.PolicyStatement],
         volume_key: kms.IKey | None,
-        vpc_access: bool,
     ) -> None:
         super().__init__(scope, id)
         self._role = role
@@ -114,6 +151,10 @@ class ExecutionRolePermissions(Construct):
             *model_data_statements,
         ]
         if volume_key is not None:
+            # SageMaker and EBS use the volume key on the role's behalf when they create the
+            # instances' volumes; no AWS page says through which service the calls arrive, so no
+            # kms:ViaService here (a wrong one would fail every instance start). The grant is
+            # limited to AWS resources instead.
             statements += [
                 iam.PolicyStatement(
                     sid="UseVolumeKey",
@@ -127,20 +168,20 @@ class ExecutionRolePermissions(Construct):
                     conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
                 ),
             ]
-        if vpc_access:
-            statements.append(iam.PolicyStatement(sid="AttachToVpc", actions=list(VPC_ACTIONS), resources=["*"]))
         self.policy = iam.Policy(self, "Policy", statements=statements)
         role.attach_inline_policy(self.policy)
         reasons = {
             "AuthenticateToEcr": nag.REASON_ECR_TOKEN,
             "WriteOwnLogs": nag.REASON_LOG_STREAMS,
             "PublishSageMakerMetrics": nag.REASON_METRICS,
-            "AttachToVpc": nag.REASON_VPC,
         }
+        self._wildcard_reasons: dict[str, list[str]] = {}
+        """Finding id -> the reason of every statement with that wildcard (``*`` is in several)."""
         nag.acknowledge_wildcards(
             self.policy,
             [(statement.resources, reasons[statement.sid]) for statement in statements if statement.sid in reasons]
             + [(statement.resources, nag.REASON_MODEL_PREFIX) for statement in model_data_statements],
+            self._wildcard_reasons,
         )
         nag.acknowledge_inline_policy(self.policy)
         self.local_archive_policy: iam.Policy | None = None
@@ -151,14 +192,52 @@ class ExecutionRolePermissions(Construct):
 
     def add_location(self, location: AdapterLocation) -> None:
         """Let the role read every archive under `location` (one statement, whatever the count)."""
-        statements = location.statements()
+        statements = location.statements(default_owner=Stack.of(self).account)
         self.policy.add_statements(*statements)
-        nag.acknowledge_wildcards(self.policy, [(statements[0].resources, nag.REASON_ADAPTER_LOCATION)])
+        nag.acknowledge_wildcards(self.policy, [(statements[0].resources, nag.REASON_ADAPTER_LOCATION)], self._wildcard_reasons)
+
+    def add_vpc_access(self, vpc: ec2.IVpc, placement: VpcPlacement) -> None:
+        """Let SageMaker attach the instances to `placement`'s subnets and security groups.
+
+        ``ec2:CreateNetworkInterface`` is limited to these subnets and security groups (the new
+        interface's id is unknown until created, so its resource is ``network-interface/*``); the
+        calls on existing interfaces to interfaces in this VPC (``ec2:Vpc``, not the subnets, so an
+        interface in a subnet dropped by an update can still be deleted); only Describe is ``*``.
+        """
+        stack = Stack.of(self)
+        any_interface = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
+        create = iam.PolicyStatement(
+            sid="CreateInterfacesInOwnSubnets",
+            actions=["ec2:CreateNetworkInterface"],
+            resources=[
+                any_interface,
+                *(stack.format_arn(service="ec2", resource="subnet", resource_name=s) for s in placement.subnet_ids),
+                *(stack.format_arn(service="ec2", resource="security-group", resource_name=g) for g in placement.security_group_ids),
+            ],
+        )
+        manage = iam.PolicyStatement(
+            sid="ManageInterfacesInOwnVpc",
+            actions=list(VPC_INTERFACE_ACTIONS),
+            resources=[any_interface],
+            conditions={"ArnEquals": {"ec2:Vpc": vpc.vpc_arn}},
+        )
+        describe = iam.PolicyStatement(sid="DescribeVpc", actions=list(VPC_DESCRIBE_ACTIONS), resources=["*"])
+        self.policy.add_statements(create, manage, describe)
+        nag.acknowledge_wildcards(
+            self.policy,
+            [([any_interface], nag.REASON_VPC_INTERFACES), (["*"], nag.REASON_VPC_DESCRIBE)],
+            self._wildcard_reasons,
+        )
 
     def add_local_archive(self, object_arn: str, kms_key_arn: str | None) -> None:
         """Let the role read one local archive's asset object (exact ARN, no wildcard)."""
         if self.local_archive_policy is None:
-            self._local_archive_reads = iam.PolicyStatement(sid="ReadLocalAdapterArchives", actions=["s3:GetObject"])
+            self._local_archive_reads = iam.PolicyStatement(
+                sid="ReadLocalAdapterArchives",
+                actions=["s3:GetObject"],
+                # CDK's bootstrap bucket belongs to the account the stack deploys to.
+                conditions=s3_owned_by(Stack.of(self).account),
+            )
             self.local_archive_policy = iam.Policy(self, "LocalArchivePolicy", statements=[self._local_archive_reads])
             self._role.attach_inline_policy(self.local_archive_policy)
             nag.acknowledge_inline_policy(self.local_archive_policy, nag.REASON_LOCAL_ARCHIVE_POLICY)
@@ -167,7 +246,9 @@ class ExecutionRolePermissions(Construct):
         self.local_archive_count += 1
         if kms_key_arn:
             if self._local_archive_keys is None:
-                self._local_archive_keys = iam.PolicyStatement(sid="DecryptLocalAdapterArchives", actions=["kms:Decrypt"])
+                self._local_archive_keys = iam.PolicyStatement(
+                    sid="DecryptLocalAdapterArchives", actions=["kms:Decrypt"], conditions=kms_via_s3()
+                )
                 self.local_archive_policy.add_statements(self._local_archive_keys)
             if kms_key_arn not in self._local_archive_keys.resources:
                 self._local_archive_keys.add_resources(kms_key_arn)

@@ -57,7 +57,7 @@ def validate_adapter_name(name: object, subject: str | None = None) -> list[Prob
                 f"{SAGEMAKER_NAME_MAX_LENGTH}",
             )
         )
-    if not SAGEMAKER_NAME_PATTERN.match(name):
+    if not SAGEMAKER_NAME_PATTERN.fullmatch(name):  # fullmatch: "$" alone would let a final newline through
         problems.append(
             Problem(
                 about,
@@ -69,6 +69,30 @@ def validate_adapter_name(name: object, subject: str | None = None) -> list[Prob
     if name.lower() in RESERVED_ADAPTER_NAMES:
         problems.append(
             Problem(about, "name", f"{name!r} is reserved for the base inference component")
+        )
+    return problems
+
+
+def validate_component_name(name: object, subject: str) -> list[Problem]:
+    """Every problem with `name` as a SageMaker inference component name (empty when it is fine).
+
+    What the serving container accepts as a registered adapter's name: SageMaker registers each
+    adapter component under a name this rule allows, so anything else did not come from SageMaker.
+    Looser than `validate_adapter_name`, which leaves room for the endpoint prefix.
+    """
+    if not isinstance(name, str) or not name:
+        return [Problem(subject, "name", "must be a non-empty string")]
+    problems: list[Problem] = []
+    if len(name) > SAGEMAKER_NAME_MAX_LENGTH:
+        problems.append(Problem(subject, "name", f"is {len(name)} characters; SageMaker names are at most {SAGEMAKER_NAME_MAX_LENGTH}"))
+    if not SAGEMAKER_NAME_PATTERN.fullmatch(name):  # fullmatch: "$" alone would let a final newline through
+        problems.append(
+            Problem(
+                subject,
+                "name",
+                "must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens; "
+                "no slashes, dots, underscores or spaces)",
+            )
         )
     return problems
 

@@ -26,13 +26,24 @@ class EndpointNetworking:
 
     vpc: ec2.IVpc | None = None
     vpc_subnets: ec2.SubnetSelection | None = None
-    """Default: the VPC's private subnets with egress."""
+    """Default: the VPC's private subnets with egress (a VPC without them must choose, e.g. its
+    isolated subnets, which then need an S3 gateway endpoint for the model download)."""
     security_groups: Sequence[ec2.ISecurityGroup] | None = None
     """Default: one created with no ingress, when `vpc` is given."""
 
     def problems(self, subject: str) -> list[Problem]:
-        if self.vpc is None and (self.vpc_subnets is not None or self.security_groups):
-            return [Problem(subject, "vpc", "vpc_subnets and security_groups need a vpc")]
+        if self.vpc is None:
+            if self.vpc_subnets is not None or self.security_groups:
+                return [Problem(subject, "vpc", "vpc_subnets and security_groups need a vpc")]
+            return []
+        if self.vpc_subnets is None and not self.vpc.private_subnets:
+            return [Problem(subject, "vpc_subnets", _no_default_subnets(self.vpc))]
+        try:
+            selected = self.vpc.select_subnets(**_subnet_kwargs(self.vpc_subnets))
+        except RuntimeError as error:  # jsii's wrapper of the selection's own error
+            return [Problem(subject, "vpc_subnets", f"selects no subnet of the VPC: {_jsii_message(error)}")]
+        if not selected.subnet_ids:
+            return [Problem(subject, "vpc_subnets", "selects no subnet of the VPC")]
         return []
 
     def bind(self, scope: Construct, description: str) -> tuple[VpcPlacement | None, list[ec2.ISecurityGroup]]:
@@ -46,6 +57,26 @@ class EndpointNetworking:
             )
         subnets = self.vpc.select_subnets(**_subnet_kwargs(self.vpc_subnets))
         return VpcPlacement([group.security_group_id for group in groups], subnets.subnet_ids), groups
+
+
+def _no_default_subnets(vpc: ec2.IVpc) -> str:
+    found = " and ".join(kind for kind, subnets in (("isolated", vpc.isolated_subnets), ("public", vpc.public_subnets)) if subnets)
+    message = f"the default is the VPC's private subnets with egress, and this VPC has none (it has {found or 'no'} subnets)"
+    if not vpc.isolated_subnets:
+        return f"{message}; pass vpc_subnets= naming the private subnets the instances run in"
+    return (
+        f"{message}; to run in the isolated ones pass "
+        "vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED) and give the VPC an S3 "
+        "gateway endpoint (vpc.add_gateway_endpoint('S3', service=ec2.GatewayVpcEndpointAwsService.S3)): "
+        "isolated subnets reach S3 only through one, and the instances download the model and the adapters from S3"
+    )
+
+
+def _jsii_message(error: RuntimeError) -> str:
+    """aws-cdk-lib's message without jsii's ``Code:`` prefix."""
+    text = str(error)
+    code, separator, message = text.partition(": ")
+    return message if separator and code.isalnum() else text
 
 
 def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict[str, object]:

@@ -5,6 +5,7 @@ function of the files' contents. So entries are sorted, and every field that wou
 machine or the clock is fixed: mtime 0, uid/gid 0, no user/group names, mode 0644, gzip header
 mtime 0 and no file name. Files sit at the archive root, as SageMaker and vLLM expect, and only the
 adapter's own files go in (plus tokenizer files when asked), never checkpoints or optimizer state.
+A link is never followed: packaging one would put whatever it points at into the archive.
 Standard-library only.
 """
 
@@ -18,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG, ADAPTER_WEIGHTS, TOKENIZER_FILES
+from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG, ADAPTER_WEIGHTS, TOKENIZER_FILES, open_regular_file
 
 FILE_MODE = 0o644
 GZIP_LEVEL = 9
@@ -35,12 +36,17 @@ class PackagedAdapter:
     members: tuple[str, ...]
 
 
+class LinkedFileError(ValueError):
+    """A file that would be packaged is a symbolic link; the message names it and its target."""
+
+
 def archive_members(adapter_dir: Path, *, include_tokenizer: bool = False) -> list[str]:
-    """The file names that go into the archive, sorted; only those that exist."""
+    """The file names that go into the archive, sorted; tokenizer files only where present
+    (as files or as links, which `package_adapter` then refuses)."""
     adapter_dir = Path(adapter_dir)
     wanted = [ADAPTER_CONFIG, ADAPTER_WEIGHTS]
     if include_tokenizer:
-        wanted += [name for name in TOKENIZER_FILES if (adapter_dir / name).is_file()]
+        wanted += [name for name in TOKENIZER_FILES if os.path.lexists(adapter_dir / name)]
     return sorted(wanted)
 
 
@@ -52,6 +58,13 @@ def package_adapter(adapter_dir: Path, output: Path, *, include_tokenizer: bool 
     """
     adapter_dir, output = Path(adapter_dir), Path(output)
     members = archive_members(adapter_dir, include_tokenizer=include_tokenizer)
+    links = {name: os.readlink(adapter_dir / name) for name in members if (adapter_dir / name).is_symlink()}
+    if links:
+        raise LinkedFileError(
+            f"{adapter_dir}: "
+            + "; ".join(f"{name} is a symbolic link to {target}" for name, target in links.items())
+            + "; links are never followed: replace each with a copy of the file (nothing was packaged)"
+        )
     missing = [name for name in members if not (adapter_dir / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{adapter_dir} lacks {', '.join(missing)}; it is not a PEFT adapter directory")
@@ -72,14 +85,14 @@ def package_adapter(adapter_dir: Path, output: Path, *, include_tokenizer: bool 
 
 
 def _add_file(tar: tarfile.TarFile, source: Path, name: str) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = source.stat().st_size
-    info.mtime = 0
-    info.mode = FILE_MODE
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.type = tarfile.REGTYPE
-    with open(source, "rb") as stream:
+    with open_regular_file(source) as stream:  # O_NOFOLLOW: a link swapped in since the check is refused
+        info = tarfile.TarInfo(name)
+        info.size = os.fstat(stream.fileno()).st_size
+        info.mtime = 0
+        info.mode = FILE_MODE
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.type = tarfile.REGTYPE
         tar.addfile(info, stream)
 
 
@@ -116,4 +129,4 @@ def gzip_header_mtime(path: Path) -> int:
     return int.from_bytes(header[4:8], "little")
 
 
-__all__ = ["PackagedAdapter", "archive_listing", "archive_members", "file_sha256", "package_adapter", "gzip_header_mtime"]
+__all__ = ["LinkedFileError", "PackagedAdapter", "archive_listing", "archive_members", "file_sha256", "package_adapter", "gzip_header_mtime"]

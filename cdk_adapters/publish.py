@@ -2,14 +2,18 @@
 
 Two guards, because either alone has a gap: a ``HeadObject`` beforehand gives a clear message
 (and makes re-publishing identical bytes a no-op), and the upload itself is conditional
-(``If-None-Match: *``) so that two publishers racing for the same key cannot both win. S3 verifies
-the upload against the SHA-256 we send (``ChecksumSHA256``), and the hex digest is stored in the
-object's metadata for `cdk-adapters lock` and for people.
+(``If-None-Match: *``) so that two publishers racing for the same key cannot both win. The upload
+asks S3 for its own SHA-256 (``ChecksumAlgorithm=SHA256`` with the digest we computed): S3 refuses
+bytes that do not match and keeps the checksum with the object, and "identical bytes" means S3's
+stored ``ChecksumSHA256`` and size equal ours, never what user metadata claims.
+
+Every call names the account that must own the bucket (``ExpectedBucketOwner``), so a bucket of the
+same name in another account is never written to or trusted. `cdk_adapters.adapter_bucket` makes
+the bucket itself refuse unconditional writes and deletes under the adapter prefix.
 """
 
 from __future__ import annotations
 
-import base64
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +22,14 @@ from typing import Any, BinaryIO, Callable, TextIO
 from botocore.exceptions import ClientError
 
 from cdk_adapters.problems import ConfigurationError, Problem
+from cdk_adapters.s3_checksum import StoredObject, denied_reason, sha256_b64, stored_object
 
 DEFAULT_PREFIX = "adapters"
 ARCHIVE_NAME = "adapter.tar.gz"
-SHA256_METADATA = "sha256"
 NAME_METADATA = "adapter-name"
+"""Informational only: which adapter name the object was published as."""
 SINGLE_PUT_LIMIT = 5 * 1024**3
-"""PutObject takes at most 5 GiB; LoRA adapters are 20-200 MB."""
+"""PutObject takes at most 5 GiB; LoRA adapters are 20-200 MB. One part keeps a full-object SHA-256."""
 _REFUSED_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 
 
@@ -57,16 +62,20 @@ def publish_archive(
     name: str,
     bucket: str,
     sha256: str,
+    expected_bucket_owner: str | None = None,
     prefix: str = DEFAULT_PREFIX,
     kms_key_id: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> PublishedAdapter:
     """Upload `archive` to ``s3://bucket/<prefix>/<name>/adapter.tar.gz`` unless that key exists.
 
-    Identical bytes already there are accepted (``uploaded=False``) so a retried publish succeeds;
-    different bytes raise `ConfigurationError`: publish a new version (``-v<N+1>``) instead.
+    Bytes already there whose S3-stored SHA-256 and size equal ours are accepted (``uploaded=False``)
+    so a retried publish succeeds; anything else there (other bytes, or an object S3 holds no
+    SHA-256 for) raises `ConfigurationError`: publish a new version (``-v<N+1>``) instead.
 
     :param sha256: hex SHA-256 of `archive` (from `package_adapter`).
+    :param expected_bucket_owner: 12-digit account that must own `bucket`, sent on every call
+        (the CLI defaults it to the caller's account). None sends no owner check.
     :param kms_key_id: encrypt with this KMS key (SSE-KMS). Default: the bucket's default encryption.
     :param progress: called with (bytes sent, total) while uploading.
     """
@@ -76,11 +85,16 @@ def publish_archive(
     subject = f"adapter '{name}'"
     if size > SINGLE_PUT_LIMIT:
         raise ConfigurationError([Problem(subject, "source", f"archive is {size} bytes; over the 5 GiB a LoRA adapter never needs")])
-    existing = _head(s3_client, bucket, key)
+    owner = {"ExpectedBucketOwner": expected_bucket_owner} if expected_bucket_owner else {}
+    try:
+        existing = stored_object(s3_client, bucket, key, expected_bucket_owner=expected_bucket_owner)
+    except ClientError as error:
+        reason = denied_reason(error, bucket, expected_bucket_owner)
+        if reason is None:
+            raise
+        raise ConfigurationError([Problem(subject, "bucket", f"s3://{bucket}/{key}: {reason}")], heading="nothing was uploaded") from None
     if existing is not None:
-        if existing.get("Metadata", {}).get(SHA256_METADATA) == sha256:
-            return PublishedAdapter(name, bucket, key, sha256, size, uploaded=False)
-        raise _refused(subject, bucket, key)
+        return _already_there(existing, subject, name, bucket, key, sha256, size)
     extra: dict[str, Any] = {}
     if kms_key_id:
         extra.update(ServerSideEncryption="aws:kms", SSEKMSKeyId=kms_key_id)
@@ -93,36 +107,48 @@ def publish_archive(
                 Body=body,
                 ContentLength=size,
                 ContentType="application/gzip",
-                ChecksumSHA256=base64.b64encode(bytes.fromhex(sha256)).decode("ascii"),
+                ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=sha256_b64(sha256),
                 IfNoneMatch="*",
-                Metadata={SHA256_METADATA: sha256, NAME_METADATA: name},
+                Metadata={NAME_METADATA: name},
+                **owner,
                 **extra,
             )
         except ClientError as error:
             code = str(error.response.get("Error", {}).get("Code", ""))
             status = str(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-            if code in _REFUSED_CODES or status in _REFUSED_CODES:
-                raise _refused(subject, bucket, key) from None
-            raise
+            if code not in _REFUSED_CODES and status not in _REFUSED_CODES:
+                raise
+            # Another publisher won the race: fine if it wrote these same bytes.
+            winner = stored_object(s3_client, bucket, key, expected_bucket_owner=expected_bucket_owner)
+            if winner is None:
+                raise
+            return _already_there(winner, subject, name, bucket, key, sha256, size)
     return PublishedAdapter(name, bucket, key, sha256, size, uploaded=True)
 
 
-def _head(s3_client: Any, bucket: str, key: str) -> dict | None:
-    try:
-        return s3_client.head_object(Bucket=bucket, Key=key)
-    except ClientError as error:
-        if str(error.response.get("Error", {}).get("Code")) in {"404", "NoSuchKey", "NotFound"}:
-            return None
-        raise
+def _already_there(
+    existing: StoredObject, subject: str, name: str, bucket: str, key: str, sha256: str, size: int
+) -> PublishedAdapter:
+    if existing.sha256 == sha256 and existing.size == size:
+        return PublishedAdapter(name, bucket, key, sha256, size, uploaded=False)
+    if existing.sha256 is None:
+        detail = f"already exists and {existing.note}, so it cannot be shown to hold these bytes"
+    else:
+        detail = (
+            f"already exists with different content (S3's SHA-256 {existing.sha256[:12]}..., {existing.size} bytes; "
+            f"this archive {sha256[:12]}..., {size} bytes)"
+        )
+    raise _refused(subject, bucket, key, detail)
 
 
-def _refused(subject: str, bucket: str, key: str) -> ConfigurationError:
+def _refused(subject: str, bucket: str, key: str, detail: str) -> ConfigurationError:
     return ConfigurationError(
         [
             Problem(
                 subject,
                 "name",
-                f"s3://{bucket}/{key} already exists with different content; a published name never changes: "
+                f"s3://{bucket}/{key} {detail}; a published name never changes: "
                 "publish the new content under the next version (e.g. -v4), add that row, deploy, move callers, "
                 "then remove the old row",
             )

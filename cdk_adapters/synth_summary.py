@@ -187,7 +187,7 @@ def render(summary: AssemblySummary) -> str:
             lines.append(f"    {count:3d}  {resource_type}")
         if stack.nested:
             lines.append(
-                f"  adapter shards ({len(stack.nested)} nested stacks): "
+                f"  adapter shards ({len(stack.nested)} nested stack{'' if len(stack.nested) == 1 else 's'}): "
                 + ", ".join(f"{path.rsplit('/', 1)[-1]} {count}" for path, count in sorted(stack.nested.items()))
                 + " resources"
             )

@@ -25,6 +25,7 @@ COMMANDS = (
     "cdk_adapters.cli.base_facts",
     "cdk_adapters.cli.demo_model",
     "cdk_adapters.cli.local",
+    "cdk_adapters.cli.fix_torchvision",
     "cdk_adapters.cli.invoke",
     "cdk_adapters.cli.plan",
 )
@@ -64,13 +65,27 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Validate, package, publish and lock LoRA adapters for a cdk-adapters manifest.",
+        description=(
+            "Validate, package, publish and lock LoRA adapters for a cdk-adapters manifest; plan the shared "
+            "endpoint; serve the adapters locally; call them."
+        ),
         epilog="Run '%(prog)s COMMAND --help' for each command's options.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         importlib.import_module(module).register(commands)
     return parser
 
 
-__all__ = ["main", "build_parser", "COMMANDS"]
+def installed_version() -> str:
+    """The distribution's version (pyproject.toml states it once; an editable checkout has it too)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cdk-adapters")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "(not installed)"
+
+
+__all__ = ["main", "build_parser", "COMMANDS", "installed_version"]

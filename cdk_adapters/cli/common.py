@@ -124,3 +124,32 @@ def checked_directory(args: argparse.Namespace, name: str, reference: Reference)
     if problems or facts is None:
         raise Failure(problems, f"{len(problems)} problem(s) found; nothing was packaged or uploaded")
     return facts
+
+
+def owner_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--expected-bucket-owner",
+        metavar="ACCOUNT",
+        help="12-digit account that must own the bucket, checked by S3 on every call "
+        "(default: the account of your credentials, from sts get-caller-identity)",
+    )
+
+
+def owner_problems(args: argparse.Namespace) -> list[Problem]:
+    """A malformed ``--expected-bucket-owner``, reported with the command's other problems."""
+    from cdk_adapters.s3_checksum import ACCOUNT_ID
+
+    given = args.expected_bucket_owner
+    if given is None or ACCOUNT_ID.match(given):
+        return []
+    return [Problem(PROG, "--expected-bucket-owner", f"{given!r} is not a 12-digit AWS account id")]
+
+
+def expected_bucket_owner(args: argparse.Namespace) -> str:
+    """``--expected-bucket-owner`` (checked by `owner_problems`), else the credentials' own account:
+    a bucket of the same name in another account is then refused by S3 (403), never read or written."""
+    if args.expected_bucket_owner is not None:
+        return args.expected_bucket_owner
+    import boto3
+
+    return boto3.client("sts", region_name=args.region).get_caller_identity()["Account"]

@@ -6,6 +6,7 @@ So a new user tries local mode in two commands without reading the tests or down
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TextIO
 
@@ -32,14 +33,23 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise Failure([Problem(PROG, "DIR", f"{directory} exists and is not an empty directory")], "nothing was written")
     from cdk_adapters.local.demo_model import DEMO_ADAPTERS, DEMO_ALIAS, write_demo
+    from cdk_adapters.local.stack import BROKEN_MESSAGE, explain_import_error
 
+    # Tiny files write in milliseconds: Hugging Face's progress bars would only be noise on stderr.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
+        _quiet_transformers()
         manifest = write_demo(directory)
-    except ImportError as error:  # torch, transformers and peft are the serving extras, not the library's
-        raise Failure(
-            [Problem(PROG, "demo-model", f"needs the serving stack ({error.name or error}); install requirements-serve.txt")],
-            "the demo model was not written",
-        ) from None
+    except (ImportError, RuntimeError) as error:  # torch, transformers and peft are the serving extras
+        if not isinstance(error, ImportError) and BROKEN_MESSAGE not in str(error):
+            raise
+        raise Failure([Problem(PROG, "demo-model", explain_import_error(error))], "the demo model was not written") from None
     out.write(f"wrote {directory / 'base'} (tiny random Llama), adapters {', '.join(DEMO_ADAPTERS)}, {manifest}\n")
     out.write(f"alias '{DEMO_ALIAS}': 90% {DEMO_ADAPTERS[0]}, 10% {DEMO_ADAPTERS[1]}\n")
     out.write(f"next: {PROG} local --manifest {manifest} --base-model-dir {directory / 'base'}\n")
+
+
+def _quiet_transformers() -> None:
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()

@@ -1,7 +1,8 @@
 """``cdk-adapters invoke ADAPTER PROMPT``: call an adapter (or alias) and stream its answer to the terminal.
 
 Against local mode (``--local URL``) or a deployed endpoint through its discovery record
-(``--parameter NAME``), with the same `AdapterClient` an application uses.
+(``--parameter NAME``), with the same `AdapterClient` an application uses. What the model (or the
+record, or the container's error) says is printed without terminal escape sequences.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, UsageError
+from cdk_adapters.cli.terminal import TerminalText, printable
 from cdk_adapters.problems import Problem
 
 DEFAULT_LOCAL_URL = "http://127.0.0.1:8080"
@@ -32,6 +34,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     where.add_argument("--local", metavar="URL", help=f"cdk-adapters local at URL (default: {DEFAULT_LOCAL_URL})")
     where.add_argument("--parameter", metavar="NAME", help="SSM parameter holding the endpoint's discovery record")
     invoke.add_argument("--region", help="AWS region for --parameter (default: your AWS configuration's)")
+    invoke.add_argument(
+        "--accept-endpoint", action="append", metavar="NAME", dest="accept_endpoints",
+        help="only call this endpoint (repeatable; a trailing '*' makes it a prefix, e.g. 'prod-chat-*'): "
+        "a discovery record naming another is refused (default: the one the record names)",
+    )
     invoke.add_argument("--chat", action="store_true", help="send PROMPT as a chat message (default: a completion)")
     invoke.add_argument("--image", action="append", type=Path, default=[], help="attach an image file (repeatable; implies --chat)")
     invoke.add_argument("--max-tokens", type=int, default=64, help="default: 64")
@@ -58,27 +65,34 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         call = {"prompt": prompt}
     subject = f"adapter '{adapter}'" if adapter else "base model"
     try:
-        if args.parameter:
-            client = AdapterClient.from_parameter(args.parameter, region_name=args.region)
-        else:
-            client = AdapterClient.from_local(args.local or DEFAULT_LOCAL_URL)
+        try:
+            if args.parameter:
+                client = AdapterClient.from_parameter(args.parameter, region_name=args.region, accept_endpoints=args.accept_endpoints)
+            else:
+                client = AdapterClient.from_local(args.local or DEFAULT_LOCAL_URL, accept_endpoints=args.accept_endpoints)
+        except ValueError as error:  # only a malformed --accept-endpoint (client errors are AdapterClientError)
+            if isinstance(error, AdapterClientError):
+                raise
+            raise UsageError("--accept-endpoint", str(error)) from None
         if args.no_stream:
             answer = client.invoke(adapter, base_model=args.base_model, **call, **options)
             _served_by(err, adapter, answer.target)
-            out.write(answer.text)
+            out.write(printable(answer.text))
         else:
             stream = client.stream(adapter, base_model=args.base_model, **call, **options)
             _served_by(err, adapter, stream.target)
+            safe = TerminalText()
             for piece in stream.text():
-                out.write(piece)
+                out.write(safe.feed(piece))
                 out.flush()
+            out.write(safe.finish())
         out.write("\n")
     except AdapterClientError as error:
-        raise Failure([Problem(subject, "invoke", str(error))], "the call failed") from None
+        raise Failure([Problem(subject, "invoke", printable(str(error)))], "the call failed") from None
 
 
 def _served_by(err: TextIO, asked: str | None, target) -> None:
     shown = asked if asked == target.adapter else f"{asked} -> {target.adapter}"
     where = f", canary endpoint {target.endpoint_name}" if target.canary else ""
-    err.write(f"{PROG}: {shown or 'base model'} (InferenceComponentName={target.component}{where})\n")
+    err.write(printable(f"{PROG}: {shown or 'base model'} (InferenceComponentName={target.component}{where})") + "\n")
     err.flush()

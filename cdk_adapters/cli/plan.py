@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import PROG, Failure, UsageError, manifest_path
+from cdk_adapters.cli.common import PROG, Failure, manifest_path
 from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
@@ -65,7 +66,17 @@ def _collect(problems: list[Problem], step):
         return None
 
 
+FLOAT_FLAGS = ("--price-per-hour", "--hours", "--requests-per-minute", "--peak-factor", "--throughput",
+               "--swap-headroom", "--gpu-memory-utilization", "--host-reserve-gib")
+"""argparse's float() reads "nan" and "inf": each is refused by name before any arithmetic."""
+
+
 def _check_ranges(args: argparse.Namespace) -> list[Problem]:
+    unusable = [
+        Problem("plan", flag, f"must be a finite number, got {value}")
+        for flag in FLOAT_FLAGS
+        if (value := getattr(args, flag[2:].replace("-", "_"))) is not None and not math.isfinite(value)
+    ]
     checks = [
         ("--hours", args.hours, args.hours > 0, "> 0"),
         ("--swap-headroom", args.swap_headroom, 0 <= args.swap_headroom < 1, "in [0, 1)"),
@@ -84,7 +95,23 @@ def _check_ranges(args: argparse.Namespace) -> list[Problem]:
     ):
         if value is not None:
             checks.append((name, value, value > 0, "> 0"))
-    return [Problem("plan", name, f"must be {rule}, got {value:g}") for name, value, ok, rule in checks if not ok]
+    return unusable + [
+        Problem("plan", name, f"must be {rule}, got {value:g}")
+        for name, value, ok, rule in checks
+        if not ok and math.isfinite(value)  # a NaN fails every comparison: it is named once, above
+    ]
+
+
+def _cache_smaller_than_slots(args: argparse.Namespace, max_loras: int, max_cpu_loras: int, manifest: Path) -> Problem:
+    """vLLM refuses max_cpu_loras < max_loras; say where each value came from and what to pass."""
+    loras_from = "--max-loras" if args.max_loras else f"serving.max_loras in {manifest}"
+    cache_from = "--max-cpu-loras" if args.max_cpu_loras else f"serving.max_cpu_loras in {manifest}"
+    advice = f"pass --max-cpu-loras {max_loras} or more" + (f", or --max-loras {max_cpu_loras} or less" if args.max_cpu_loras else "")
+    return Problem(
+        "plan", "--max-loras" if args.max_loras else "--max-cpu-loras",
+        f"max_loras {max_loras} ({loras_from}) is more than max_cpu_loras {max_cpu_loras} ({cache_from}): the host "
+        f"cache holds every GPU-resident adapter, so vLLM refuses it; {advice}",
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
@@ -145,7 +172,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     max_loras = args.max_loras or manifest_plan.max_loras
     max_cpu_loras = args.max_cpu_loras or manifest_plan.max_cpu_loras or max_loras
     if max_cpu_loras < max_loras:
-        raise UsageError("--max-cpu-loras", f"({max_cpu_loras}) must be >= max_loras ({max_loras}): the host cache holds every GPU-resident adapter")
+        raise Failure([_cache_smaller_than_slots(args, max_loras, max_cpu_loras, manifest_plan.loaded.path)],
+                      "1 problem(s) found; nothing was planned")
     memory = plan_memory(
         MemoryInputs(
             instance=instance,
@@ -171,7 +199,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         tenants=tuple(tenants),
         cost=comparison,
         memory=memory,
-        recommendation=recommend(comparison, memory, instance.name),
+        recommendation=recommend(comparison, memory, instance.name, min_instances=args.min_instances),
         base_source=base.source,
     )
     if args.json:
@@ -187,7 +215,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             )
         except ImportError as error:
             raise Failure(
-                [Problem(PROG, "--chart", f"needs matplotlib ({error.name} is not installed): pip install matplotlib==3.11.2")],
+                [Problem(PROG, "--chart", f"needs matplotlib ({error.name} is not installed): pip install 'cdk-adapters[chart]'")],
                 "no chart was written",
             ) from None
         err.write(f"{PROG}: wrote {path}\n")

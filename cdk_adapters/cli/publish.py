@@ -12,6 +12,9 @@ from cdk_adapters.cli.common import (
     Failure,
     base_options,
     checked_directory,
+    expected_bucket_owner,
+    owner_option,
+    owner_problems,
     resolve_reference,
 )
 from cdk_adapters.compat import CoHostedAdapter
@@ -25,7 +28,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="validate, package and upload an adapter under a new versioned name; never overwrites",
         description=(
             "Validate DIR, package it, upload it to s3://BUCKET/PREFIX/NAME/adapter.tar.gz with a conditional "
-            "write (never overwriting), write its lock entry, and print the S3 URI."
+            "write (never overwriting) and S3's own SHA-256 checksum, write its lock entry, and print the S3 URI. "
+            "An object already at that key counts as the same only when S3's stored SHA-256 and size match."
         ),
     )
     publish.add_argument("directory", metavar="DIR", type=Path, help="PEFT output directory")
@@ -36,6 +40,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     publish.add_argument("--include-tokenizer", action="store_true", help="also package tokenizer files found in DIR")
     publish.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     publish.add_argument("--no-progress", action="store_true", help="do not draw the upload progress bar")
+    owner_option(publish)
     base_options(publish, lock=True)
     publish.set_defaults(handler=run)
 
@@ -58,9 +63,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         directory_problems: list[Problem] = []
     except Failure as failure:
         directory_problems = failure.problems
-    if name_problems or directory_problems:
-        problems = name_problems + directory_problems
+    problems = name_problems + directory_problems + owner_problems(args)
+    if problems:
         raise Failure(problems, f"{len(problems)} problem(s) found; nothing was packaged or uploaded")
+    owner = expected_bucket_owner(args)
     lock_path = args.lock_file or (lock_path_for(loaded.path) if loaded else None)
     with tempfile.TemporaryDirectory(prefix="cdk-adapters-publish-") as scratch:
         packaged = package_adapter(args.directory, Path(scratch) / "adapter.tar.gz", include_tokenizer=args.include_tokenizer)
@@ -72,6 +78,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             bucket=args.bucket,
             prefix=args.prefix,
             sha256=packaged.sha256,
+            expected_bucket_owner=owner,
             kms_key_id=args.kms_key_id,
             progress=None if args.no_progress else ProgressBar(f"uploading {name}", err),
         )

@@ -20,6 +20,7 @@ from cdk_adapters.client.errors import (
     InvocationFailed,
     PayloadTooLarge,
     StreamInterrupted,
+    UnexpectedEndpoint,
 )
 from cdk_adapters.client.payload import image_data_url
 from cdk_adapters.client.retrying import RetryPolicy, botocore_config
@@ -29,5 +30,5 @@ __all__ = [
     "AdapterClient", "AdapterClientError", "AdapterLoadFailed", "AdapterNotFound", "AdapterRequired",
     "BaseModelNotAllowed", "Completion", "DeadlineExceeded", "DiscoveryError", "EndpointWaking",
     "InvalidImage", "InvocationFailed", "PayloadTooLarge", "RetryPolicy", "Stream", "StreamInterrupted",
-    "Target", "botocore_config", "chunk_text", "image_data_url", "local_runtime_client",
+    "Target", "UnexpectedEndpoint", "botocore_config", "chunk_text", "image_data_url", "local_runtime_client",
 ]

@@ -2,7 +2,8 @@
 
 Built from the discovery record the construct publishes (an SSM parameter), it turns an adapter
 or alias name into ``InferenceComponentName`` by the record's one naming rule, so no caller
-hand-builds component names or forgets them (the recurring bug in OPERATIONS-FACTS §6 item 8).
+hand-builds component names or forgets them (a recurring bug in SageMaker clients, e.g.
+https://github.com/langchain-ai/langchain/issues/14344).
 An adapter is always required: a call without one is refused before it is sent, and the base
 model is reachable only with ``base_model=True`` on an endpoint whose record allows it.
 """
@@ -23,6 +24,7 @@ from cdk_adapters.client.errors import (
     BaseModelNotAllowed,
     DiscoveryError,
     StreamInterrupted,
+    UnexpectedEndpoint,
     from_client_error,
 )
 from cdk_adapters.client.payload import Image, build_request
@@ -98,6 +100,10 @@ class AdapterClient:
     :param clock, sleep: injected by tests so retries never really wait.
     :param record_source: reads the record again (`from_parameter` passes the SSM read), so a
         long-lived client follows an alias change, such as a rollback, within `record_max_age_s`.
+    :param accept_endpoints: endpoint names the record may name (its endpoint and its canary's);
+        a trailing ``*`` makes one a prefix (``"prod-chat-*"``). A record naming any other endpoint
+        raises `UnexpectedEndpoint`, at construction or when a re-read record changes, and nothing
+        is sent. Default: accept whatever the record names.
     """
 
     def __init__(
@@ -111,7 +117,10 @@ class AdapterClient:
         sleep: Callable[[float], None] | None = None,
         record_source: Callable[[], DiscoveryRecord] | None = None,
         record_max_age_s: float = 60.0,
+        accept_endpoints: Sequence[str] | str | None = None,
     ) -> None:
+        self._accepted = _accepted_patterns(accept_endpoints)
+        self._check_endpoints(record, "the discovery record")
         self.record = record
         self.runtime = runtime
         self._rng = rng or random.Random()
@@ -249,11 +258,23 @@ class AdapterClient:
         now = self._retrier.clock()
         if self._record_source is None or now - self._record_read_at < self._record_max_age_s:
             return
-        self._record_read_at = now
         try:
-            self.record = self._record_source()
+            record = self._record_source()
         except (DiscoveryError, BotoCoreError):  # no network or credentials for SSM right now
-            pass
+            self._record_read_at = now
+            return
+        # A record that now names another endpoint stops calls (read again on every call) until it is put right.
+        self._check_endpoints(record, "the re-read discovery record")
+        self._record_read_at = now
+        self.record = record
+
+    def _check_endpoints(self, record: DiscoveryRecord, origin: str) -> None:
+        if self._accepted is None:
+            return
+        names = [record.endpoint_name] + ([record.canary.endpoint_name] if record.canary is not None else [])
+        for name in names:
+            if not any(name.startswith(p[:-1]) if p.endswith("*") else name == p for p in self._accepted):
+                raise UnexpectedEndpoint(name, self._accepted, origin)
 
     def _call(self, target: Target, body: bytes, route: str) -> dict[str, Any]:
         return {
@@ -282,6 +303,18 @@ class AdapterClient:
                 yield chunk
         except ClientError as error:  # botocore's EventStreamError for an error event mid-stream
             raise from_client_error(error, adapter=target.adapter, component=target.component) from error
+
+
+def _accepted_patterns(accept: Sequence[str] | str | None) -> tuple[str, ...] | None:
+    if accept is None:
+        return None
+    patterns = (accept,) if isinstance(accept, str) else tuple(accept)
+    bad = [p for p in patterns if not isinstance(p, str) or not p.rstrip("*") or "*" in p.rstrip("*")]
+    if not patterns or bad:
+        raise ValueError(
+            f"accept_endpoints must be endpoint names or prefixes ending in one '*' (e.g. 'prod-chat-*'), got {accept!r}"
+        )
+    return patterns
 
 
 def local_runtime_client(url: str) -> Any:

@@ -2,9 +2,9 @@
 
 SageMaker wraps every container answer that is not 2xx in a ``ModelError`` whose
 ``OriginalStatusCode`` and ``OriginalMessage`` carry the container's own status and body; our
-container says which refusal it is in ``error.type`` (``adapter_required``, ``adapter_not_found``,
-``payload_too_large``, ``adapter_load_failed``). `from_client_error` reads both layers so a caller
-never parses botocore error dictionaries.
+container says which refusal it is in ``error.type`` (the kinds in `cdk_adapters.contract.error_kinds`,
+which the container reads too). `from_client_error` reads both layers so a caller never parses
+botocore error dictionaries.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 
 NO_CAPACITY_TEXT = "has no capacity to process this request"
-"""SageMaker's ValidationError while a component scaled to zero is waking up (OPERATIONS-FACTS §1.2)."""
+"""SageMaker's ValidationError while a component scaled to zero is waking up, as AWS's sample
+aws-samples/sagemaker-genai-hosting-examples 03-features/autoscaling/scale_down_to_zero.ipynb shows it."""
 
 
 class AdapterClientError(Exception):
@@ -24,6 +26,18 @@ class AdapterClientError(Exception):
 
 class DiscoveryError(AdapterClientError):
     """The discovery record could not be read (missing parameter, not a record, wrong version)."""
+
+
+class UnexpectedEndpoint(DiscoveryError):
+    """The discovery record names an endpoint the client was not told to accept (`accept_endpoints`):
+    whoever can write the record could otherwise send every call, prompts included, elsewhere."""
+
+    def __init__(self, endpoint_name: str, accepted: tuple[str, ...], origin: str) -> None:
+        super().__init__(
+            f"{origin} names endpoint {endpoint_name!r}, which this client does not accept "
+            f"(accept_endpoints={list(accepted)!r}); nothing was sent"
+        )
+        self.endpoint_name, self.accepted = endpoint_name, accepted
 
 
 class AdapterRequired(AdapterClientError, ValueError):
@@ -105,10 +119,10 @@ def is_waking(error: Exception) -> bool:
         response = getattr(error, "response", {})
         if response.get("OriginalStatusCode") != 503:
             return False
-        # The container's 503 says which: "starting" (replaying adapters) passes, "unhealthy"
+        # The container's 503 says which: STARTING (replaying adapters) passes, UNHEALTHY
         # (start-up failed, never cleared) does not, so retrying it would only delay the reason.
         kind, _ = _container_error(response.get("OriginalMessage", ""))
-        return kind != "unhealthy"
+        return kind != error_kinds.UNHEALTHY
     return False
 
 
@@ -121,13 +135,13 @@ def from_client_error(error: Exception, *, adapter: str | None, component: str) 
         original = str(response.get("OriginalMessage") or "")
         kind, detail = _container_error(original)
         said = detail or original or message
-        if status == 404 or kind == "adapter_not_found":
+        if status == 404 or kind == error_kinds.ADAPTER_NOT_FOUND:
             return AdapterNotFound(adapter, f"adapter {adapter!r} is not served by this endpoint: {said}")
-        if kind == "adapter_required":
+        if kind == error_kinds.ADAPTER_REQUIRED:
             return AdapterRequired(said)
-        if status == 413 or kind == "payload_too_large":
+        if status == 413 or kind == error_kinds.PAYLOAD_TOO_LARGE:
             return PayloadTooLarge(None, INVOKE_ENDPOINT_MAX_BYTES, said)
-        if status == 422 or kind == "adapter_load_failed":
+        if status == 422 or kind == error_kinds.ADAPTER_LOAD_FAILED:
             return AdapterLoadFailed(f"adapter {adapter!r} could not be loaded: {said}")
         return InvocationFailed(f"the model answered {status}: {said}", code=code, status=status)
     if code == "ValidationError":

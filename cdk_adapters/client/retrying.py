@@ -2,7 +2,8 @@
 
 botocore's own retry modes already retry throttling and transient 5xx answers (`botocore_config`).
 What they do not retry is a component that has no capacity yet: scaled to zero and waking (SageMaker
-answers a ValidationError for minutes, OPERATIONS-FACTS §1.2), a model still loading
+answers a ValidationError for minutes:
+https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html), a model still loading
 (``ModelNotReadyException``), or a container replaying its adapters (503). Those are retried here,
 with exponential backoff and jitter (many callers waking one component should not retry in step),
 until the attempts or the deadline run out. Clock and sleep are injectable so tests never wait.

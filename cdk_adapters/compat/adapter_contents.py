@@ -2,14 +2,18 @@
 
 Only small things are read: the file list, `adapter_config.json`, and the safetensors header of
 `adapter_model.safetensors`. An archive is read in place (no extraction), so a hostile archive
-with absolute paths or links cannot write anywhere.
+with absolute paths or links cannot write anywhere. A directory is listed with `lstat`, never
+following a link: a link is recorded (the `linked-files` rule refuses it), never read.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import stat
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -35,6 +39,9 @@ TOKENIZER_FILES = (
 """Files a PEFT run may save beside an adapter for a resized vocabulary; packaged only on request."""
 
 MAX_CONFIG_BYTES = 1024 * 1024
+MAX_ENTRIES = 10_000
+"""Files and folders read from a directory or archive before giving up: an adapter holds a few
+(a PEFT output folder with checkpoints a few hundred), so a walk of ``/`` stops here."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,12 @@ class AdapterContents:
     weights_size: int | None = None
     weights_error: str | None = None
     archive_size: int | None = None
-    unsafe_members: tuple[str, ...] = field(default=())
+    unsafe_members: tuple[tuple[str, str], ...] = field(default=())
+    """Archive members that cannot be extracted safely: (member name, what it is)."""
+    links: dict[str, str] = field(default_factory=dict)
+    """A directory's symbolic links (relative path: where the link points); never followed."""
+    complete: bool = True
+    """False when there were more than `MAX_ENTRIES` files, folders or members to read."""
 
     @property
     def is_archive(self) -> bool:
@@ -73,19 +85,16 @@ class AdapterContents:
         path = Path(path)
         if not path.is_dir():
             return cls(origin="directory", location=str(path), files={}, config_error=f"{path} is not a directory")
-        files: dict[str, int] = {}
-        for dirpath, dirnames, filenames in os.walk(path):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for filename in filenames:
-                full = Path(dirpath, filename)
-                if full.is_file():
-                    files[full.relative_to(path).as_posix()] = full.stat().st_size
-        root = _find_root(files)
+        listing = list_directory(path)
+        root = _find_root(listing.files)
 
         def open_file(relative: str):
-            return open(path / relative, "rb")
+            return open_regular_file(path / relative)
 
-        return cls._read(origin="directory", location=str(path), files=files, root=root, open_file=open_file)
+        return cls._read(
+            origin="directory", location=str(path), files=listing.files, root=root, open_file=open_file,
+            links=listing.links, complete=listing.complete,
+        )
 
     @classmethod
     def from_archive(cls, path: Path | str) -> "AdapterContents":
@@ -104,14 +113,29 @@ class AdapterContents:
         with tar:
             files: dict[str, int] = {}
             members: dict[str, tarfile.TarInfo] = {}
-            unsafe: list[str] = []
-            for member in tar.getmembers():
+            unsafe: list[tuple[str, str]] = []
+            complete, damaged = True, None
+            try:
+                listed = list(itertools.islice(tar, MAX_ENTRIES + 1))
+            except (OSError, EOFError, tarfile.TarError, zlib.error) as error:  # truncated or corrupt
+                listed, damaged = [], f"cannot be read as a .tar.gz archive ({error})"
+            if damaged is not None:
+                return cls(origin="archive", location=str(path), files={}, archive_size=archive_size, config_error=damaged)
+            if len(listed) > MAX_ENTRIES:
+                listed, complete = listed[:MAX_ENTRIES], False
+            for member in listed:
                 name = _normalise_member_name(member.name)
                 if name is None:
-                    unsafe.append(member.name)
+                    unsafe.append((member.name, "a path outside the archive"))
                     continue
-                if member.issym() or member.islnk() or member.isdev() or member.isfifo():
-                    unsafe.append(member.name)
+                if member.issym():
+                    unsafe.append((member.name, f"a symbolic link to '{member.linkname}'"))
+                    continue
+                if member.islnk():
+                    unsafe.append((member.name, f"a hard link to '{member.linkname}'"))
+                    continue
+                if not (member.isfile() or member.isdir()):
+                    unsafe.append((member.name, "a device, a pipe or another special file"))
                     continue
                 if member.isfile():
                     files[name] = member.size
@@ -132,6 +156,7 @@ class AdapterContents:
                 open_file=open_file,
                 archive_size=archive_size,
                 unsafe_members=tuple(unsafe),
+                complete=complete,
             )
 
     @classmethod
@@ -141,7 +166,9 @@ class AdapterContents:
 
         config = config_error = None
         config_name = rooted(ADAPTER_CONFIG)
-        if config_name not in files:
+        if config_name in extra.get("links", {}):
+            config_error = f"{ADAPTER_CONFIG} is a symbolic link, which is never followed; copy the file itself"
+        elif config_name not in files:
             config_error = f"{ADAPTER_CONFIG} is missing"
         elif files[config_name] > MAX_CONFIG_BYTES:
             config_error = f"{ADAPTER_CONFIG} is {files[config_name]} bytes; an adapter config is a few KB"
@@ -153,8 +180,10 @@ class AdapterContents:
                     config = loaded
                 else:
                     config_error = f"{ADAPTER_CONFIG} is not a JSON object"
-            except (UnicodeDecodeError, json.JSONDecodeError) as error:
-                config_error = f"{ADAPTER_CONFIG} is not valid JSON ({error})"
+            except (UnicodeDecodeError, ValueError) as error:  # ValueError: JSONDecodeError, or a 5000-digit number
+                config_error = f"{ADAPTER_CONFIG} is not valid JSON ({str(error)[:200]})"
+            except RecursionError:
+                config_error = f"{ADAPTER_CONFIG} nests arrays or objects too deeply to be an adapter config"
 
         header = weights_error = weights_size = None
         weights_name = rooted(ADAPTER_WEIGHTS)
@@ -177,6 +206,64 @@ class AdapterContents:
             weights_error=weights_error,
             **extra,
         )
+
+
+@dataclass(frozen=True)
+class DirectoryListing:
+    """A directory's regular files (relative path: size) and symbolic links (relative path: target).
+
+    `complete` is False when the walk stopped at `MAX_ENTRIES`: such a folder is no adapter.
+    """
+
+    files: dict[str, int]
+    links: dict[str, str]
+    complete: bool = True
+
+
+def list_directory(path: Path) -> DirectoryListing:
+    """Every regular file and every link under `path`, by `lstat`: a link is listed, never followed.
+
+    A link to a directory is not descended into. Other entries (pipes, sockets, devices) are left
+    out, as nothing reads them; so are directories whose name starts with a dot (editor and tool
+    state, never part of an adapter), except that such a directory which is a link is listed.
+    """
+    files: dict[str, int] = {}
+    links: dict[str, str] = {}
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(path):  # os.walk never descends into a link
+        for name in (*dirnames, *filenames):
+            seen += 1
+            if seen > MAX_ENTRIES:
+                return DirectoryListing(dict(sorted(files.items())), dict(sorted(links.items())), complete=False)
+            full = Path(dirpath, name)
+            relative = full.relative_to(path).as_posix()
+            try:
+                status = os.lstat(full)
+                if stat.S_ISLNK(status.st_mode):
+                    links[relative] = os.readlink(full)
+                elif stat.S_ISREG(status.st_mode):
+                    files[relative] = status.st_size
+            except OSError:  # gone since the directory was read, or a link this user may not read
+                if os.path.islink(full):
+                    links[relative] = "(unreadable)"
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+    return DirectoryListing(dict(sorted(files.items())), dict(sorted(links.items())))
+
+
+def open_regular_file(path: Path):
+    """Open `path` for reading, refusing a link (``O_NOFOLLOW``) or anything but a regular file.
+
+    The listing said it was a regular file; opening without following closes the gap in which it
+    could have been replaced by a link since.
+    """
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def _normalise_member_name(name: str) -> str | None:

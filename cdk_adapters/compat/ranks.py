@@ -10,6 +10,9 @@ from typing import Iterable
 
 ALLOWED_MAX_LORA_RANKS: tuple[int, ...] = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
+VLLM_DEFAULT_MAX_LORA_RANK = 16
+"""What vLLM serves when ``--max-lora-rank`` is not given."""
+
 
 def smallest_allowed_max_lora_rank(ranks: Iterable[int]) -> int:
     """The smallest ``--max-lora-rank`` vLLM accepts that covers every rank given."""

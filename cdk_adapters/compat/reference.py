@@ -3,7 +3,9 @@
 Every gate (synth, `cdk-adapters validate`, the serving container at registration) compares an
 adapter with the same three things: the base model's facts, the highest rank the server loads,
 and whether vision tower/connector modules are admitted. Passing them as one typed value keeps
-the gates from drifting apart (one forgetting the vision flag, another the rank).
+the gates from drifting apart (one forgetting the vision flag, another the rank). The serving
+container and `cdk-adapters validate` always know the base; synth knows it when the manifest (or
+the endpoint's `base_model_facts`) states it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from cdk_adapters.compat.base_model import BaseModelFacts
 class Reference:
     """The base model and serving limits adapters must fit."""
 
-    base: BaseModelFacts
+    base: BaseModelFacts | None
+    """None: the base model's facts are not known here (a `MultiAdapterEndpoint` given no
+    `base_model_facts`); the rules that compare with the base (`AdapterCheck.needs_base`) skip."""
     max_lora_rank: int | None = None
     """vLLM's ``--max-lora-rank``; None: derived from the adapters, so only vLLM's largest bounds them."""
     allow_vision_modules: bool = False

@@ -95,11 +95,15 @@ def _read(stream: BinaryIO) -> SafetensorsHeader:
         raise SafetensorsHeaderError("file ends inside the safetensors header (truncated)")
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SafetensorsHeaderError(f"header is not JSON ({error}); this is not a safetensors file") from None
+    except (UnicodeDecodeError, ValueError) as error:  # ValueError: JSONDecodeError, or a 5000-digit number
+        raise SafetensorsHeaderError(f"header is not JSON ({str(error)[:200]}); this is not a safetensors file") from None
+    except RecursionError:
+        raise SafetensorsHeaderError("header nests too deeply; this is not a safetensors file") from None
     if not isinstance(header, dict):
         raise SafetensorsHeaderError("header is not a JSON object; this is not a safetensors file")
     metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict):
+        raise SafetensorsHeaderError("header's __metadata__ is not a JSON object; this is not a safetensors file")
     tensors: dict[str, TensorInfo] = {}
     for name, entry in header.items():
         tensors[name] = _tensor_info(name, entry)

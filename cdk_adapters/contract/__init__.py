@@ -7,6 +7,7 @@ boto3 alone. Each module is one agreement both sides read from the same definiti
 * `discovery` - the record that tells a client which endpoint and component serve an adapter.
 * `request_metrics` - the per-request log line, the CloudWatch metrics (EMF) embedded in it, and the
   container variables that configure them.
+* `error_kinds` - the ``error.type`` of each refusal the container sends, by which the client types it.
 * `runtime_api` - what one invocation must respect: InvokeEndpoint's payload limit, the ``route=``
   custom attribute.
 """

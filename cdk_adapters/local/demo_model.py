@@ -104,6 +104,7 @@ def build_lora_adapter(
     rank_pattern: dict[str, int] | None = None,
     save_embedding_layers: bool = False,
     alpha_pattern: dict[str, int] | None = None,
+    use_rslora: bool = False,
 ) -> Path:
     """Train-free PEFT LoRA adapter with non-zero weights (different per `seed`), saved to `out_dir`.
 
@@ -128,6 +129,7 @@ def build_lora_adapter(
         modules_to_save=list(modules_to_save) if modules_to_save else None,
         rank_pattern=dict(rank_pattern or {}),
         alpha_pattern=dict(alpha_pattern or {}),
+        use_rslora=use_rslora,
     )
     model = get_peft_model(base, config)
     # PEFT's random init is small; scale B up so each adapter visibly changes greedy output.

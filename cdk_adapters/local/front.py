@@ -104,18 +104,16 @@ class RuntimeFront:
         if len(parts) != 4 or parts[3] not in ("invocations", "invocations-response-stream"):
             raise RuntimeApiError(404, "UnknownOperationException", f"POST {scope['path']} is not a SageMaker Runtime operation")
         endpoint = parts[2]
-        body = await _read_body(receive)
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > INVOKE_ENDPOINT_MAX_BYTES:
+            raise _too_large(int(declared))  # refused before a byte of it is read
+        body = await _read_body(receive, INVOKE_ENDPOINT_MAX_BYTES)
         if endpoint != self.record.endpoint_name:
             raise RuntimeApiError(400, "ValidationError", f"Endpoint {endpoint} of account {ACCOUNT} not found.")
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
         component = headers.get(COMPONENT_HEADER)
         if not component:
             raise RuntimeApiError(400, "ValidationError", COMPONENT_REQUIRED)
-        if len(body) > INVOKE_ENDPOINT_MAX_BYTES:
-            raise RuntimeApiError(
-                413, "ValidationError",
-                f"Request payload of {len(body)} bytes exceeds the {INVOKE_ENDPOINT_MAX_BYTES}-byte InvokeEndpoint limit.",
-            )
         return Invocation(parts[3] != "invocations", self._adapter_for(component), headers, body)
 
     def _adapter_for(self, component: str) -> str | None:
@@ -197,15 +195,29 @@ async def _lifespan(receive: Receive, send: Send, front: RuntimeFront) -> None:
             return
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks, more = [], True
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    """The whole body, refused (413) as soon as it passes `limit` bytes: a chunked body states no
+    length, and holding all of an endless one in memory is what the limit is for."""
+    chunks, size, more = [], 0, True
     while more:
         message = await receive()
         if message["type"] == "http.disconnect":
             break
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(None)
+        chunks.append(chunk)
         more = message.get("more_body", False)
     return b"".join(chunks)
+
+
+def _too_large(size: int | None) -> RuntimeApiError:
+    """413 for a body of `size` bytes (None: longer than the limit, stopped while reading)."""
+    stated = f"{size} bytes" if size is not None else f"more than {INVOKE_ENDPOINT_MAX_BYTES} bytes"
+    return RuntimeApiError(
+        413, "ValidationError", f"Request payload of {stated} exceeds the {INVOKE_ENDPOINT_MAX_BYTES}-byte InvokeEndpoint limit."
+    )
 
 
 async def _send_model_error(send: Send, status: int, original: bytes) -> None:

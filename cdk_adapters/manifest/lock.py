@@ -36,11 +36,38 @@ class LockEntry(BaseModel):
     facts: AdapterFacts
 
 
+class PinnedObject(BaseModel):
+    """One S3 object of the base model as S3 itself describes it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    size: int = Field(ge=0)
+    checksum: str = Field(pattern=r"^(SHA256|CRC64NVME|CRC32C|CRC32|SHA1):\S+$")
+    """``<ALGORITHM>:<value>`` exactly as S3 stores it (``HeadObject`` with ``ChecksumMode=ENABLED``)."""
+
+
+class BaseModelPin(BaseModel):
+    """The base model's S3 objects when they were pinned (`cdk-adapters lock --base-model`).
+
+    SageMaker reads whatever is at the artifact when an instance starts; this pin lets
+    `cdk-adapters lock --check` fail before a deploy if any object was replaced, added or removed.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    uri: str = Field(pattern=r"^s3://[^/]+/.+$")
+    """The manifest's ``base_model.artifact`` that was pinned."""
+    objects: dict[str, PinnedObject] = Field(min_length=1)
+    """Key (relative to a prefix artifact; the archive's own key for an archive) -> its size and checksum."""
+
+
 class LockFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     version: int = LOCK_VERSION
     adapters: dict[str, LockEntry] = Field(default_factory=dict)
+    base_model: BaseModelPin | None = None
+    """Present once `cdk-adapters lock --base-model` pinned it; every later `lock` re-verifies it."""
 
     @field_validator("version")
     @classmethod
@@ -83,4 +110,6 @@ def write_lock(path: Path, lock: LockFile) -> None:
     """Write sorted, indented JSON so that the lock diffs well in review."""
     data = lock.model_dump(mode="json")
     data["adapters"] = dict(sorted(data["adapters"].items()))
+    if data["base_model"] is None:
+        del data["base_model"]  # lock files without a pin stay as they were
     Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -23,6 +23,7 @@ from constructs import Construct
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.compat import Acknowledgment
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.inference_component import AdapterInferenceComponent
 from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest_file
@@ -118,6 +119,7 @@ def endpoint_props(
         "vllm": plan.vllm_options(vllm),
         "base_model_id": plan.manifest.base_model.id,
         "base_model_revision": plan.manifest.base_model.revision,
+        "base_model_facts": plan.base,
         "allow_vision_modules": plan.manifest.base_model.allow_vision_modules,
     }
 
@@ -137,7 +139,9 @@ def add_manifest_adapters(
     """
     package_dir = Path(package_dir) if package_dir is not None else DEFAULT_PACKAGE_DIR
     components = {
-        adapter.name: endpoint.add_adapter(adapter.name, artifact=_artifact_for(adapter, package_dir))
+        adapter.name: endpoint.add_adapter(
+            adapter.name, artifact=_artifact_for(adapter, package_dir), acknowledge=_acknowledgment(adapter)
+        )
         for adapter in plan.adapters
     }
     for name, overrides in plan.alarm_overrides.items():
@@ -164,6 +168,12 @@ def package_local_adapter(adapter: PlannedAdapter, package_dir: Path) -> Path:
         final = package_dir / f"{adapter.name}-{packaged.sha256[:16]}.tar.gz"
         packaged.path.replace(final)
     return final
+
+
+def _acknowledgment(adapter: PlannedAdapter) -> Acknowledgment | None:
+    """The row's acknowledgment, which the endpoint honours as the manifest gate did."""
+    given = adapter.row.acknowledgment
+    return None if given is None else Acknowledgment(given.rule, given.reason)
 
 
 def _artifact_for(adapter: PlannedAdapter, package_dir: Path) -> AdapterArtifact:

@@ -41,7 +41,7 @@ from constructs import Construct
 
 from cdk_adapters.contract import request_metrics as contract
 from cdk_adapters.monitoring.request_metrics import RequestMetricSource
-from cdk_adapters.nag_acknowledgments import acknowledge_alarm_without_action
+from cdk_adapters.nag_acknowledgments import acknowledge_alarm_without_action, alarm_without_topic_reason
 from cdk_adapters.problems import Problem
 
 ERROR_RATE = "error_rate"
@@ -150,8 +150,14 @@ def create_alarms(
     name_prefix: str,
     what: str,
     topic: sns.ITopic | None,
+    rollback_kinds: Sequence[str] = (),
+    on_dashboard: bool = False,
 ) -> dict[str, cloudwatch.Alarm]:
-    """One alarm per enabled kind, as children of `scope`; ``what`` names the subject in descriptions."""
+    """One alarm per enabled kind, as children of `scope`; ``what`` names the subject in descriptions.
+
+    `rollback_kinds` (the kinds a rolling update rolls back on) and `on_dashboard` only say, in the
+    acknowledgment of an alarm without a topic, what does act on it.
+    """
     common = {
         "evaluation_periods": thresholds.evaluation_periods,
         "datapoints_to_alarm": thresholds.datapoints_to_alarm,
@@ -199,7 +205,9 @@ def create_alarms(
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
         else:
-            acknowledge_alarm_without_action(alarm)
+            acknowledge_alarm_without_action(
+                alarm, alarm_without_topic_reason(drives_rollback=kind in rollback_kinds, on_dashboard=on_dashboard)
+            )
         alarms[kind] = alarm
     return alarms
 

@@ -15,7 +15,7 @@ CloudWatch limits this relies on (checked by `dashboard_limit_problems` at synth
 * a graph's ``metrics`` array holds at most 100 metrics and expressions (same page, "Metric
   Widget"; GetMetricWidgetImage's "1-100 metrics and expressions",
   https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-Metric-Widget-Structure.html);
-* 500 metrics per dashboard, the planning figure of SPEC §5 (no AWS page found that states a
+* 500 metrics per dashboard, a conservative planning figure (no AWS page found that states a
   per-dashboard total; counting every series a query may return against it is the safe side);
 * Metrics Insights (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-metrics-insights-limits.html):
   a query processes at most 10,000 metrics (after ``WHERE``) and returns at most 500 series,
@@ -25,7 +25,8 @@ CloudWatch limits this relies on (checked by `dashboard_limit_problems` at synth
   tables stay exact up to 10,000 adapters on an endpoint.
 
 Copies and instances: SageMaker documents no copy-count or instance-count metric in
-``AWS/SageMaker`` for inference components (OPERATIONS-FACTS §3). The row shows the reservation
+``AWS/SageMaker`` for inference components
+(https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html). The row shows the reservation
 metrics of ``/aws/sagemaker/Endpoints`` (share of the instances' GPUs, CPUs and memory the copies
 reserve), which move with both, and the base component's ``InvocationsPerCopy``.
 """

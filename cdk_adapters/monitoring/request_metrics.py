@@ -14,7 +14,8 @@ alarm on a metric that is never published would sit in INSUFFICIENT_DATA forever
 
 On SageMaker the ``Adapter`` dimension is the name SageMaker registers the adapter under, which
 AWS's multi-adapter workshop logs show is the adapter's inference component name
-(``Registered adapter <ic> ...``; see OPERATIONS-FACTS §2). The endpoint therefore binds each
+(``Registered adapter <ic> ...`` in aws-samples/sagemaker-genai-hosting-examples,
+04-workshops/advanced_hosting/multi_adapter/multi_adapter_hosting.ipynb). The endpoint therefore binds each
 adapter's source to its component name.
 """
 

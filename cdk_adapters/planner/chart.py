@@ -16,6 +16,16 @@ HEIGHT_PX = 500
 _DPI = 100
 
 
+def cost_series(average: TenantTraffic, inputs: CostInputs, *, tenants: int) -> tuple[list[int], list[float], list[float]]:
+    """Tenant counts and the monthly cost of each, dedicated and shared. With a fixed shared fleet
+    (``--shared-instances``) the shared cost is that fleet's, whatever the count, as the table says."""
+    counts = list(range(1, max(2 * tenants, 24) + 1))
+    dedicated, shared = (list(series) for series in zip(*(costs_for_count(count, average, inputs) for count in counts)))
+    if inputs.shared_instances is not None:
+        shared = [inputs.monthly(inputs.shared_instances)] * len(counts)
+    return counts, dedicated, shared
+
+
 def render_cost_chart(path: Path, average: TenantTraffic, inputs: CostInputs, *, tenants: int, instance_type: str) -> Path:
     """Write a WIDTH_PX x HEIGHT_PX PNG to `path` and return it."""
     import matplotlib
@@ -24,12 +34,14 @@ def render_cost_chart(path: Path, average: TenantTraffic, inputs: CostInputs, *,
     from matplotlib.figure import Figure
     from matplotlib.ticker import StrMethodFormatter
 
-    counts = list(range(1, max(2 * tenants, 24) + 1))
-    dedicated, shared = zip(*(costs_for_count(count, average, inputs) for count in counts))
+    counts, dedicated, shared = cost_series(average, inputs, tenants=tenants)
+    shared_label = "shared: one multi-adapter endpoint"
+    if inputs.shared_instances is not None:
+        shared_label = f"shared: a fixed fleet of {inputs.shared_instances} x {instance_type}"
     figure = Figure(figsize=(WIDTH_PX / _DPI, HEIGHT_PX / _DPI), dpi=_DPI)
     axes = figure.add_subplot()
     axes.plot(counts, dedicated, label="dedicated: one endpoint per tenant", color="#c0392b", linewidth=2)
-    axes.step(counts, shared, where="post", label="shared: one multi-adapter endpoint", color="#2471a3", linewidth=2)
+    axes.step(counts, shared, where="post", label=shared_label, color="#2471a3", linewidth=2)
     even = break_even_tenants(average, inputs)
     if even is not None:
         axes.axvline(even, color="#555555", linestyle="--", linewidth=1)
@@ -57,4 +69,4 @@ def render_cost_chart(path: Path, average: TenantTraffic, inputs: CostInputs, *,
     return path
 
 
-__all__ = ["HEIGHT_PX", "WIDTH_PX", "render_cost_chart"]
+__all__ = ["HEIGHT_PX", "WIDTH_PX", "cost_series", "render_cost_chart"]

@@ -9,6 +9,8 @@ check the AWS SageMaker pricing page before you decide on money.
 
 from __future__ import annotations
 
+import math
+
 import csv
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +35,7 @@ SHIPPED_PRICES: dict[str, InstancePrice] = {
         InstancePrice(
             "ml.g6.2xlarge",
             1.20,
-            "the consolidation tutorial's figure ('about $1.20/hour'), quoted in the project spec (SPEC section 1)",
+            "the figure ('about $1.20/hour') of the twelve-tenant consolidation example this planner reproduces, not an AWS price list",
             "2026-12-01",
         ),
         InstancePrice(
@@ -97,6 +99,8 @@ def load_price_file(path: Path) -> dict[str, InstancePrice]:
             continue
         if not name:
             problems.append(Problem(subject, f"line {line}: instance_type", "is empty"))
+        elif not math.isfinite(value):  # float() reads "nan" and "inf"
+            problems.append(Problem(subject, f"line {line}: usd_per_hour", f"must be a finite number, got {row['usd_per_hour']!r}"))
         elif value <= 0:
             problems.append(Problem(subject, f"line {line}: usd_per_hour", f"must be > 0, got {value:g}"))
         else:

@@ -6,7 +6,7 @@ from cdk_adapters.planner.cost import CostComparison
 from cdk_adapters.planner.fit import MemoryPlan
 
 
-def recommend(cost: CostComparison, memory: MemoryPlan | None, instance_type: str) -> str:
+def recommend(cost: CostComparison, memory: MemoryPlan | None, instance_type: str, *, min_instances: int | None = None) -> str:
     if memory is not None and memory.problems:
         return f"fix the memory problems first: the adapters do not fit on {instance_type} as configured"
     if cost.shared_instances < cost.shared_instances_needed:
@@ -24,6 +24,18 @@ def recommend(cost: CostComparison, memory: MemoryPlan | None, instance_type: st
         return (
             f"share: one endpoint of {cost.shared_instances} x {instance_type} for all {cost.tenants} adapters saves "
             f"${cost.savings_monthly:,.0f}/month ({cost.savings_fraction:.1%}){tail}"
+        )
+    if cost.shared_instances >= cost.dedicated_instances:
+        # The fleet's floor, not the load, is what costs more: say which floor.
+        if cost.shared_instances > cost.shared_instances_needed:
+            floor = f"the fixed shared fleet is {cost.shared_instances} (--shared-instances)"
+        elif min_instances is not None and cost.shared_instances <= min_instances:
+            floor = f"the shared fleet is at least {min_instances} (--min-instances, so one failure is not an outage)"
+        else:
+            floor = f"the shared fleet needs {cost.shared_instances}"
+        return (
+            f"keep dedicated endpoints: {cost.tenants} tenant(s) need {cost.dedicated_instances} dedicated "
+            f"instance(s) and {floor}, so sharing saves nothing"
         )
     return (
         f"keep dedicated endpoints: each tenant keeps its own GPU {cost.dedicated_utilisation:.0%} busy, at or above "

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Awaitable, Callable
 
 from adapter_server.asgi_io import Refusal
+from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 
 
@@ -172,7 +173,7 @@ class FairAdmission:
 def _throttled(adapter: str, limit: str, why: str, limits: AdapterLimits) -> Refusal:
     retry_after = limits.retry_after_s
     return Refusal(
-        429, "adapter_throttled",
+        429, error_kinds.ADAPTER_THROTTLED,
         f"adapter {adapter!r} is over its {limit} limit ({why}); retry after {retry_after} s",
         headers={"Retry-After": str(retry_after)}, adapter=adapter, limit=limit, retry_after=retry_after,
     )

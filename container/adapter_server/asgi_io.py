@@ -1,4 +1,5 @@
-"""The ASGI plumbing every handler shares: reading a bounded body, and answering with JSON or text.
+"""The ASGI plumbing every handler shares: reading a bounded body, reading it as a JSON object
+(`request_json`, strictly), and answering with JSON or text.
 
 Handlers raise `Refusal` for a request they answer themselves; whoever catches it sends
 `send_error`'s OpenAI-style JSON, so clients that parse vLLM's errors parse ours too.
@@ -10,8 +11,9 @@ import json
 from typing import Any, Awaitable, Callable
 
 from adapter_server import sagemaker_contract
-from cdk_adapters.contract import runtime_api
+from cdk_adapters.contract import error_kinds, runtime_api
 from adapter_server.engine_routes import Message, Scope
+from adapter_server.request_json import JsonBodyError, parse_json_object
 
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
@@ -21,6 +23,12 @@ MAX_BODY_BYTES = runtime_api.INVOKE_ENDPOINT_MAX_BYTES
 bodies in memory, so it refuses larger ones itself (local mode, callers inside the container)."""
 
 
+MAX_HEADER_BYTES = 32 * 1024
+"""The most header bytes (names and values together) a request may carry. SageMaker sends a few
+hundred (``CustomAttributes`` is at most 1,024 characters); vLLM's HTTP server sets no limit of its
+own, so without this a request could make every header a log line of any size."""
+
+
 class Refusal(Exception):
     """A request the middleware answers itself, with a JSON error."""
 
@@ -28,6 +36,17 @@ class Refusal(Exception):
         super().__init__(message)
         self.status, self.kind, self.message, self.extra = status, kind, message, extra
         self.headers = headers or {}
+
+
+def refuse_oversized_headers(scope: Scope) -> None:
+    """431 when the request's headers together exceed `MAX_HEADER_BYTES`."""
+    size = sum(len(name) + len(value) for name, value in scope["headers"])
+    if size > MAX_HEADER_BYTES:
+        raise Refusal(
+            431, error_kinds.HEADERS_TOO_LARGE,
+            f"the request's headers are {size} bytes; this server accepts at most {MAX_HEADER_BYTES} "
+            "(SageMaker's own headers are a few hundred bytes, CustomAttributes at most 1,024 characters)",
+        )
 
 
 async def read_body(scope: Scope, receive: Receive) -> bytes:
@@ -46,20 +65,19 @@ async def read_body(scope: Scope, receive: Receive) -> bytes:
             chunks = []  # keep reading (and dropping) the rest, so the client gets to read the answer
     if size > MAX_BODY_BYTES:
         raise Refusal(
-            413, "payload_too_large",
+            413, error_kinds.PAYLOAD_TOO_LARGE,
             f"the request body is {size} bytes; SageMaker's InvokeEndpoint accepts at most {MAX_BODY_BYTES} bytes "
             "(6 MiB): send a shorter prompt or split the work into several requests",
         )
     return b"".join(chunks)
 
 
-def json_object(body: bytes) -> dict | None:
-    """The body as a JSON object, or ``None`` when it is empty, not JSON, or JSON of another kind."""
+def json_object(body: bytes, what: str = "the request body") -> dict:
+    """The body as a JSON object, or a 400 ``invalid_json`` naming what is wrong with it (`request_json`)."""
     try:
-        document = json.loads(body) if body else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return document if isinstance(document, dict) else None
+        return parse_json_object(body)
+    except JsonBodyError as error:
+        raise Refusal(400, error_kinds.INVALID_JSON, f"{what} {error}") from None
 
 
 async def send_json(send: Send, status: int, document: Any, headers: dict[str, str] | None = None) -> None:

@@ -29,6 +29,7 @@ from adapter_server.readiness import Readiness
 from adapter_server.response_usage import StreamObserver, usage_from_body
 from adapter_server.serving_context import ServingContext
 from cdk_adapters import serving_env
+from cdk_adapters.contract import error_kinds
 
 
 _ADAPTER_HEADER = sagemaker_contract.ADAPTER_IDENTIFIER_HEADER.encode("latin-1")
@@ -95,8 +96,6 @@ class InvocationHandler:
             target = target_route(path, headers)
             record.route = target
             document = json_object(body)
-            if document is None:
-                raise Refusal(400, "bad_request", "the request body must be a JSON object (an OpenAI completion or chat request)")
             refuse_remote_media(document)
             record.adapter = chosen_adapter(
                 record.adapter, document, self._context.served_model_names,
@@ -156,7 +155,7 @@ class InvocationHandler:
         if record.adapter is None:
             if not self._context.settings.allow_base_model:
                 raise Refusal(
-                    400, "adapter_required",
+                    400, error_kinds.ADAPTER_REQUIRED,
                     "the request names no adapter (header X-Amzn-SageMaker-Adapter-Identifier is missing: call "
                     "InvokeEndpoint with InferenceComponentName set to an adapter inference component); "
                     f"base-model access is disabled on this endpoint ({serving_env.ALLOW_BASE_MODEL})",
@@ -164,7 +163,7 @@ class InvocationHandler:
             return observability.BASE_MODEL_LABEL
         if record.adapter not in self._context.store:
             raise Refusal(
-                404, "adapter_not_found", f"adapter {record.adapter!r} is not registered on this endpoint",
+                404, error_kinds.ADAPTER_NOT_FOUND, f"adapter {record.adapter!r} is not registered on this endpoint",
                 adapter=record.adapter,
             )
         record.cold = self._context.residency.use(record.adapter)

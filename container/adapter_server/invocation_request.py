@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from adapter_server import sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal
 from adapter_server.engine_routes import Message, Scope
+from cdk_adapters.contract import error_kinds
 
 
 def target_route(path: str, headers: list[tuple[bytes, bytes]]) -> str:
@@ -28,7 +29,7 @@ def target_route(path: str, headers: list[tuple[bytes, bytes]]) -> str:
         return path
     if route not in sagemaker_contract.ROUTABLE_PATHS:
         raise Refusal(
-            400, "bad_route",
+            400, error_kinds.BAD_ROUTE,
             f"CustomAttributes route={route!r} is not allowed; use one of "
             + ", ".join(sorted(sagemaker_contract.ROUTABLE_PATHS)),
         )
@@ -60,7 +61,7 @@ def chosen_adapter(
         return None
     if body_names_adapter and isinstance(model, str):
         return model
-    raise Refusal(403, "adapter_choice_refused", ADAPTER_CHOICE_REFUSED)
+    raise Refusal(403, error_kinds.ADAPTER_CHOICE_REFUSED, ADAPTER_CHOICE_REFUSED)
 
 
 def refuse_remote_media(document: dict) -> None:
@@ -77,7 +78,7 @@ def refuse_remote_media(document: dict) -> None:
                 url = value.get("url") if isinstance(value, dict) else value
                 if key.endswith("_url") and isinstance(url, str) and not url[:5].lower() == "data:":
                     raise Refusal(
-                        400, "media_url_refused",
+                        400, error_kinds.MEDIA_URL_REFUSED,
                         f"{key} must be a data: URL (base64 in the request); this endpoint never fetches media from URLs",
                     )
 

@@ -21,13 +21,14 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from adapter_server import sagemaker_contract
-from adapter_server.asgi_io import Receive, Refusal, Send, send_error
+from adapter_server.asgi_io import Receive, Refusal, Send, refuse_oversized_headers, send_error
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation import InvocationHandler
 from adapter_server.readiness import Readiness
 from adapter_server.registration_service import RegistrationService
 from adapter_server.serving_context import ServingContext
 from adapter_server.startup import ServerStartup
+from cdk_adapters.contract import error_kinds
 
 GENERATION_PATHS = sagemaker_contract.GUARDED_GENERATION_PATHS
 
@@ -57,6 +58,7 @@ class SageMakerAdapterMiddleware:
         self.startup.begin(scope)
         path, method = scope["path"], scope["method"]
         try:
+            refuse_oversized_headers(scope)
             if path == sagemaker_contract.ADAPTERS_PATH and method == "POST":
                 await self.registrations.register(scope, receive, send)
             elif path == sagemaker_contract.ADAPTERS_PATH and method == "GET":
@@ -65,7 +67,7 @@ class SageMakerAdapterMiddleware:
                 await self.registrations.unregister(unquote(path[len(sagemaker_contract.ADAPTERS_PATH) + 1 :]), send)
             elif path in sagemaker_contract.VLLM_ADAPTER_ADMIN_PATHS:
                 raise Refusal(
-                    403, "forbidden", f"{path} is closed: register adapters with POST /adapters, "
+                    403, error_kinds.FORBIDDEN, f"{path} is closed: register adapters with POST /adapters, "
                     "which validates them first, and remove them with DELETE /adapters/{name}",
                 )
             elif path in sagemaker_contract.HEALTH_PATHS:
@@ -79,7 +81,7 @@ class SageMakerAdapterMiddleware:
                 await self.app(scope, receive, send)
             else:
                 raise Refusal(
-                    404, "route_not_found", f"{method} {path} is not served by this container: it answers "
+                    404, error_kinds.ROUTE_NOT_FOUND, f"{method} {path} is not served by this container: it answers "
                     "/invocations, /ping and /adapters (and /v1/completions, /v1/chat/completions, /metrics)",
                 )
         except Refusal as refusal:

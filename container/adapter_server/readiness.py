@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from adapter_server.asgi_io import Refusal
+from cdk_adapters.contract import error_kinds
 
 READY_WAIT_SECONDS = 50.0
 """How long a request waits for start-up replay; SageMaker gives an invocation 60 s in all."""
@@ -22,8 +23,8 @@ class Readiness:
         self._ready: asyncio.Event | None = None
         self.failure: str | None = None
         """Why the server cannot serve; set once, never cleared."""
-        self.pending_replay = 0
-        """Persisted registrations not yet restored, for the 503 messages."""
+        self.pending_replay: int | None = None
+        """Persisted registrations not yet restored, for the 503 messages (None: not read yet)."""
 
     def open(self) -> None:
         """Start-up has begun (inside the event loop): from now on, requests wait for `settle`."""
@@ -39,19 +40,24 @@ class Readiness:
         assert self._ready is not None
         if self._ready.is_set():  # the steady state: no timer task per request
             if self.failure:
-                raise Refusal(503, "unhealthy", self.failure)
+                raise Refusal(503, error_kinds.UNHEALTHY, self.failure)
             return
         try:
             await asyncio.wait_for(self._ready.wait(), READY_WAIT_SECONDS)
         except asyncio.TimeoutError:
-            raise Refusal(503, "starting", f"the server is still restoring {self.pending_replay} adapter(s)") from None
+            raise Refusal(503, error_kinds.STARTING, f"{self._progress()}; try again shortly") from None
         if self.failure:
-            raise Refusal(503, "unhealthy", self.failure)
+            raise Refusal(503, error_kinds.UNHEALTHY, self.failure)
 
     def refuse_unless_healthy(self) -> None:
         """The health check's verdict, without waiting: a 503 while start-up runs or once it failed."""
         assert self._ready is not None
         if not self._ready.is_set():
-            raise Refusal(503, "starting", f"restoring persisted adapters ({self.pending_replay} left)")
+            raise Refusal(503, error_kinds.STARTING, self._progress())
         if self.failure:
-            raise Refusal(503, "unhealthy", self.failure)
+            raise Refusal(503, error_kinds.UNHEALTHY, self.failure)
+
+    def _progress(self) -> str:
+        if self.pending_replay is None:
+            return "the server is reading its persisted adapter registrations"
+        return f"the server is restoring {self.pending_replay} persisted adapter(s)"

@@ -17,24 +17,36 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cdk_adapters.compat.adapter_contents import list_directory, open_regular_file
+
 STATE_FILE_NAME = "registrations.json"
 _FORMAT_VERSION = 1
 _CHUNK = 1024 * 1024
 
 
+class DigestRefused(ValueError):
+    """The directory holds links (never followed) or far too many entries to be an adapter."""
+
+
 def adapter_digest(src: Path) -> str:
-    """SHA-256 over every file's relative path and bytes, in a fixed order.
+    """SHA-256 over every regular file's relative path and bytes, in a fixed order.
 
     Depends only on content: where the archive was extracted and the files' timestamps do not
-    change it, so a retried registration of the same archive matches.
+    change it, so a retried registration of the same archive matches. Lists the files as the gate
+    does (`list_directory`: by lstat, hidden folders left out), and refuses a link rather than
+    hashing what it points at.
     """
     src = Path(src)
+    listing = list_directory(src)
+    if listing.links or not listing.complete:
+        found = ", ".join(f"{name} -> {target}" for name, target in listing.links.items())
+        raise DigestRefused(f"{src} holds symbolic links ({found})" if found else f"{src} holds too many entries")
     digest = hashlib.sha256()
-    for path in sorted((p for p in src.rglob("*") if p.is_file()), key=lambda p: p.relative_to(src).as_posix()):
-        relative = path.relative_to(src).as_posix().encode()
+    for relative_name, size in listing.files.items():
+        relative = relative_name.encode()
         digest.update(len(relative).to_bytes(8, "little") + relative)
-        digest.update(path.stat().st_size.to_bytes(8, "little"))
-        with open(path, "rb") as stream:
+        digest.update(size.to_bytes(8, "little"))
+        with open_regular_file(src / relative_name) as stream:
             while chunk := stream.read(_CHUNK):
                 digest.update(chunk)
     return digest.hexdigest()

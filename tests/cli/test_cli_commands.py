@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import shutil
@@ -36,6 +37,11 @@ def s3(monkeypatch):
         client = boto3.client("s3", region_name=REGION)
         client.create_bucket(Bucket=ADAPTER_BUCKET)
         yield client
+
+
+def put_with_sha256(client, key: str, body: bytes) -> None:
+    """An upload S3 keeps its own SHA-256 for (as `aws s3 cp --checksum-algorithm SHA256` does)."""
+    client.put_object(Bucket=ADAPTER_BUCKET, Key=key, Body=body, ChecksumAlgorithm="SHA256")
 
 
 def bucket_keys(client) -> list[str]:
@@ -120,8 +126,9 @@ def test_publish_uploads_writes_the_lock_and_prints_the_uri(s3, zoo, manifest):
     lock = json.loads(manifest.with_name("adapters.lock.json").read_text())
     entry = lock["adapters"]["triage-v2"]
     assert entry["uri"] == s3_uri("triage-v2")
-    assert entry["sha256"] == s3.head_object(Bucket=ADAPTER_BUCKET, Key="adapters/triage-v2/adapter.tar.gz")["Metadata"]["sha256"]
-    assert entry["size"] == s3.head_object(Bucket=ADAPTER_BUCKET, Key="adapters/triage-v2/adapter.tar.gz")["ContentLength"]
+    head = s3.head_object(Bucket=ADAPTER_BUCKET, Key="adapters/triage-v2/adapter.tar.gz", ChecksumMode="ENABLED")
+    assert base64.b64decode(head["ChecksumSHA256"]).hex() == entry["sha256"]  # S3's own checksum
+    assert entry["size"] == head["ContentLength"]
     facts = entry["facts"]
     assert (facts["rank"], facts["alpha"], facts["target_modules"]) == (8, 16, ["k_proj", "o_proj", "q_proj", "v_proj"])
     assert (facts["base_model_name_or_path"], facts["revision"]) == ("cdk-adapters-tests/tiny-llama", "0" * 39 + "1")
@@ -155,7 +162,7 @@ def test_publish_refuses_to_overwrite_a_published_name(s3, zoo, manifest):
 def test_lock_refreshes_from_s3_and_catches_changed_content(s3, zoo, tmp_path):
     path = write_manifest(tmp_path, [{"name": "triage-v3", "source": s3_uri("triage-v3")}])
     archive = package_adapter(zoo.adapter("good"), tmp_path / "a.tar.gz")
-    s3.put_object(Bucket=ADAPTER_BUCKET, Key="adapters/triage-v3/adapter.tar.gz", Body=archive.path.read_bytes())
+    put_with_sha256(s3, "adapters/triage-v3/adapter.tar.gz", archive.path.read_bytes())
     status, out, err = run("lock", "--manifest", str(path))
     assert status == 0, err
     assert "1 entr(y/ies); changed: triage-v3" in out
@@ -164,7 +171,7 @@ def test_lock_refreshes_from_s3_and_catches_changed_content(s3, zoo, tmp_path):
     assert run("lock", "--manifest", str(path))[1].endswith("changed: none\n")
     # Someone overwrote the published object out of band: lock refuses and keeps the old entry.
     other = package_adapter(zoo.adapter("good-2"), tmp_path / "b.tar.gz")
-    s3.put_object(Bucket=ADAPTER_BUCKET, Key="adapters/triage-v3/adapter.tar.gz", Body=other.path.read_bytes())
+    put_with_sha256(s3, "adapters/triage-v3/adapter.tar.gz", other.path.read_bytes())
     before = lock_file.read_text()
     status, _, err = run("lock", "--manifest", str(path))
     assert status == 1
@@ -175,7 +182,7 @@ def test_lock_refreshes_from_s3_and_catches_changed_content(s3, zoo, tmp_path):
 def test_lock_runs_the_whole_gate_on_the_archive(s3, zoo, tmp_path):
     path = write_manifest(tmp_path, [{"name": "triage-v3", "source": s3_uri("triage-v3")}])
     archive = package_adapter(zoo.adapter("other-revision"), tmp_path / "a.tar.gz")
-    s3.put_object(Bucket=ADAPTER_BUCKET, Key="adapters/triage-v3/adapter.tar.gz", Body=archive.path.read_bytes())
+    put_with_sha256(s3, "adapters/triage-v3/adapter.tar.gz", archive.path.read_bytes())
     status, _, err = run("lock", "--manifest", str(path))
     assert status == 1 and "adapter 'triage-v3': revision:" in err
     assert not path.with_name("adapters.lock.json").exists()

@@ -33,10 +33,12 @@ from cdk_adapters.client import (
     StreamInterrupted,
     image_data_url,
 )
+from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 from cdk_adapters.local.event_stream import model_stream_error, payload_part
 from tests.client.conftest import RECORD
+from tests.client.container_answers import container_error, held_while_replaying, start_up_failed
 
 NO_CAPACITY = (
     "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress "
@@ -71,10 +73,6 @@ def model_error(runtime, status: int, container_body: dict | str, method: str = 
         service_message=f'Received client error ({status}) from primary with message "{original}".',
         modeled_fields={"OriginalStatusCode": status, "OriginalMessage": original},
     )
-
-
-def container_error(status: int, kind: str, message: str, **extra) -> dict:
-    return {"error": {"message": message, "type": kind, "code": status, **extra}}
 
 
 def client_for(runtime, record: DiscoveryRecord = RECORD, **options) -> AdapterClient:
@@ -195,11 +193,11 @@ def test_a_body_exactly_at_the_limit_is_sent(runtime):
 @pytest.mark.parametrize(
     ("status", "container_body", "expected", "text"),
     [
-        (404, container_error(404, "adapter_not_found", "adapter 'support-en-v9' is not registered on this endpoint",
+        (404, container_error(404, error_kinds.ADAPTER_NOT_FOUND, "adapter 'support-en-v9' is not registered on this endpoint",
                               adapter="support-en-v9"), AdapterNotFound, "support-en-v9"),
-        (400, container_error(400, "adapter_required", "the request names no adapter"), AdapterRequired, "names no adapter"),
-        (413, container_error(413, "payload_too_large", "the request body is 7000000 bytes"), PayloadTooLarge, "7000000"),
-        (422, container_error(422, "adapter_load_failed", "vLLM could not load it"), AdapterLoadFailed, "could not load"),
+        (400, container_error(400, error_kinds.ADAPTER_REQUIRED, "the request names no adapter"), AdapterRequired, "names no adapter"),
+        (413, container_error(413, error_kinds.PAYLOAD_TOO_LARGE, "the request body is 7000000 bytes"), PayloadTooLarge, "7000000"),
+        (422, container_error(422, error_kinds.ADAPTER_LOAD_FAILED, "vLLM could not load it"), AdapterLoadFailed, "could not load"),
         (500, "Internal Server Error", InvocationFailed, "answered 500"),
         (400, container_error(400, "BadRequestError", "max_tokens must be at least 1"), InvocationFailed, "max_tokens"),
     ],
@@ -234,7 +232,7 @@ def test_an_unknown_endpoint_is_an_invocation_failure_naming_it(runtime):
 
 
 def test_a_stream_call_maps_errors_the_same_way(runtime):
-    model_error(runtime, 404, container_error(404, "adapter_not_found", "adapter 'x-v1' is not registered"),
+    model_error(runtime, 404, container_error(404, error_kinds.ADAPTER_NOT_FOUND, "adapter 'x-v1' is not registered"),
                 method="invoke_endpoint_with_response_stream")
     with pytest.raises(AdapterNotFound):
         client_for(runtime).stream("x-v1", "x")
@@ -260,10 +258,13 @@ def test_model_not_ready_and_a_replaying_container_are_retried(runtime, clock):
     runtime.stubber.add_client_error(
         "invoke_endpoint", service_error_code="ModelNotReadyException", http_status_code=429, service_message="not ready"
     )
-    model_error(runtime, 503, container_error(503, "service_unavailable", "replaying adapters"))
+    # What the container's own Readiness answers a request held through a replay that has not finished.
+    status, replaying = held_while_replaying(pending=2)
+    assert (status, replaying["error"]["type"]) == (503, error_kinds.STARTING)
+    model_error(runtime, status, replaying)
     runtime.stubber.add_response("invoke_endpoint", {"Body": body_of(ANSWER)})
     client = client_for(runtime, retry=RetryPolicy(jitter=False), clock=clock, sleep=clock.sleep)
-    client.invoke("support-en-v4", "x")
+    assert client.invoke("support-en-v4", "x").text == " thirty days"
     assert clock.sleeps == [1.0, 2.0]
 
 
@@ -299,7 +300,7 @@ def test_jittered_backoff_stays_within_half_and_all_of_each_step(clock):
 
 
 def test_errors_that_retrying_cannot_fix_are_raised_at_once(runtime, clock):
-    model_error(runtime, 404, container_error(404, "adapter_not_found", "adapter 'x' is not registered"))
+    model_error(runtime, 404, container_error(404, error_kinds.ADAPTER_NOT_FOUND, "adapter 'x' is not registered"))
     client = client_for(runtime, clock=clock, sleep=clock.sleep)
     with pytest.raises(AdapterNotFound):
         client.invoke("x-v1", "x")
@@ -523,12 +524,15 @@ def test_a_canary_endpoint_takes_its_share_of_the_adapters_it_serves(runtime):
 
 def test_a_container_whose_start_up_failed_is_not_retried(runtime, clock):
     """503 "unhealthy" is set once and never cleared: waiting would only hide the reason."""
-    model_error(runtime, 503, container_error(503, "unhealthy", "adapter 'x-v1' could not be restored: weights missing"))
+    reason = "persisted adapters could not be restored: adapter 'x-v1': src: files in /opt/ml/x changed since registration"
+    status, failed = start_up_failed(reason)
+    assert (status, failed["error"]["type"]) == (503, error_kinds.UNHEALTHY)
+    model_error(runtime, status, failed)
     client = client_for(runtime, clock=clock, sleep=clock.sleep)
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(InvocationFailed) as raised:
         client.invoke("support-en-v4", "x")
-    assert not isinstance(raised.value, EndpointWaking) and clock.sleeps == []
-    assert "could not be restored" in str(raised.value)
+    assert (raised.value.status, raised.value.code, clock.sleeps) == (503, "ModelError", [])
+    assert str(raised.value) == f"the model answered 503: {reason}"  # the container's reason, unwrapped
 
 
 def test_a_record_re_read_without_network_keeps_the_record_in_hand(runtime, clock):

@@ -60,8 +60,8 @@ def test_links_and_escaping_paths_in_archive(zoo, tmp_path):
     files["../outside.txt"] = b"x"
     archive = tar_of(tmp_path / "evil.tar.gz", files, symlink=("tokenizer.json", "/etc/passwd"))
     messages = [p.message for p in check_adapter_archive("tenant-v1", archive, Reference(zoo.base_facts, 16))]
-    assert any("'../outside.txt' is a link, a device or a path outside the archive" in m for m in messages)
-    assert any("'tokenizer.json' is a link" in m for m in messages)
+    assert "archive member '../outside.txt' is a path outside the archive" in messages[0]
+    assert "archive member 'tokenizer.json' is a symbolic link to '/etc/passwd'" in messages[1]
 
 
 def test_archive_far_larger_than_its_lora(zoo, tmp_path):
@@ -149,3 +149,14 @@ def test_names_that_differ_only_in_case_are_one_name():
     problems = check_co_hosted([CoHostedAdapter("SupportEN-v1", ()), CoHostedAdapter("supporten-v1", ())])
     assert [(p.subject, p.field, p.rule) for p in problems] == [("adapter 'SupportEN-v1'", "name", "unique-names")]
     assert "'SupportEN-v1', 'supporten-v1'" in problems[0].message and "ignoring case" in problems[0].message
+
+
+def test_the_version_suffix_compares_ignoring_case_and_its_advice_names_a_free_name():
+    assert check_co_hosted([CoHostedAdapter("Support-V2", ())]) == [], "-V2 is -v2 to SageMaker"
+    problems = check_co_hosted(
+        [CoHostedAdapter("support-v1", ()), CoHostedAdapter("Support-V2", ()), CoHostedAdapter("SUPPORT", ()), CoHostedAdapter("billing-v", ())]
+    )
+    messages = {p.subject: p.message for p in problems}
+    assert [p.rule for p in problems] == ["version-suffix", "version-suffix"]
+    assert "(for example 'SUPPORT-v3')" in messages["adapter 'SUPPORT'"]  # v1 and v2 are taken, whatever their case
+    assert "(for example 'billing-v1')" in messages["adapter 'billing-v'"]

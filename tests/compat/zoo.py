@@ -67,12 +67,19 @@ KINDS: dict[str, Callable[[AdapterZoo, Path], Path]] = {
     "good": _lora(seed=1),
     "good-2": _lora(seed=2),
     "rank-32": _lora(seed=3, rank=32, alpha=64),
-    # alpha/rank stays 16/8 = 64/32 on every module, so vLLM's single scale serves it correctly.
+    "rank-64": _lora(seed=20, rank=64, alpha=128),
+    # alpha/rank stays 16/8 = 64/32 on every module, so the gate admits it (vLLM uses one scale). Rank 32 is
+    # above the test server's limit; "rank-pattern-16" is the same shape that tests/container serves.
     "rank-pattern-32": _lora(seed=4, rank_pattern={"q_proj": 32}, alpha_pattern={"q_proj": 64}),
+    "rank-pattern-16": _lora(seed=21, rank_pattern={"q_proj": 16}, alpha_pattern={"q_proj": 32}),
+    "rank-16": _lora(seed=20, rank=16, alpha=32),  # at the test server's --max-lora-rank
+    "rslora": _lora(seed=22, use_rslora=True),  # scale lora_alpha / sqrt(r) instead of lora_alpha / r
     "rank-pattern-rescaled": _lora(seed=16, rank_pattern={"q_proj": 32}),
     "all-linear": _lora(seed=17, target_modules="all-linear"),
     "regex-targets": _lora(seed=18, target_modules=r".*\.(q_proj|v_proj)"),
     "gqa": lambda zoo, out: tm.build_lora_adapter(zoo.gqa_base_dir, out, seed=19),
+    "gqa-all-linear": lambda zoo, out: tm.build_lora_adapter(zoo.gqa_base_dir, out, seed=23, target_modules="all-linear"),
+    "gqa-k-v-only": lambda zoo, out: tm.build_lora_adapter(zoo.gqa_base_dir, out, seed=24, target_modules=("k_proj", "v_proj")),
     "dora": _lora(seed=5, use_dora=True),
     "modules-to-save": _lora(seed=6, modules_to_save=["lm_head"]),
     "embedding": _lora(seed=7, target_modules=("q_proj", "embed_tokens", "lm_head")),

@@ -19,6 +19,7 @@ from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.model_data import ModelData
+from tests.compat.zoo import AdapterZoo, session_zoo
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
@@ -90,8 +91,29 @@ def build_endpoint(stack: cdk.Stack | None = None, id: str = "Serving", **overri
     return MultiAdapterEndpoint(stack, id, **endpoint_props(stack, **overrides))
 
 
+def real_archives(zoo: AdapterZoo, directory: Path, count: int) -> list[Path]:
+    """`count` distinct archives of a real PEFT adapter that passes the gate: the zoo's good adapter,
+    each copy with its own ``lora_dropout`` (a training-only setting), packaged as users package."""
+    from cdk_adapters.packaging import package_adapter
+
+    archives = []
+    for index in range(count):
+        adapter = zoo.copy("good", directory / f"adapter-{index}")
+        config = json.loads((adapter / "adapter_config.json").read_text())
+        config["lora_dropout"] = index / 1000
+        (adapter / "adapter_config.json").write_text(json.dumps(config))
+        archives.append(package_adapter(adapter, directory / f"local-{index}.tar.gz").path)
+    return archives
+
+
 def resources_of(template: Template, resource_type: str) -> dict[str, dict[str, Any]]:
     return template.find_resources(resource_type)
+
+
+@pytest.fixture(scope="session")
+def zoo(tmp_path_factory) -> AdapterZoo:
+    """Real PEFT adapters (built once per session), for the gate `add_adapter` runs on archives."""
+    return session_zoo(tmp_path_factory)
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.execution_role import ROLE_INLINE_POLICY_LIMIT
 from cdk_adapters.nag_acknowledgments import REASON_ADAPTER_LOCATION, flatten_reference
 from cdk_adapters.problems import ConfigurationError
-from tests.constructs.conftest import build_endpoint, new_stack
+from tests.constructs.conftest import build_endpoint, new_stack, real_archives
+from tests.support.synth_refusal import refused_at_synth
 
 SUBJECT = "adapter 'tenant-a-v1' of MultiAdapterEndpoint 'Test-Stack/Serving'"
 
@@ -167,20 +168,10 @@ def test_location_wildcards_are_acknowledged_with_their_reason():
     assert location == [REASON_ADAPTER_LOCATION]
 
 
-def write_archives(directory, count: int) -> list:
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for index in range(count):
-        path = directory / f"local-{index}.tar.gz"
-        path.write_bytes(b"\x1f\x8b distinct bytes %d" % index)
-        paths.append(path)
-    return paths
-
-
-def test_local_archives_get_exact_object_grants_in_one_extra_policy(tmp_path):
+def test_local_archives_get_exact_object_grants_in_one_extra_policy(tmp_path, zoo):
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out")), "Test-Stack")
     endpoint = build_endpoint(stack)
-    for index, path in enumerate(write_archives(tmp_path / "archives", 3)):
+    for index, path in enumerate(real_archives(zoo, tmp_path / "archives", 3)):
         endpoint.add_adapter(f"local-{index}-v1", artifact=AdapterArtifact.from_archive(path))
     template = Template.from_stack(stack)
     [local_policy] = [p for k, p in template.find_resources("AWS::IAM::Policy").items() if "LocalArchivePolicy" in k]
@@ -193,14 +184,14 @@ def test_local_archives_get_exact_object_grants_in_one_extra_policy(tmp_path):
     assert all(local_policy_id in component["DependsOn"] for component in components)
 
 
-def test_too_many_local_archives_fail_synth_before_iams_limit(tmp_path):
+def test_too_many_local_archives_fail_synth_before_iams_limit(tmp_path, zoo):
     app = cdk.App(outdir=str(tmp_path / "out"))
     stack = cdk.Stack(app, "Test-Stack")
     endpoint = build_endpoint(stack)
-    for index, path in enumerate(write_archives(tmp_path / "archives", 70)):
+    for index, path in enumerate(real_archives(zoo, tmp_path / "archives", 70)):
         endpoint.add_adapter(f"local-{index}-v1", artifact=AdapterArtifact.from_archive(path))
     assert endpoint.permissions.characters() > ROLE_INLINE_POLICY_LIMIT
-    with pytest.raises(Exception) as caught:
+    with refused_at_synth() as caught:
         app.synth()
     message = str(caught.value)
     assert "Test-Stack/Serving/ExecutionRolePolicy" in message

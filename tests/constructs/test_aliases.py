@@ -10,6 +10,7 @@ from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint
+from tests.support.synth_refusal import refused_at_synth
 
 URL = "s3://example-adapters/{}/adapter.tar.gz"
 
@@ -75,6 +76,6 @@ def test_aliases_that_do_not_fit_the_adapters_fail_synth(alias, targets, text, t
     for name in ("support-en-v4", "support-en-v5"):
         endpoint.add_adapter(name, artifact=AdapterArtifact.from_s3_url(URL.format(name)))
     endpoint.add_alias(alias, targets)
-    with pytest.raises(Exception, match=text):
+    with refused_at_synth(text, construct=endpoint.node.path):
         app.synth()
     assert not list(tmp_path.glob("*.template.json"))

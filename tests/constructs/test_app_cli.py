@@ -16,6 +16,7 @@ import yaml
 
 from cdk_adapters import synth_summary
 from cdk_adapters.fleet import FleetPlacement
+from tests.support import staged_image
 from tests.support.cdk_diff import diff_assemblies
 from tests.constructs.conftest import REPO_ROOT, VENV_BIN, app_environments, run_cdk
 
@@ -62,9 +63,18 @@ def test_cli_synth_of_default_environment_is_clean(cli_dev_assembly: Path, capsy
     assert synth_summary.main([str(cli_dev_assembly)]) == 0
     printed = capsys.readouterr().out
     assert f"stack {DEV_STACK}:" in printed and "adapters (2)" in printed and "no unacknowledged findings" in printed
+    # The nag packs ran (CDK writes their report) and none of them failed.
     report = cli_dev_assembly / synth_summary.VALIDATION_REPORT
-    if report.exists():
-        assert all(p.get("conclusion") != "failure" for p in json.loads(report.read_text())["pluginReports"])
+    assert report.is_file(), "cdk synth wrote no policy-validation report: did the nag packs run?"
+    assert [p for p in json.loads(report.read_text())["pluginReports"] if p.get("conclusion") == "failure"] == []
+
+
+def test_image_asset_builds_as_staged(cli_dev_assembly: Path, tmp_path):
+    """`cdk deploy` runs ``docker build`` in cdk.out/asset.<hash>/: the folder must hold the
+    Dockerfile the asset names and every COPY source, and the copied code must import alone."""
+    (listing,) = staged_image.check_buildable(cli_dev_assembly, tmp_path).values()
+    assert "container/Dockerfile" in listing and "container/adapter_server/middleware.py" in listing
+    assert not [name for name in listing if name.startswith(("tests/", ".venv/")) or name == "cdk_adapters/endpoint.py"]
 
 
 def test_adding_then_removing_an_adapter_touches_no_other_resource(cli_dev_assembly: Path, tmp_path):

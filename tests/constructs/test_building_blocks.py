@@ -88,6 +88,17 @@ def test_image_uri_rules(image, ok):
     assert (image.problems("E") == []) is ok
 
 
+@pytest.mark.parametrize(("shards", "text"), [(1, "(1 nested stack)"), (2, "(2 nested stacks)")])
+def test_summary_counts_nested_stacks_in_words(shards, text):
+    from collections import Counter
+
+    from cdk_adapters.synth_summary import AssemblySummary, StackSummary, render
+
+    nested = {f"S/Serving/Adapters/Shard{i}": 3 for i in range(shards)}
+    rendered = render(AssemblySummary([StackSummary("S", 10, Counter(), nested=nested)], [], []))
+    assert f"  adapter shards {text}: " in rendered
+
+
 def test_summary_fails_without_an_assembly(tmp_path, capsys):
     assert summary_main([str(tmp_path)]) == 1
     assert "manifest.json not found" in capsys.readouterr().out

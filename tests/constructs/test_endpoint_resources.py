@@ -12,7 +12,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Template
 
 from cdk_adapters import serving_env
 from cdk_adapters.adapter_artifact import AdapterArtifact
@@ -26,7 +26,8 @@ from cdk_adapters.names import SAGEMAKER_NAME_PATTERN
 from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.vllm_options import VllmOptions
-from tests.constructs.conftest import DIGEST_IMAGE, build_endpoint, new_stack
+from cdk_adapters.packaging import package_adapter
+from tests.constructs.conftest import DIGEST_IMAGE, build_endpoint, new_stack, real_archives
 
 ADAPTER_URL = "s3://example-adapters/support-en/v1/adapter.tar.gz"
 
@@ -185,7 +186,7 @@ def test_component_names_are_valid_deterministic_and_unique_per_endpoint():
     names_seen = []
     for _ in range(2):
         endpoint = build_endpoint(new_stack("A-Very-Long-Stack-Name-For-Production-Serving"))
-        component = endpoint.add_adapter("a" * 39, artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+        component = endpoint.add_adapter("a" * 36 + "-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
         names_seen.append((endpoint.endpoint_name, endpoint.base_component_name, component.inference_component_name))
     assert names_seen[0] == names_seen[1], "names must not change between synths"
     for name in names_seen[0]:
@@ -223,14 +224,13 @@ def test_execution_role_is_least_privilege():
     assert flatten_reference(location_read["Resource"]) == "arn:<AWS::Partition>:s3:::example-adapters/*"
 
 
-def test_local_archive_adapter_is_uploaded_under_a_tar_gz_key(tmp_path):
+def test_local_archive_adapter_is_uploaded_under_a_tar_gz_key(tmp_path, zoo):
     """SageMaker requires ArtifactUrl to end in .tar.gz; a plain CDK Asset would end in .gz."""
-    archive = tmp_path / "adapter.tar.gz"
-    archive.write_bytes(b"\x1f\x8b fake gzip bytes are enough for an asset hash")
+    (archive,) = real_archives(zoo, tmp_path / "archives", 1)
     app = cdk.App(outdir=str(tmp_path / "out"))
     stack = cdk.Stack(app, "Local-Archive")
     endpoint = build_endpoint(stack)
-    component = endpoint.add_adapter("local-one", artifact=AdapterArtifact.from_archive(archive))
+    component = endpoint.add_adapter("local-one-v1", artifact=AdapterArtifact.from_archive(archive))
     url = stack.resolve(component.artifact_url)["Fn::Sub"]
     match = re.fullmatch(r"s3://cdk-hnb659fds-assets-\$\{AWS::AccountId\}-\$\{AWS::Region\}/([0-9a-f]{64})\.tar\.gz", url)
     assert match, url
@@ -247,14 +247,14 @@ def test_local_archive_adapter_is_uploaded_under_a_tar_gz_key(tmp_path):
     assert json.dumps(statement["Resource"]).endswith(f'"/{content_hash}.tar.gz"]]}}'), "the exact object, no wildcard"
 
 
-def test_same_archive_bytes_give_the_same_key(tmp_path):
+def test_same_archive_bytes_give_the_same_key(tmp_path, zoo):
     urls = []
     for copy in ("a", "b"):
         archive = tmp_path / copy / "adapter.tar.gz"
         archive.parent.mkdir()
-        archive.write_bytes(b"\x1f\x8b identical bytes")
+        package_adapter(zoo.adapter("good"), archive)
         stack = new_stack()
-        component = build_endpoint(stack).add_adapter("local-one", artifact=AdapterArtifact.from_archive(archive))
+        component = build_endpoint(stack).add_adapter("local-one-v1", artifact=AdapterArtifact.from_archive(archive))
         urls.append(stack.resolve(component.artifact_url))
     assert urls[0] == urls[1]
 
@@ -321,12 +321,29 @@ def test_grant_invoke_all_uses_this_endpoints_name_pattern_only():
     caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
     endpoint.grant_invoke(caller)
     template = Template.from_stack(stack)
-    template.has_resource_properties(
-        "AWS::IAM::Policy",
-        {"PolicyDocument": {"Statement": [Match.object_like({"Resource": Match.array_with([
-            {"Fn::Join": ["", Match.array_with([Match.string_like_regexp(f":inference-component/{endpoint.prefix}-\\*$")])]}
-        ])})]}},
-    )
+    policy = next(p for k, p in template.find_resources("AWS::IAM::Policy").items() if k.startswith("CallerDefaultPolicy"))
+
+    def arn(resource: str) -> dict:
+        return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":sagemaker:", {"Ref": "AWS::Region"}, ":",
+                                  {"Ref": "AWS::AccountId"}, resource]]}
+
+    # Exactly one statement, exactly these two resources: this endpoint and its own components' names.
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [{
+        "Action": ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
+        "Effect": "Allow",
+        "Resource": [arn(f":endpoint/{endpoint.endpoint_name}"), arn(f":inference-component/{endpoint.prefix}-*")],
+    }]
+
+
+def test_the_published_record_does_not_grow_with_the_adapter_count():
+    records = []
+    for count in (1, 60):
+        endpoint = build_endpoint(new_stack())
+        for index in range(count):
+            endpoint.add_adapter(f"tenant-{index}-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+        (parameter,) = Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SSM::Parameter").values()
+        records.append(parameter["Properties"]["Value"])
+    assert records[0] == records[1]  # 1 adapter or 60: the same value (the stacks' names are the same too)
 
 
 def test_given_role_is_used_and_no_role_is_created():
@@ -355,7 +372,8 @@ def test_vpc_places_model_and_config_in_private_subnets_with_a_fresh_security_gr
     groups = template.find_resources("AWS::EC2::SecurityGroup")
     assert len(groups) == 1 and "SecurityGroupIngress" not in only(groups)["Properties"]
     statements = [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
-    assert any(s.get("Sid") == "AttachToVpc" for s in statements)
+    sids = {s.get("Sid") for s in statements}
+    assert {"CreateInterfacesInOwnSubnets", "ManageInterfacesInOwnVpc", "DescribeVpc"} <= sids
 
 
 ADAPTER_METRICS = {

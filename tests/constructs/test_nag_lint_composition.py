@@ -13,6 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
+from cdk_adapters import nag_acknowledgments
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.nag_acknowledgments import flatten_reference
 from tests.constructs.conftest import VENV_BIN, build_endpoint
@@ -62,12 +63,31 @@ def test_nag_vpc_configuration_is_clean_for_the_endpoint():
         private_subnet_ids=["subnet-aaaa1111", "subnet-bbbb2222"],
     )
     endpoint = build_endpoint(stack, vpc=vpc)
-    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a")))
+    endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a-v1")))
     assert nag_violations(stack) == []
 
 
-def test_acknowledgments_only_cover_what_was_found():
-    """Removing the acknowledgments brings the findings back: they are specific, not blanket."""
+def test_acknowledgments_only_cover_what_was_found(monkeypatch):
+    """Built with its acknowledgments withheld, the stack shows exactly the findings they name, on the
+    constructs they are attached to: none acknowledges something that was never found."""
+    withheld: set[tuple[str, str]] = set()
+    monkeypatch.setattr(
+        nag_acknowledgments, "acknowledge",
+        lambda construct, acknowledgments: withheld.update((a.id, construct.node.path) for a in acknowledgments),
+    )
+    stack = endpoint_stack("Nag-Ack-Withheld")
+    found = {
+        (violation.rule_name, resource.construct_path)
+        for pack in (AwsSolutionsChecks(), HIPAASecurityChecks(), NIST80053R5Checks())
+        for violation in pack.validate_scope(stack).violations
+        for resource in violation.violating_resources
+    }
+    assert {rule for rule, _ in withheld} == {rule for rule, _ in found}
+    for rule, path in found:
+        assert any(rule == r and (path == p or path.startswith(p + "/")) for r, p in withheld), (rule, path)
+
+
+def test_acknowledgments_are_specific_and_give_reasons():
     stack = endpoint_stack("Nag-Ack")
     acknowledged = {}
     for construct in stack.node.find_all():
@@ -99,7 +119,7 @@ def test_cfn_lint_passes_on_every_configuration(tmp_path):
     for configuration, overrides in sorted(CONFIGURATIONS.items()):
         app = cdk.App(outdir=str(tmp_path / configuration))
         endpoint = build_endpoint(cdk.Stack(app, "Lint-" + configuration), **overrides)
-        endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a")))
+        endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a-v1")))
         templates += synth_to(app)
     result = cfn_lint(templates)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -111,7 +131,7 @@ def test_two_endpoints_in_one_stack_never_clash(tmp_path):
     first = build_endpoint(stack, "Chat")
     second = build_endpoint(stack, "Vision")
     for endpoint in (first, second):
-        endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a")))
+        endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a-v1")))
     template = Template.from_stack(stack)
     names = [r["Properties"]["InferenceComponentName"] for r in template.find_resources("AWS::SageMaker::InferenceComponent").values()]
     assert len(names) == 4 and len(set(names)) == 4
@@ -128,21 +148,21 @@ def test_grant_to_a_lambda_function_in_another_stack(tmp_path):
     app = cdk.App(outdir=str(tmp_path))
     serving = cdk.Stack(app, "Serving-Stack")
     endpoint = build_endpoint(serving)
-    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a")))
-    endpoint.add_adapter("tenant-b", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-b")))
+    endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a-v1")))
+    endpoint.add_adapter("tenant-b-v1", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-b-v1")))
     client_stack = cdk.Stack(app, "Client-Stack")
     function = lambda_.Function(
         client_stack, "Caller", runtime=lambda_.Runtime.PYTHON_3_12, handler="index.handler",
         code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
         environment={"ADAPTER_MAP_PARAMETER": endpoint.discovery_parameter_name},
     )
-    endpoint.grant_invoke(function, adapters=["tenant-b"])
+    endpoint.grant_invoke(function, adapters=["tenant-b-v1"])
     endpoint.grant_read_discovery(function)
     client = Template.from_stack(client_stack)
     statements = [s for p in client.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
     invoke = next(s for s in statements if "sagemaker:InvokeEndpoint" in s["Action"])
     rendered = json.dumps(invoke["Resource"])
-    assert f"inference-component/{endpoint.prefix}-tenant-b" in rendered and "tenant-a" not in rendered
+    assert f"inference-component/{endpoint.prefix}-tenant-b" in rendered and "tenant-a-v1" not in rendered
     assert f"endpoint/{endpoint.endpoint_name}" in rendered
     discovery = next(s for s in statements if s["Action"] == "ssm:GetParameter")
     assert f"parameter/cdk-adapters/{endpoint.prefix}/inference-components" in json.dumps(discovery["Resource"])

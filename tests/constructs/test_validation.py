@@ -9,6 +9,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_kms as kms
+from aws_cdk.assertions import Template
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.container_image import ContainerImage
@@ -154,10 +155,12 @@ def test_several_problems_are_reported_together():
 # ---------------------------------------------------------------- adapters
 
 
-def adapter_error(endpoint: MultiAdapterEndpoint, name: str, artifact: AdapterArtifact | None = None) -> ConfigurationError:
+def adapter_error(
+    endpoint: MultiAdapterEndpoint, name: str, artifact: AdapterArtifact | None = None, **options
+) -> ConfigurationError:
     before = len(endpoint.adapters)
     with pytest.raises(ConfigurationError) as caught:
-        endpoint.add_adapter(name, artifact=artifact or AdapterArtifact.from_s3_url(URL))
+        endpoint.add_adapter(name, artifact=artifact or AdapterArtifact.from_s3_url(URL), **options)
     assert len(endpoint.adapters) == before, "a refused adapter must leave nothing behind"
     assert endpoint.node.find_child("Adapters").node.try_find_child(name) is None
     return caught.value
@@ -166,12 +169,12 @@ def adapter_error(endpoint: MultiAdapterEndpoint, name: str, artifact: AdapterAr
 @pytest.mark.parametrize("name", ["has_underscore", "dots.v1", "-leading", "trailing-", "with space", ""])
 def test_invalid_adapter_name(name):
     error = adapter_error(build_endpoint(), name)
-    assert [p.field for p in error.problems] == ["name"]
+    assert {p.field for p in error.problems} == {"name"}  # the SageMaker name rules, and version-suffix where it fails too
     assert f"adapter {name!r} of MultiAdapterEndpoint 'Test-Stack/Serving'" in str(error)
 
 
 def test_too_long_adapter_name():
-    name = "a" * (MAX_ADAPTER_NAME_LENGTH + 1)
+    name = "a" * (MAX_ADAPTER_NAME_LENGTH - 2) + "-v1"
     error = adapter_error(build_endpoint(), name)
     assert [p.field for p in error.problems] == ["name"]
     assert f"at most {MAX_ADAPTER_NAME_LENGTH} fit" in str(error)
@@ -184,42 +187,48 @@ def test_reserved_adapter_name():
 
 def test_duplicate_adapter_name_case_insensitive():
     endpoint = build_endpoint()
-    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(URL))
-    error = adapter_error(endpoint, "Tenant-A")
+    endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(URL))
+    error = adapter_error(endpoint, "Tenant-A-v1")
     assert [p.field for p in error.problems] == ["name"]
     assert "already added" in str(error)
 
 
 def test_bad_artifact_urls():
     endpoint = build_endpoint()
-    error = adapter_error(endpoint, "tenant-a", AdapterArtifact.from_s3_url("https://example.com/a.tar.gz"))
+    error = adapter_error(endpoint, "tenant-a-v1", AdapterArtifact.from_s3_url("https://example.com/a.tar.gz"))
     assert [p.field for p in error.problems] == ["artifact.url"]
-    error = adapter_error(endpoint, "tenant-a", AdapterArtifact.from_s3_url("s3://bucket-name/a.zip"))
+    error = adapter_error(endpoint, "tenant-a-v1", AdapterArtifact.from_s3_url("s3://bucket-name/a.zip"))
     assert ".tar.gz archive" in str(error)
 
 
 def test_missing_local_archive(tmp_path):
-    error = adapter_error(build_endpoint(), "tenant-a", AdapterArtifact.from_archive(tmp_path / "missing.tar.gz"))
+    error = adapter_error(build_endpoint(), "tenant-a-v1", AdapterArtifact.from_archive(tmp_path / "missing.tar.gz"))
     assert [p.field for p in error.problems] == ["artifact.path"]
 
 
 def test_adapter_name_and_artifact_problems_come_together():
-    error = adapter_error(build_endpoint(), "bad_name", AdapterArtifact.from_s3_url("not-a-url"))
+    error = adapter_error(build_endpoint(), "bad_name-v1", AdapterArtifact.from_s3_url("not-a-url"))
     assert sorted(p.field for p in error.problems) == ["artifact.url", "name"]
 
 
-def test_grant_for_unknown_adapter_is_refused():
+def test_grant_for_unknown_adapter_fails_synth_naming_construct_field_and_grantee():
+    """Checked at synth, not at the call: the adapter may be added after the grant."""
     stack = new_stack()
     endpoint = build_endpoint(stack)
     role = cdk.aws_iam.Role(stack, "Caller", assumed_by=cdk.aws_iam.AccountRootPrincipal())
-    with pytest.raises(ConfigurationError, match="'nope' is not an adapter of this endpoint"):
-        endpoint.grant_invoke(role, adapters=["nope"])
+    endpoint.grant_invoke(role, adapters=["nope"])
+    with pytest.raises(Exception) as caught:
+        Template.from_stack(stack)
+    assert (
+        "MultiAdapterEndpoint 'Test-Stack/Serving': grant_invoke.adapters: 'nope' (granted to "
+        "'Test-Stack/Caller') is not an adapter or alias of this endpoint"
+    ) in str(caught.value)
 
 
 def test_grant_of_no_adapters_is_refused_not_silently_useless():
     stack = new_stack()
     endpoint = build_endpoint(stack)
-    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(URL))
+    endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(URL))
     role = cdk.aws_iam.Role(stack, "Caller", assumed_by=cdk.aws_iam.AccountRootPrincipal())
     for nothing in ([], ()):
         with pytest.raises(ConfigurationError) as caught:
@@ -228,7 +237,7 @@ def test_grant_of_no_adapters_is_refused_not_silently_useless():
         assert problem.field == "grant_invoke.adapters"
         assert "leave it out to grant every adapter" in problem.message
     with pytest.raises(ConfigurationError, match="name at least one adapter in a list"):
-        endpoint.grant_invoke(role, adapters="tenant-a")  # a bare string is not a list of names
+        endpoint.grant_invoke(role, adapters="tenant-a-v1")  # a bare string is not a list of names
     assert role.node.try_find_child("DefaultPolicy") is None, "nothing was granted"
 
 
@@ -243,7 +252,7 @@ def test_grant_of_no_adapters_is_refused_not_silently_useless():
     ],
 )
 def test_artifact_url_messages_say_what_is_wrong_and_quote_the_url(url, text):
-    error = adapter_error(build_endpoint(), "tenant-a", AdapterArtifact.from_s3_url(url))
+    error = adapter_error(build_endpoint(), "tenant-a-v1", AdapterArtifact.from_s3_url(url))
     [problem] = error.problems
     assert problem.field == "artifact.url"
     assert text in problem.message
@@ -259,3 +268,74 @@ def test_more_initial_copies_than_the_instances_hold_is_refused():
     assert "a ml.g6.2xlarge holds 1 copies (1 GPU(s), 1 per copy), so initial_instance_count=1 holds 1" in problem.message
     assert_nothing_created(stack)
     build_endpoint(new_stack(), copy_count=4, instance_type="ml.g6.12xlarge")  # four GPUs: fits
+
+
+def isolated_only_vpc(stack):
+    return cdk.aws_ec2.Vpc(
+        stack, "Vpc", nat_gateways=0, max_azs=2,
+        subnet_configuration=[cdk.aws_ec2.SubnetConfiguration(name="isolated", subnet_type=cdk.aws_ec2.SubnetType.PRIVATE_ISOLATED)],
+    )
+
+
+def test_isolated_only_vpc_with_the_default_subnets_is_a_library_error():
+    stack = new_stack()
+    with pytest.raises(ConfigurationError) as caught:
+        build_endpoint(stack, vpc=isolated_only_vpc(stack))
+    (problem,) = caught.value.problems
+    assert (problem.subject, problem.field) == ("MultiAdapterEndpoint 'Test-Stack/Serving'", "vpc_subnets")
+    assert "this VPC has none (it has isolated subnets)" in problem.message
+    assert "SubnetType.PRIVATE_ISOLATED" in problem.message and "S3 gateway endpoint" in problem.message
+
+
+def test_isolated_subnets_chosen_explicitly_are_used():
+    stack = new_stack()
+    vpc = isolated_only_vpc(stack)
+    vpc.add_gateway_endpoint("S3", service=cdk.aws_ec2.GatewayVpcEndpointAwsService.S3)
+    build_endpoint(stack, vpc=vpc, vpc_subnets=cdk.aws_ec2.SubnetSelection(subnet_type=cdk.aws_ec2.SubnetType.PRIVATE_ISOLATED))
+    (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
+    assert model["Properties"]["VpcConfig"]["Subnets"] == [{"Ref": stack.get_logical_id(s.node.default_child)} for s in vpc.isolated_subnets]
+
+
+def test_a_subnet_selection_that_matches_nothing_is_a_library_error():
+    stack = new_stack()
+    vpc = isolated_only_vpc(stack)
+    with pytest.raises(ConfigurationError) as caught:
+        build_endpoint(stack, vpc=vpc, vpc_subnets=cdk.aws_ec2.SubnetSelection(subnet_group_name="app"))
+    (problem,) = caught.value.problems
+    assert problem.field == "vpc_subnets" and problem.message.startswith("selects no subnet of the VPC: ")
+    assert "Traceback" not in problem.message and "@jsii" not in problem.message
+
+
+def test_an_unversioned_name_is_refused_as_the_manifest_refuses_it():
+    endpoint = build_endpoint()
+    endpoint.add_adapter("support-v1", artifact=AdapterArtifact.from_s3_url(URL))
+    error = adapter_error(endpoint, "Support")
+    (problem,) = error.problems
+    assert (problem.subject, problem.field, problem.rule) == ("adapter 'Support'", "name", "version-suffix")
+    assert "(for example 'Support-v2')" in problem.message, "support-v1 is taken, ignoring case"
+    from cdk_adapters.compat import check_co_hosted
+    from cdk_adapters.compat.checks.co_hosted import CoHostedAdapter
+
+    manifest_gate = check_co_hosted([CoHostedAdapter("support-v1", ()), CoHostedAdapter("Support", ())])
+    assert [problem] == manifest_gate
+
+
+def test_the_version_suffix_ignores_case():
+    endpoint = build_endpoint()
+    endpoint.add_adapter("Support-V1", artifact=AdapterArtifact.from_s3_url(URL))
+    assert list(endpoint.adapters) == ["Support-V1"]
+
+
+def test_an_unversioned_name_can_be_acknowledged_as_in_a_manifest_row():
+    from cdk_adapters.compat import Acknowledgment
+
+    endpoint = build_endpoint()
+    reason = "the name is fixed by the tenant's contract"
+    endpoint.add_adapter("summary", artifact=AdapterArtifact.from_s3_url(URL), acknowledge=Acknowledgment("version-suffix", reason))
+    assert list(endpoint.adapters) == ["summary"]
+    for bad, text in (
+        (Acknowledgment("rank-limit", reason), "'rank-limit' cannot be acknowledged"),
+        (Acknowledgment("version-suffix", "ok"), "an acknowledgment must say why"),
+    ):
+        error = adapter_error(endpoint, "digest", acknowledge=bad)
+        assert any(p.field == "acknowledge" and text in p.message for p in error.problems), str(error)

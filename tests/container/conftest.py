@@ -22,7 +22,7 @@ import pytest
 
 from cdk_adapters import serving_env
 from cdk_adapters.local.serving import stop_process_group
-from cdk_adapters.contract import request_metrics, tenant_limits
+from cdk_adapters.contract import error_kinds, request_metrics, tenant_limits
 from tests.compat.zoo import AdapterZoo, session_zoo
 from tests.container.sagemaker_calls import MODEL_CODE_MARKER
 from tests.support import tiny_models as tm
@@ -68,6 +68,7 @@ def pytest_collection_modifyitems(config, items):
         items[index] = item
 
 
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down: they may still call the server
 def pytest_runtest_teardown(item, nextitem):
     # Stop vLLM after this folder's last test instead of letting it idle through the rest of the session.
     if _is_container_test(item) and not _is_container_test(nextitem):
@@ -78,6 +79,13 @@ def pytest_runtest_teardown(item, nextitem):
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory) -> AdapterZoo:
     return session_zoo(tmp_path_factory)
+
+
+def _error_type(answer: httpx.Response) -> str | None:
+    try:
+        return answer.json()["error"]["type"]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _free_port() -> int:
@@ -97,6 +105,9 @@ class VllmServer:
         self.port = 0
         self.log_path: Path | None = None
         self.start_seconds: list[float] = []
+        """Seconds from spawning to a healthy /ping, for each start that became healthy."""
+        self.spawned = 0
+        self._spawned_at = 0.0
         self.client: httpx.Client | None = None
         self.allow_base_model = False
         """The base-access setting of the current (or last) start."""
@@ -130,17 +141,16 @@ class VllmServer:
         env.update(extra or {})
         return env
 
-    def start(
-        self, *, allow_base_model: bool = False, expect_healthy: bool = True, extra_env: dict[str, str] | None = None
-    ) -> httpx.Response:
-        """Start and wait for /ping: a 200, or (``expect_healthy=False``) the 503 of a failed start-up.
+    def spawn(self, *, allow_base_model: bool = False, extra_env: dict[str, str] | None = None) -> None:
+        """Start the process and return at once; `start` also waits for it to be healthy.
 
         `extra_env` is added to (and overrides) the usual environment, for this start only.
         """
         self.port = _free_port()
         self.allow_base_model = allow_base_model
-        self.log_path = self.log_dir / f"server-{len(self.start_seconds) + 1}.log"
-        started = time.monotonic()
+        self.log_path = self.log_dir / f"server-{self.spawned + 1}.log"
+        self.spawned += 1
+        self._spawned_at = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "adapter_server", "serve"],
@@ -151,6 +161,33 @@ class VllmServer:
                 start_new_session=True,
             )
         self.client = httpx.Client(base_url=self.url, timeout=120)
+
+    def first_answer(self, path: str = "/ping") -> httpx.Response:
+        """The first HTTP answer of the spawned process to ``GET path``, whatever its status."""
+        assert self.process is not None and self.client is not None
+        while time.monotonic() < self._spawned_at + START_TIMEOUT_S:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                return self.client.get(path, timeout=2)
+            except httpx.TransportError:
+                time.sleep(0.5)
+        raise RuntimeError(f"vLLM did not answer within {START_TIMEOUT_S} s:\n{self.log_tail()}")
+
+    def start(
+        self, *, allow_base_model: bool = False, expect_healthy: bool = True, extra_env: dict[str, str] | None = None
+    ) -> httpx.Response:
+        """Start and wait for /ping: a 200, or (``expect_healthy=False``) the 503 of a failed start-up.
+
+        `extra_env` is added to (and overrides) the usual environment, for this start only.
+        """
+        self.spawn(allow_base_model=allow_base_model, extra_env=extra_env)
+        return self.wait_until_healthy(expect_healthy=expect_healthy)
+
+    def wait_until_healthy(self, *, expect_healthy: bool = True) -> httpx.Response:
+        """Poll /ping until it is 200 (or, with ``expect_healthy=False``, the 503 of a failed start-up)."""
+        assert self.process is not None and self.client is not None
+        started = self._spawned_at
         deadline = started + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -165,7 +202,7 @@ class VllmServer:
                 if not expect_healthy:
                     raise AssertionError("the server became healthy but a failed start-up was expected")
                 return ping
-            if not expect_healthy and ping is not None and ping.status_code == 503 and "unhealthy" in ping.text:
+            if not expect_healthy and ping is not None and ping.status_code == 503 and _error_type(ping) == error_kinds.UNHEALTHY:
                 return ping
             time.sleep(1)
         self.stop()

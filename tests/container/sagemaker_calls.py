@@ -14,7 +14,7 @@ NEW_TOKENS = 8
 LONG_PROMPT = " ".join(["Invoices are due at the end of the month and summaries should be short."] * 4)
 """Long enough (167 tokens) to fill whole KV-cache blocks, which vLLM's prefix cache reuses."""
 INVOCATION_BODY_LIMIT = 6_291_456
-"""SageMaker's InvokeEndpoint payload limit in bytes (SPEC section 4)."""
+"""SageMaker's InvokeEndpoint payload limit in bytes (SageMaker Runtime API Reference, InvokeEndpoint)."""
 MODEL_CODE_MARKER = "model-code-ran"
 """Written by a `model.py` planted in the served model directory, if anything ever imports it."""
 

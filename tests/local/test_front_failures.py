@@ -5,15 +5,13 @@ calls are botocore's, so what reaches the caller is what botocore makes of the b
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
-import uvicorn
 
 from cdk_adapters.client import AdapterClient, InvocationFailed, StreamInterrupted, local_runtime_client
 from cdk_adapters.local.front import RuntimeFront
 from cdk_adapters.local.serving import free_port, local_record
+from tests.support.loopback import Served
 
 CHUNK = b'data: {"choices": [{"index": 0, "text": "Invoices"}]}\n\n'
 
@@ -25,27 +23,6 @@ async def breaking_server(scope, receive, send):
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
     await send({"type": "http.response.body", "body": CHUNK, "more_body": True})
     raise RuntimeError("engine died mid-stream")
-
-
-class Served:
-    """An ASGI app on a loopback port, in a thread, for the length of a test."""
-
-    def __init__(self, app) -> None:
-        self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="critical", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert self.server.started
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *_) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms, RequestMe
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import new_stack
 from tests.monitoring.conftest import alarms_by_name, artifact, endpoint_with, template_of
+from tests.support.synth_refusal import refused_at_synth
 
 
 def test_endpoint_alarms_watch_the_rollup_with_one_metric_each():
@@ -104,7 +105,7 @@ def test_alarms_on_an_adapter_that_does_not_exist_are_refused():
 
 def test_opting_in_a_missing_adapter_by_name_fails_synth_naming_it():
     endpoint = endpoint_with(alarms=MonitoringAlarms(adapter_names=["support-en-v1", "invoices-v1"]))
-    with pytest.raises(Exception, match=r"alarms.adapter_names: 'invoices-v1' is not an adapter of this endpoint"):
+    with refused_at_synth("alarms.adapter_names: 'invoices-v1' is not an adapter of this endpoint", construct=endpoint.node.path):
         Template.from_stack(cdk.Stack.of(endpoint))
 
 

@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_adapters.instance_types import INSTANCE_TYPES, UnknownInstanceType, instance_type, require_instance_type
+from cdk_adapters.instance_types import CHECKED_ON, INSTANCE_TYPES, UnknownInstanceType, instance_type, require_instance_type
 from cdk_adapters.instance_storage import has_local_instance_storage
 
 
-def test_required_types_are_present_with_gpu_facts():
-    for name in ("ml.g5.xlarge", "ml.g6.2xlarge", "ml.g6e.12xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge"):
+REQUIRED = {
+    # name: (GPUs, GPU model, GiB per GPU, vCPUs, host GiB), as AWS publishes them
+    "ml.g5.xlarge": (1, "A10G", 24, 4, 16),
+    "ml.g6.2xlarge": (1, "L4", 24, 8, 32),
+    "ml.g6e.12xlarge": (4, "L40S", 48, 48, 384),
+    "ml.p4d.24xlarge": (8, "A100", 40, 96, 1152),
+    "ml.p5.48xlarge": (8, "H100", 80, 192, 2048),
+}
+
+
+def test_required_types_are_present_with_their_published_gpu_facts_and_a_source():
+    for name, facts in REQUIRED.items():
         row = require_instance_type(name)
-        assert row.gpu_count >= 1 and row.gpu_memory_gib > 0 and row.vcpus > 0 and row.host_memory_gib > 0
-        assert row.source and row.checked_on
-    assert require_instance_type("ml.g6.2xlarge").gpu_model == "L4"
+        assert (row.gpu_count, row.gpu_model, row.gpu_memory_gib, row.vcpus, row.host_memory_gib) == facts, name
+        assert row.total_gpu_memory_gib == facts[0] * facts[2]
+        assert row.checked_on == CHECKED_ON and "(" in row.source  # says which document, not just "AWS"
     assert require_instance_type("ml.p5.48xlarge").total_gpu_memory_gib == 640
 
 

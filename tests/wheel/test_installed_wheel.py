@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from cdk_adapters.packaging import package_adapter
+from tests.support import staged_image
 
 pytestmark = pytest.mark.cdk_cli
 
@@ -177,6 +178,14 @@ def test_image_asset_holds_the_dockerfile_and_the_server(synthesized):
     context = _files_under(assembly / image["source"]["directory"])
     assert context == expected_build_context()
     assert "container/adapter_server/middleware.py" in context and "cdk_adapters/endpoint.py" not in context
+
+
+def test_image_asset_builds_as_staged(synthesized, tmp_path):
+    """What `cdk deploy` builds from the installed wheel: the staged folder alone holds the
+    Dockerfile and every COPY source, and the copied code imports without the checkout."""
+    _, assembly, _ = synthesized
+    (listing,) = staged_image.check_buildable(assembly, tmp_path).values()
+    assert sorted(listing) == sorted(expected_build_context())
 
 
 def test_grant_in_the_other_stack_names_the_endpoint_and_the_adapter_component(synthesized):

@@ -8,6 +8,7 @@ from cdk_adapters.compat.checks import (
     base_identity,
     dora,
     embedding_targets,
+    linked_files,
     lora_bias,
     merged_weights,
     modules_to_save,
@@ -24,6 +25,7 @@ from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedCheck
 
 ADAPTER_CHECKS: tuple[AdapterCheck, ...] = (
     archive_layout.CHECK,
+    linked_files.CHECK,
     adapter_config.CHECK,
     weights_file.CHECK,
     rank_limit.CHECK,

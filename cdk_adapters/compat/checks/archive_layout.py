@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG
+from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG, MAX_ENTRIES
 from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext
 
 
@@ -20,17 +20,23 @@ def _run(context: AdapterCheckContext):
             f"the {kind} nests the adapter under '{contents.root}/' but {ADAPTER_CONFIG} must sit at its "
             f"top level (SageMaker passes the extracted top folder to vLLM); {advice}",
         )
-    for member in contents.unsafe_members:
+    for member, what in contents.unsafe_members:
         yield context.problem(
             "source",
-            f"archive member '{member}' is a link, a device or a path outside the archive; "
-            "package regular files only (cdk-adapters package DIR -o FILE)",
+            f"archive member '{member}' is {what}; an adapter archive holds regular files only, as "
+            "cdk-adapters package DIR -o FILE writes it",
+        )
+    if not contents.complete:
+        yield context.problem(
+            "source",
+            f"the {kind} holds more than {MAX_ENTRIES} files and folders; an adapter holds a few: point the "
+            f"source at the folder with {ADAPTER_CONFIG} (only the first {MAX_ENTRIES} were read)",
         )
 
 
 CHECK = AdapterCheck(
     id="archive-layout",
-    description="adapter files sit at the top of the directory or archive; no links or escaping paths",
+    description="adapter files sit at the top of the directory or archive; no link, special or escaping archive members; a bounded number of entries",
     run=_run,
     needs_contents=True,
     needs_facts=False,

@@ -27,7 +27,13 @@ class AdapterCheckContext:
 
     @property
     def base(self) -> BaseModelFacts:
+        """Only read by rules with ``needs_base`` (or after checking `has_base`)."""
+        assert self.reference.base is not None, "a rule read the base model without needs_base"
         return self.reference.base
+
+    @property
+    def has_base(self) -> bool:
+        return self.reference.base is not None
 
     @property
     def max_lora_rank(self) -> int | None:
@@ -66,10 +72,14 @@ class AdapterCheck:
     run: Callable[[AdapterCheckContext], Iterable[Problem]]
     needs_contents: bool = False
     needs_facts: bool = True
+    needs_base: bool = False
+    """Compares with the base model's facts: skipped where they are unknown (`Reference.base` None)."""
     acknowledgeable: bool = False
 
     def __call__(self, context: AdapterCheckContext) -> list[Problem]:
         if self.needs_contents and context.contents is None:
+            return []
+        if self.needs_base and not context.has_base:
             return []
         if self.needs_facts and context.facts is None:
             return []

@@ -30,4 +30,5 @@ CHECK = AdapterCheck(
     id="base-identity",
     description="base_model_name_or_path equals the pinned base id; revision, when recorded, equals the pin",
     run=_run,
+    needs_base=True,
 )

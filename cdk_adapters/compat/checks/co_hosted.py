@@ -11,8 +11,12 @@ from cdk_adapters.compat.checks.base import with_rule
 from cdk_adapters.names import duplicate_adapter_names
 from cdk_adapters.problems import Problem
 
-VERSION_SUFFIX = re.compile(r"^(?P<family>.+)-v(?P<version>[1-9][0-9]*)$")
-"""``support-triage-v3``: a published name's content never changes, so every change gets a new name."""
+VERSION_SUFFIX = re.compile(r"^(?P<family>.+)-v(?P<version>[1-9][0-9]*)$", re.IGNORECASE)
+"""``support-triage-v3``: a published name's content never changes, so every change gets a new name.
+Case-insensitive, as SageMaker's component names are (``-V3`` is ``-v3``)."""
+
+_PARTIAL_SUFFIX = re.compile(r"-+(v[0-9]*)?$", re.IGNORECASE)
+"""What a name that tried a suffix ends with (``-``, ``-v``, ``-v0``): dropped from the advice."""
 
 
 @dataclass(frozen=True)
@@ -42,15 +46,24 @@ class CoHostedCheck:
 
 
 def _version_suffix(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:
+    taken = {adapter.name.lower() for adapter in adapters}
     for adapter in adapters:
         if not VERSION_SUFFIX.match(adapter.name):
             yield Problem(
                 f"adapter '{adapter.name}'",
                 "name",
-                "must end with a version suffix -v<N> (for example "
-                f"'{adapter.name.rstrip('-')}-v1'): a published name never changes content, so a new "
-                "version is a new name",
+                f"must end with a version suffix -v<N> (for example '{_suggested(adapter.name, taken)}'): a "
+                "published name never changes content, so a new version is a new name",
             )
+
+
+def _suggested(name: str, taken: set[str]) -> str:
+    """``<family>-v<N>`` with the lowest N whose name no co-hosted adapter has, ignoring case."""
+    family = _PARTIAL_SUFFIX.sub("", name) or name
+    version = 1
+    while f"{family}-v{version}".lower() in taken:
+        version += 1
+    return f"{family}-v{version}"
 
 
 def _unique_names(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:

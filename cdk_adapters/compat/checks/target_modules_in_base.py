@@ -28,4 +28,5 @@ CHECK = AdapterCheck(
     id="target-modules-in-base",
     description="every target module exists in the base model",
     run=_run,
+    needs_base=True,
 )

@@ -20,7 +20,7 @@ def _run(context: AdapterCheckContext):
     if header is None or contents.config is None:
         return
     incomplete, malformed, rank_mismatch, width_mismatch = {}, {}, {}, {}
-    hidden = context.base.hidden_size
+    base = context.reference.base  # None: only completeness and rank are checked, not the layer widths
     for pair in lora_pairs(header.tensors):
         where = generalise(pair.module_path)
         if pair.a is None or pair.b is None:
@@ -33,10 +33,10 @@ def _run(context: AdapterCheckContext):
         expected = pattern_rank(contents.config, pair.module_path)
         if rank_a != rank_b or (expected is not None and rank_a != expected):
             rank_mismatch.setdefault(where, f"A {list(pair.a.shape)}, B {list(pair.b.shape)}, config rank {expected}")
-        if pair.embedding:
+        if pair.embedding or base is None:
             continue
         adapted = (pair.b.shape[0], pair.a.shape[1])
-        base_shapes = context.base.shapes_of(pair.leaf)
+        base_shapes = base.shapes_of(pair.leaf)
         if base_shapes:
             if adapted not in base_shapes and adapted[::-1] not in base_shapes:
                 width_mismatch.setdefault(
@@ -44,9 +44,9 @@ def _run(context: AdapterCheckContext):
                     f"A {list(pair.a.shape)}, B {list(pair.b.shape)} adapt a {adapted[0]}x{adapted[1]} layer but the "
                     f"base's {pair.leaf} is {' or '.join(f'{o}x{i}' for o, i in sorted(base_shapes))} (out x in)",
                 )
-        elif base_shapes is None and not pair.is_vision and hidden not in adapted:
+        elif base_shapes is None and not pair.is_vision and base.hidden_size not in adapted:
             width_mismatch.setdefault(
-                where, f"A {list(pair.a.shape)}, B {list(pair.b.shape)}: neither side is the hidden size {hidden}"
+                where, f"A {list(pair.a.shape)}, B {list(pair.b.shape)}: neither side is the hidden size {base.hidden_size}"
             )
     if incomplete:
         yield context.problem(

@@ -9,6 +9,12 @@ from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext
 
 def _run(context: AdapterCheckContext):
     contents = context.contents
+    if contents.root_file(ADAPTER_WEIGHTS) in contents.links:
+        yield context.problem(
+            ADAPTER_WEIGHTS,
+            f"the weights file {ADAPTER_WEIGHTS} is a symbolic link, which is never followed; copy the file itself",
+        )
+        return
     if not contents.has_root_file(ADAPTER_WEIGHTS):
         pickled = [name for name in PICKLED_WEIGHTS if contents.has_root_file(name)]
         if pickled:

@@ -1,0 +1,115 @@
+"""`grant_invoke`'s statements: rendered at synth, so they follow the endpoint as it ends up.
+
+A caller of an adapter may be sent to the main endpoint's component or, for the share the
+discovery record gives the canary, to the canary endpoint's component of the same adapter; an
+alias resolves to any of its targets. So a grant must name every ARN a client can call for the
+names granted, and those depend on `add_adapter`, `add_alias` and `set_canary` calls that may
+come after the grant (aws-cdk-lib's grants do not depend on call order either). Each grant's
+resources are therefore a `Lazy` list computed when the template is rendered, and the names are
+checked at synth (`validate`). Each statement carries its own ``Sid``: IAM's policy minimisation
+would otherwise merge it with another statement, which a lazy list cannot be merged into.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import jsii
+from aws_cdk import IListProducer, IResolveContext, Lazy, Stack
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IValidation
+
+if TYPE_CHECKING:
+    from cdk_adapters.endpoint import MultiAdapterEndpoint
+
+INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
+
+
+@dataclass(frozen=True)
+class _Grant:
+    names: tuple[str, ...] | None
+    """Adapter or alias names granted; None: every component of the endpoint (and of its canary)."""
+    grantee: str
+    """The grantee, as messages name it."""
+
+
+@jsii.implements(IValidation)
+class InvokeGrants:
+    """The `grant_invoke` calls of one endpoint; a validation of it (names are checked at synth)."""
+
+    def __init__(self, endpoint: "MultiAdapterEndpoint") -> None:
+        self._endpoint = endpoint
+        self._grants: list[_Grant] = []
+        self._sid_prefix = "InvokeAdapters" + hashlib.sha256(endpoint.node.path.encode()).hexdigest()[:8]
+
+    def add(self, grantee: iam.IGrantable, names: Sequence[str] | None) -> iam.Grant:
+        grant = _Grant(None if names is None else tuple(names), _describe(grantee))
+        self._grants.append(grant)
+        result = iam.Grant.add_to_principal(
+            grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=Lazy.uncached_list(_Resources(self, grant))
+        )
+        for statement in result.principal_statements:
+            statement.sid = f"{self._sid_prefix}{len(self._grants)}"
+        return result
+
+    def validate(self) -> list[str]:
+        """Granted names that are neither an adapter nor an alias of the endpoint, at synth."""
+        endpoint = self._endpoint
+        return [
+            f"MultiAdapterEndpoint {endpoint.node.path!r}: grant_invoke.adapters: {name!r} (granted to "
+            f"{grant.grantee}) is not an adapter or alias of this endpoint; add it, or remove it from the grant"
+            for grant in self._grants
+            for name in grant.names or ()
+            if self._adapters_of(name) is None
+        ]
+
+    def _adapters_of(self, name: str) -> list[str] | None:
+        """The adapters a call to `name` may reach: itself, or an alias's targets; None: unknown."""
+        endpoint = self._endpoint
+        if endpoint.fleet.component(name) is not None:
+            return [name]
+        targets = next((t for alias, t in endpoint.aliases.items() if alias.lower() == name.lower()), None)
+        return None if targets is None else list(targets)
+
+    def resources(self, grant: _Grant) -> list[str]:
+        """Every ARN a client calling the granted names can reach, main endpoint and canary."""
+        endpoint = self._endpoint
+        canary = endpoint.canary_endpoint
+        main_arns = [endpoint.endpoint_arn]
+        canary_arns: list[str] = []
+        if grant.names is None:
+            main_arns.append(_component_arn(endpoint, f"{endpoint.prefix}-*"))
+            if canary is not None:
+                canary_arns = [canary.endpoint_arn, _component_arn(canary, f"{canary.prefix}-*")]
+            return main_arns + canary_arns
+        adapters = dict.fromkeys(a for name in grant.names for a in self._adapters_of(name) or ())
+        for adapter in adapters:
+            component = endpoint.fleet.component(adapter)
+            if component is not None:
+                main_arns.append(_component_arn(endpoint, component.inference_component_name))
+            served = canary.fleet.component(adapter) if canary is not None else None
+            if served is not None:
+                canary_arns.append(_component_arn(canary, served.inference_component_name))  # type: ignore[arg-type]
+        if canary_arns:
+            canary_arns.insert(0, canary.endpoint_arn)  # type: ignore[union-attr]
+        return list(dict.fromkeys(main_arns + canary_arns))
+
+
+def _component_arn(endpoint: "MultiAdapterEndpoint", component_name: str) -> str:
+    return Stack.of(endpoint).format_arn(service="sagemaker", resource="inference-component", resource_name=component_name)
+
+
+def _describe(grantee: iam.IGrantable) -> str:
+    return repr(grantee.node.path) if isinstance(grantee, Construct) else type(grantee).__name__
+
+
+@jsii.implements(IListProducer)
+class _Resources:
+    def __init__(self, grants: InvokeGrants, grant: _Grant) -> None:
+        self._grants = grants
+        self._grant = grant
+
+    def produce(self, context: IResolveContext) -> list[str]:
+        return self._grants.resources(self._grant)
