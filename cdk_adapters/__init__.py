@@ -27,6 +27,7 @@ _EXPORTS = {
     "FleetPlacement": "cdk_adapters.fleet",
     "EndpointLogs": "cdk_adapters.endpoint_logs",
     "ServingPolicy": "cdk_adapters.serving_policy",
+    "AdapterLimits": "cdk_adapters.contract.tenant_limits",
     "DiscoveryRecord": "cdk_adapters.contract.discovery",
     "endpoint_from_manifest": "cdk_adapters.manifest",
     "ScalableCopyCount": "cdk_adapters.scaling",

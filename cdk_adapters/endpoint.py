@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import jsii
-from aws_cdk import Stack, Token
+from aws_cdk import IStableAnyProducer, Lazy, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -59,7 +59,9 @@ from cdk_adapters.networking import EndpointNetworking, VpcPlacement
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.scaling import InstanceScaling
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
-from cdk_adapters.serving_policy import ServingPolicy
+from cdk_adapters.contract import tenant_limits
+from cdk_adapters.contract.tenant_limits import AdapterLimits
+from cdk_adapters.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
 from cdk_adapters.vllm_options import VllmOptions
 
 VARIANT_NAME = "AllTraffic"
@@ -111,6 +113,8 @@ class MultiAdapterEndpoint(Construct):
         dashboard: bool = True,
         dashboard_top_n: int = DEFAULT_TOP_N,
         deployment: RollingUpdate | None = None,
+        adapter_limits: AdapterLimits | None = None,
+        fair_share: bool = True,
         logs: EndpointLogs | None = None,
     ) -> None:
         """
@@ -172,6 +176,12 @@ class MultiAdapterEndpoint(Construct):
             Default None: no alarms.
         :param dashboard: one CloudWatch dashboard named after the endpoint. Default True.
         :param dashboard_top_n: adapters in each per-adapter top-N table. Default 10; 1 to 100.
+        :param adapter_limits: what every adapter may take from the shared engine (weight, places
+            held, waiting requests, wait time; over a limit the caller gets 429 with Retry-After),
+            unless `add_adapter` gives it its own. Default None: no limit, equal weights.
+        :param fair_share: let at most the engine's batch (``vllm.max_num_seqs``) into vLLM and queue
+            the rest per adapter, released fairly, so one tenant's burst never queues ahead of
+            another's. Default True; False sends requests to vLLM as they come (first come, first served).
         :param deployment: rolling update with auto-rollback for the base component (applied on
             updates only, e.g. a new image or base model). Default None: SageMaker's default.
         :param logs: retention, customer managed key and removal policy of the two log groups the
@@ -207,6 +217,9 @@ class MultiAdapterEndpoint(Construct):
         self.request_metric_settings = request_metrics or RequestMetrics()
         self.alarm_settings = alarms
         self.deployment = deployment
+        self.fair_share = fair_share
+        self.adapter_limits = adapter_limits
+        self._limits_by_adapter: dict[str, AdapterLimits] = {}
         self.log_settings = logs or EndpointLogs()
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
@@ -228,6 +241,8 @@ class MultiAdapterEndpoint(Construct):
         problems += self.compute.problems(self._subject)
         problems += self.startup.problems(self._subject)
         problems += self.vllm.problems(self._subject)
+        if adapter_limits is not None:
+            problems += self._limits_problems(adapter_limits, self._subject, "adapter_limits")
         problems += self.image.problems(self._subject)
         problems += model_data.problems(self._subject)
         for index, location in enumerate(adapter_locations or ()):
@@ -342,6 +357,7 @@ class MultiAdapterEndpoint(Construct):
             record=self.discovery_record,
         )
         self.node.add_validation(_AliasValidation(self))
+        self.node.add_validation(_LimitsSizeValidation(self))
         self._invoke_grants = InvokeGrants(self)
         self.node.add_validation(self._invoke_grants)
         self.node.add_validation(_AdapterAlarmValidation(self))
@@ -366,7 +382,8 @@ class MultiAdapterEndpoint(Construct):
     # ------------------------------------------------------------------ adapters
 
     def add_adapter(
-        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None
+        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None,
+        limits: AdapterLimits | None = None,
     ) -> AdapterInferenceComponent:
         """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
 
@@ -375,6 +392,9 @@ class MultiAdapterEndpoint(Construct):
         ``Acknowledgment("version-suffix", "the name is fixed by the tenant's contract")``, accepts
         one acknowledgeable rule's finding for this adapter, as a manifest row's ``acknowledge``
         does. A local archive goes through the compatibility gate here (`compatibility_reference`).
+        `limits` bounds what this adapter takes from the shared engine (default: the endpoint's
+        `adapter_limits`). Limits are serving configuration: setting or changing one changes the
+        model's environment, so the base component rolls to a new model (adapters are untouched).
 
         Adds exactly one resource (the component) and changes no other: its construct ID derives
         from `name` alone, its placement from `name` and the fixed shard count, and the role
@@ -387,6 +407,8 @@ class MultiAdapterEndpoint(Construct):
         if self.fleet.component(name) is not None:
             problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
         problems += artifact.problems(subject)
+        if limits is not None:
+            problems += self._limits_problems(limits, subject, "limits")
         if not problems:
             problems += artifact.compatibility_problems(name, self.compatibility_reference)
             problems += self._location_problems(artifact, subject)
@@ -395,6 +417,8 @@ class MultiAdapterEndpoint(Construct):
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
         component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
+        if limits is not None:
+            self._limits_by_adapter[name] = limits
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
         if name.lower() in self._opted_in:
             self.add_adapter_alarms(name)
@@ -590,6 +614,24 @@ class MultiAdapterEndpoint(Construct):
             raise ConfigurationError([self._unknown_adapter("adapter", adapter)])
         return component
 
+    def tenant_limits_environment(self) -> dict[str, str]:
+        """The container variables for fair share and adapter limits (rendered at synth)."""
+        return tenant_limits.environment(
+            fair_share=self.fair_share, default=self.adapter_limits, adapters=self._limits_by_adapter
+        )
+
+    def _limits_problems(self, limits: AdapterLimits, subject: str, field: str) -> list[Problem]:
+        problems = limits.problems(subject, field)
+        engine = self.vllm.max_num_seqs
+        if isinstance(limits.max_in_flight, int) and isinstance(engine, int) and limits.max_in_flight > engine:
+            problems.append(
+                Problem(
+                    subject, f"{field}.max_in_flight",
+                    f"({limits.max_in_flight}) cannot hold: the engine runs at most vllm.max_num_seqs={engine} requests at once",
+                )
+            )
+        return problems
+
     def _unknown_adapter(self, field: str, adapter: object) -> Problem:
         return Problem(self._subject, field, f"{adapter!r} is not an adapter of this endpoint; add it first")
 
@@ -719,7 +761,7 @@ class MultiAdapterEndpoint(Construct):
             enable_network_isolation=network_isolation,
             primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
                 image=image_uri,
-                environment=container_environment,
+                environment=Lazy.any(_ServingEnvironment(self, container_environment)),
                 model_data_source=model_data_source,
             ),
             vpc_config=sagemaker.CfnModel.VpcConfigProperty(
@@ -879,4 +921,34 @@ class _AliasValidation:
         return [
             f"alias {alias!r} of MultiAdapterEndpoint {endpoint.node.path!r}: targets: {message}"
             for alias, message in alias_problems(endpoint.aliases, adapters)
+        ]
+
+
+@jsii.implements(IStableAnyProducer)
+class _ServingEnvironment:
+    """The model's container environment with the fair-share settings of every adapter added so far."""
+
+    def __init__(self, endpoint: MultiAdapterEndpoint, base: dict[str, str]) -> None:
+        self._endpoint = endpoint
+        self._base = base
+
+    def produce(self) -> dict[str, str]:
+        return {**self._base, **self._endpoint.tenant_limits_environment()}
+
+
+@jsii.implements(IValidation)
+class _LimitsSizeValidation:
+    """At synth: the adapter limits fit in one SageMaker environment value."""
+
+    def __init__(self, endpoint: MultiAdapterEndpoint) -> None:
+        self._endpoint = endpoint
+
+    def validate(self) -> list[str]:
+        value = self._endpoint.tenant_limits_environment().get(tenant_limits.LIMITS_ENV, "")
+        if len(value) <= ENVIRONMENT_VALUE_MAX_LENGTH:
+            return []
+        return [
+            f"MultiAdapterEndpoint {self._endpoint.node.path!r}: limits: the adapters' own limits take {len(value)} "
+            f"characters in {tenant_limits.LIMITS_ENV}; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH} per variable. "
+            "Set common limits once with adapter_limits= and give only the exceptions their own"
         ]

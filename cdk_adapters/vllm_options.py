@@ -42,6 +42,9 @@ class VllmOptions:
     """GPUs per model copy; must equal the base component's accelerator count when set."""
     limit_mm_per_prompt: Mapping[str, int] | None = None
     """Vision-language models: items per prompt by modality, e.g. ``{"image": 2}``."""
+    max_num_seqs: int | None = None
+    """Requests in vLLM's running batch (``--max-num-seqs``); fair share lets this many into the
+    engine at once. Default: vLLM's."""
     enforce_eager: bool | None = None
     """Skip CUDA graph capture (faster start, slower decode). Default: vLLM's (false)."""
     extra_args: tuple[str, ...] = field(default=())
@@ -54,7 +57,7 @@ class VllmOptions:
         def bad(name: str, message: str) -> None:
             found.append(Problem(subject, f"vllm.{name}", message))
 
-        for name in ("max_loras", "max_cpu_loras", "max_model_len", "tensor_parallel_size"):
+        for name in ("max_loras", "max_cpu_loras", "max_model_len", "tensor_parallel_size", "max_num_seqs"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 bad(name, f"must be a positive integer, got {value!r}")

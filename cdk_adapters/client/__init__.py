@@ -12,6 +12,7 @@ from cdk_adapters.client.errors import (
     AdapterLoadFailed,
     AdapterNotFound,
     AdapterRequired,
+    AdapterThrottled,
     BaseModelNotAllowed,
     DeadlineExceeded,
     DiscoveryError,
@@ -27,7 +28,7 @@ from cdk_adapters.client.retrying import RetryPolicy, botocore_config
 from cdk_adapters.client.sse import chunk_text
 
 __all__ = [
-    "AdapterClient", "AdapterClientError", "AdapterLoadFailed", "AdapterNotFound", "AdapterRequired",
+    "AdapterClient", "AdapterClientError", "AdapterLoadFailed", "AdapterNotFound", "AdapterRequired", "AdapterThrottled",
     "BaseModelNotAllowed", "Completion", "DeadlineExceeded", "DiscoveryError", "EndpointWaking",
     "InvalidImage", "InvocationFailed", "PayloadTooLarge", "RetryPolicy", "Stream", "StreamInterrupted",
     "Target", "UnexpectedEndpoint", "botocore_config", "chunk_text", "image_data_url", "local_runtime_client",

@@ -76,6 +76,15 @@ class AdapterLoadFailed(AdapterClientError):
     """The container could not load the adapter (422): retrying will not help."""
 
 
+class AdapterThrottled(AdapterClientError):
+    """The container refused the call (429) because the adapter is over one of its limits (fair
+    share on a shared endpoint). Raised once retrying within the deadline did not get through."""
+
+    def __init__(self, adapter: str | None, message: str, *, limit: str | None, retry_after_s: float | None) -> None:
+        super().__init__(message)
+        self.adapter, self.limit, self.retry_after_s = adapter, limit, retry_after_s
+
+
 class DeadlineExceeded(AdapterClientError):
     """Retries for a model that was not ready ran out of time or attempts."""
 
@@ -141,6 +150,9 @@ def from_client_error(error: Exception, *, adapter: str | None, component: str) 
             return AdapterRequired(said)
         if status == 413 or kind == error_kinds.PAYLOAD_TOO_LARGE:
             return PayloadTooLarge(None, INVOKE_ENDPOINT_MAX_BYTES, said)
+        if status == 429 or kind == error_kinds.ADAPTER_THROTTLED:
+            limit, retry_after = throttle_details(original)
+            return AdapterThrottled(adapter, f"adapter {adapter!r} is throttled: {said}", limit=limit, retry_after_s=retry_after)
         if status == 422 or kind == error_kinds.ADAPTER_LOAD_FAILED:
             return AdapterLoadFailed(f"adapter {adapter!r} could not be loaded: {said}")
         return InvocationFailed(f"the model answered {status}: {said}", code=code, status=status)
@@ -152,6 +164,23 @@ def from_client_error(error: Exception, *, adapter: str | None, component: str) 
         return StreamInterrupted(f"the stream from {component!r} failed: {message}")
     return InvocationFailed(f"{code or 'error'}: {message}", code=code)
 
+
+
+def throttle_details(original: str) -> tuple[str | None, float | None]:
+    """The limit a 429 names and its ``retry_after`` seconds, from the container's error body."""
+    try:
+        inner = json.loads(original).get("error", {})
+    except (TypeError, ValueError, AttributeError):
+        return None, None
+    limit, retry_after = inner.get("limit"), inner.get("retry_after")
+    valid = isinstance(retry_after, (int, float)) and not isinstance(retry_after, bool) and retry_after >= 0
+    return (limit if isinstance(limit, str) else None), (float(retry_after) if valid else None)
+
+
+def is_throttled(error: Exception) -> bool:
+    """The container's 429: the adapter is over its limits; a retry after ``retry_after`` may pass."""
+    response = getattr(error, "response", {})
+    return error_code(error) == "ModelError" and response.get("OriginalStatusCode") == 429
 
 
 def _container_error(original: str) -> tuple[str | None, str | None]:

@@ -19,7 +19,15 @@ from typing import Callable, TypeVar
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from cdk_adapters.client.errors import DeadlineExceeded, EndpointWaking, NO_CAPACITY_TEXT, error_message, is_waking
+from cdk_adapters.client.errors import (
+    NO_CAPACITY_TEXT,
+    DeadlineExceeded,
+    EndpointWaking,
+    error_message,
+    is_throttled,
+    is_waking,
+    throttle_details,
+)
 
 T = TypeVar("T")
 
@@ -66,12 +74,18 @@ class Retrier:
             try:
                 return attempt()
             except ClientError as error:
-                if not is_waking(error):
+                throttled = is_throttled(error)
+                if not throttled and not is_waking(error):
                     raise
                 last = error
             waited = self.clock() - started
             pause = self.policy.backoff(attempts, self.rng)
+            if throttled:  # the container said when to come back: not sooner
+                _, retry_after = throttle_details(str(last.response.get("OriginalMessage") or ""))
+                pause = max(pause, retry_after or 0.0)
             if attempts >= self.policy.max_attempts or waited + pause > self.policy.deadline_s:
+                if throttled:
+                    raise last  # the caller maps it to AdapterThrottled: over its limit, not waking
                 raise _gave_up(last, subject, attempts, waited, self.policy) from last
             self.sleep(pause)
 

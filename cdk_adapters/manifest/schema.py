@@ -183,6 +183,22 @@ class AlarmOverrides(_Strict):
         return written
 
 
+class LimitsSpec(_Strict):
+    """What one adapter may take from the shared engine (`cdk_adapters.contract.tenant_limits.AdapterLimits`).
+
+    Over ``max_queue`` or ``max_queue_wait_s`` the container answers 429 with ``Retry-After``.
+    """
+
+    weight: float | None = Field(default=None, ge=0.01, le=100)
+    """Share of the engine while adapters compete (default 1): weight 2 is let in twice as often."""
+    max_in_flight: PositiveInt | None = None
+    """Places in the engine this adapter may hold at once (default: any)."""
+    max_queue: int | None = Field(default=None, ge=0)
+    """Requests that may wait for a place; one more gets 429 (default: any)."""
+    max_queue_wait_s: float | None = Field(default=None, gt=0, le=60)
+    """Seconds a request may wait before it gets 429 (default: as long as it takes)."""
+
+
 class AdapterRow(_Strict):
     """One adapter: a versioned name, where it comes from, and who owns it."""
 
@@ -207,6 +223,9 @@ class AdapterRow(_Strict):
     """Per-adapter alarms (error rate, p95 latency, cold-start share): ``true`` with the endpoint's
     defaults, or a mapping of overrides (``{latency_p95_ms: 8000, cold_start_share_percent: null}``).
     Default (or ``false``): none."""
+    limits: LimitsSpec | None = None
+    """Fair-share limits for this tenant: ``{weight: 2, max_in_flight: 8, max_queue: 32, max_queue_wait_s: 10}``.
+    Default: the endpoint's (none unless the app sets ``adapter_limits``)."""
     canary: bool = False
     """Serve a copy of this adapter on the canary endpoint too (the example app's canary stack),
     where base-model and image upgrades are validated first."""

@@ -24,6 +24,7 @@ from constructs import Construct
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.compat import Acknowledgment
+from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.inference_component import AdapterInferenceComponent
 from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest_file
@@ -140,7 +141,8 @@ def add_manifest_adapters(
     package_dir = Path(package_dir) if package_dir is not None else DEFAULT_PACKAGE_DIR
     components = {
         adapter.name: endpoint.add_adapter(
-            adapter.name, artifact=_artifact_for(adapter, package_dir), acknowledge=_acknowledgment(adapter)
+            adapter.name, artifact=_artifact_for(adapter, package_dir), acknowledge=_acknowledgment(adapter),
+            limits=_limits(adapter),
         )
         for adapter in plan.adapters
     }
@@ -168,6 +170,12 @@ def package_local_adapter(adapter: PlannedAdapter, package_dir: Path) -> Path:
         final = package_dir / f"{adapter.name}-{packaged.sha256[:16]}.tar.gz"
         packaged.path.replace(final)
     return final
+
+
+def _limits(adapter: PlannedAdapter) -> AdapterLimits | None:
+    """The row's ``limits:``, with the contract's defaults for what it leaves out."""
+    given = adapter.row.limits
+    return None if given is None else AdapterLimits(**given.model_dump(exclude_none=True))
 
 
 def _acknowledgment(adapter: PlannedAdapter) -> Acknowledgment | None:

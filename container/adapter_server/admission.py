@@ -112,7 +112,7 @@ class FairAdmission:
     async def _wait(self, adapter: str, lane: _Lane, caller_gone: Callable[[], Awaitable[object]]) -> None:
         limits = lane.limits
         if limits.max_queue is not None and len(lane.waiting) >= limits.max_queue:
-            raise _throttled(adapter, "max_queue", f"{limits.max_queue} requests already wait", limits)
+            raise throttled(adapter, "max_queue", f"{limits.max_queue} requests already wait", limits)
         ticket: asyncio.Future = asyncio.get_running_loop().create_future()
         lane.waiting.append(ticket)
         watcher = asyncio.ensure_future(caller_gone())
@@ -130,7 +130,7 @@ class FairAdmission:
         self._abandon(adapter, lane, ticket)
         if watcher in done:
             raise CallerGone()
-        raise _throttled(adapter, "max_queue_wait_s", f"no place freed within {limits.max_queue_wait_s:g} s", limits)
+        raise throttled(adapter, "max_queue_wait_s", f"no place freed within {limits.max_queue_wait_s:g} s", limits)
 
     def _abandon(self, adapter: str, lane: _Lane, ticket: asyncio.Future) -> None:
         """Leave the queue; if a place was granted in the same instant, give it back."""
@@ -170,7 +170,9 @@ class FairAdmission:
             del self._lanes[adapter]
 
 
-def _throttled(adapter: str, limit: str, why: str, limits: AdapterLimits) -> Refusal:
+def throttled(adapter: str, limit: str, why: str, limits: AdapterLimits) -> Refusal:
+    """The 429 an adapter over `limit` gets, with ``Retry-After`` (also in the body, for SageMaker
+    passes only the container's status and body on to the caller)."""
     retry_after = limits.retry_after_s
     return Refusal(
         429, error_kinds.ADAPTER_THROTTLED,

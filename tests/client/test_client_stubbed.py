@@ -548,3 +548,39 @@ def test_a_record_re_read_without_network_keeps_the_record_in_hand(runtime, cloc
     clock.now += 61
     assert client.resolve("support-en-v4").adapter == "support-en-v4"  # the call goes on with the old record
     assert client.record == RECORD
+
+
+# --- throttling (fair share) -------------------------------------------------------------------
+
+
+def _throttled_body(retry_after_s: float) -> tuple[int, dict]:
+    """What the container's admission answers an adapter over its queue limit."""
+    from adapter_server.admission import throttled
+    from cdk_adapters.contract.tenant_limits import AdapterLimits
+    from tests.client.container_answers import rendered
+
+    return rendered(throttled("support-en-v4", "max_queue", "4 requests already wait", AdapterLimits(max_queue=4, max_queue_wait_s=retry_after_s)))
+
+
+def test_a_throttled_adapter_is_retried_after_what_the_container_says(runtime, clock):
+    status, body = _throttled_body(3)
+    assert (status, body["error"]["type"], body["error"]["retry_after"]) == (429, error_kinds.ADAPTER_THROTTLED, 3)
+    model_error(runtime, status, body)
+    runtime.stubber.add_response("invoke_endpoint", {"Body": body_of(ANSWER)})
+    client = client_for(runtime, retry=RetryPolicy(jitter=False), clock=clock, sleep=clock.sleep)
+    assert client.invoke("support-en-v4", "x").text == " thirty days"
+    assert clock.sleeps == [3.0]  # Retry-After, not the 1 s first backoff step
+
+
+def test_a_throttled_adapter_past_the_deadline_is_adapter_throttled(runtime, clock):
+    from cdk_adapters.client import AdapterThrottled
+
+    status, body = _throttled_body(20)
+    for _ in range(2):
+        model_error(runtime, status, body)
+    client = client_for(runtime, retry=RetryPolicy(deadline_s=30, jitter=False), clock=clock, sleep=clock.sleep)
+    with pytest.raises(AdapterThrottled) as raised:
+        client.invoke("support-en-v4", "x")
+    assert (raised.value.adapter, raised.value.limit, raised.value.retry_after_s) == ("support-en-v4", "max_queue", 20.0)
+    assert "is over its max_queue limit" in str(raised.value)
+    assert clock.sleeps == [20.0]  # a second 20 s wait would pass the 30 s deadline

@@ -34,19 +34,21 @@ def vllm_finished(client: httpx.Client) -> float:
 
 
 class Flood:
-    """`count` long requests of one adapter, each on its own thread, kept until `join`."""
+    """`count` requests of one adapter at once, each on its own thread, over one shared client.
 
-    def __init__(self, url: str, adapter: str, count: int = FLOOD, body: dict = LONG) -> None:
+    One client made beforehand: sixteen clients made by sixteen threads would spend the test
+    process's time (and the GIL) on TLS set-up while the test's own request waits to be sent."""
+
+    def __init__(self, client: httpx.Client, adapter: str, count: int = FLOOD, body: dict = LONG) -> None:
         self.statuses: list[int] = []
         self.refusals: list[httpx.Response] = []
         self.finished: list[float] = []
-        self._threads = [threading.Thread(target=self._one, args=(url, adapter, body)) for _ in range(count)]
+        self._threads = [threading.Thread(target=self._one, args=(client, adapter, body)) for _ in range(count)]
         for thread in self._threads:
             thread.start()
 
-    def _one(self, url: str, adapter: str, body: dict) -> None:
-        with httpx.Client(base_url=url, timeout=300) as client:
-            answer = client.post("/invocations", json=body, headers={ADAPTER_HEADER: adapter})
+    def _one(self, client: httpx.Client, adapter: str, body: dict) -> None:
+        answer = client.post("/invocations", json=body, headers={ADAPTER_HEADER: adapter})
         self.statuses.append(answer.status_code)
         self.finished.append(time.monotonic())
         if answer.status_code != 200:
@@ -67,6 +69,13 @@ def wait_until(condition, what: str, timeout_s: float = 120, detail=None) -> Non
 
 
 @pytest.fixture(scope="module")
+def pool(served):
+    """One client for the floods, with a connection per concurrent request."""
+    with httpx.Client(base_url=served.url, timeout=300, limits=httpx.Limits(max_connections=64, max_keepalive_connections=64)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
 def tenants(served, zoo):
     for name, kind in (("noisy-v1", "good"), ("quiet-v1", "good-2"), (LIMITED_ADAPTER, "good"), ("leaving-q-v1", "good-2")):
         assert register(served.client, name, zoo.adapter(kind)).status_code == 200
@@ -80,11 +89,11 @@ def arrival_and_admission(line: dict) -> tuple[float, float]:
     return arrived, arrived + line["queue_ms"]
 
 
-def test_a_burst_from_one_adapter_does_not_queue_ahead_of_another(tenants):
+def test_a_burst_from_one_adapter_does_not_queue_ahead_of_another(tenants, pool):
     server = tenants
     already = len(server.events("cdk_adapters.request"))
-    flood = Flood(server.url, "noisy-v1")
-    time.sleep(0.3)  # the flood is in: four in the engine, the rest waiting
+    flood = Flood(pool, "noisy-v1")
+    wait_until(lambda: in_engine(server.client, "noisy-v1") == 4, "the flood fills the engine's four places")
     quiet = server.client.post("/invocations", json=SHORT, headers={ADAPTER_HEADER: "quiet-v1"})
     assert quiet.status_code == 200
     assert flood.join() == [200] * FLOOD
@@ -102,11 +111,11 @@ def test_a_burst_from_one_adapter_does_not_queue_ahead_of_another(tenants):
     assert len(overtaken) >= 4
 
 
-def test_over_its_limits_an_adapter_gets_429_with_retry_after(tenants):
+def test_over_its_limits_an_adapter_gets_429_with_retry_after(tenants, pool):
     server = tenants
     already = len(server.events("cdk_adapters.request"))
     # Four at once for an adapter allowed one place and one waiting request: two are served, two refused.
-    burst = Flood(server.url, LIMITED_ADAPTER, count=4)
+    burst = Flood(pool, LIMITED_ADAPTER, count=4)
     other = server.client.post("/invocations", json=SHORT, headers={ADAPTER_HEADER: "quiet-v1"})
     assert sorted(burst.join()) == [200, 200, 429, 429]
     assert other.status_code == 200  # another adapter is not held back by this one's limits
@@ -125,10 +134,10 @@ def test_over_its_limits_an_adapter_gets_429_with_retry_after(tenants):
     assert f'cdk_adapters_throttled_requests_total{{adapter="{LIMITED_ADAPTER}"}} 2.0' in server.client.get("/metrics").text
 
 
-def test_registration_and_ping_are_not_queued_behind_a_flood(tenants, zoo):
+def test_registration_and_ping_are_not_queued_behind_a_flood(tenants, zoo, pool):
     server = tenants
-    flood = Flood(server.url, "noisy-v1")
-    time.sleep(0.3)
+    flood = Flood(pool, "noisy-v1")
+    wait_until(lambda: in_engine(server.client, "noisy-v1") == 4, "the flood fills the engine")
     assert server.client.get("/ping").status_code == 200
     assert register(server.client, "during-flood-v1", zoo.adapter("good-2")).status_code == 200
     answered = time.monotonic()
@@ -136,12 +145,12 @@ def test_registration_and_ping_are_not_queued_behind_a_flood(tenants, zoo):
     assert answered < max(flood.finished)  # both answered while the flood was still being served
 
 
-def test_a_request_whose_caller_left_while_queued_never_reaches_the_engine(tenants):
+def test_a_request_whose_caller_left_while_queued_never_reaches_the_engine(tenants, pool):
     server = tenants
     already = len(server.events("cdk_adapters.request"))
     finished_before = vllm_finished(server.client)
-    flood = Flood(server.url, "noisy-v1")
-    time.sleep(0.3)
+    flood = Flood(pool, "noisy-v1")
+    wait_until(lambda: in_engine(server.client, "noisy-v1") == 4, "the flood fills the engine")
     with pytest.raises(httpx.ReadTimeout):  # the caller gives up while its request waits
         httpx.post(f"{server.url}/invocations", json=SHORT, headers={ADAPTER_HEADER: "leaving-q-v1"}, timeout=0.5)
     assert flood.join() == [200] * FLOOD

@@ -1,0 +1,130 @@
+"""A quiet tenant's latency while another floods the same engine, with fair share off and on.
+
+One base model, two adapters, ``--max-num-seqs 4`` so the engine saturates as a GPU copy does under a
+burst. The quiet adapter sends one request at a time; the noisy adapter keeps `IN_FLIGHT` requests in
+flight. Both servers (fair share off, on) run the same launcher, middleware, model and flags; the
+phases alternate between them in rounds, so machine noise hits both alike.
+
+Reported per server: the quiet adapter's p50/p95 alone and under the flood (and the ratio), and the
+noisy adapter's throughput under the flood. Targets: with fair share on, quiet p95 under the flood
+at most 2x its p95 alone; the noisy adapter keeps at least 80% of its throughput without fair share.
+
+    .venv/bin/python -m benchmarks.bench_tenant_isolation [--rounds N] [--quiet-requests N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from benchmarks.bench_middleware_overhead import free_port, server_environment, start, stop
+from cdk_adapters.contract import tenant_limits
+from tests.support import tiny_models as tm
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
+IN_FLIGHT = 16
+BODY = {"prompt": "The support team", "max_tokens": 32, "temperature": 0, "ignore_eos": True}
+
+
+def p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def quiet_latencies(client: httpx.AsyncClient, count: int) -> list[float]:
+    samples = []
+    for _ in range(count):
+        started = time.perf_counter()
+        answer = await client.post("/invocations", json=BODY, headers={ADAPTER_HEADER: "quiet-v1"})
+        answer.raise_for_status()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def flooded(client: httpx.AsyncClient, count: int) -> tuple[list[float], float]:
+    """The quiet adapter's latencies while the noisy one keeps IN_FLIGHT requests in flight, and the
+    noisy adapter's requests per second over the same window."""
+    done = 0
+    stop_flood = asyncio.Event()
+
+    async def noisy() -> None:
+        nonlocal done
+        while not stop_flood.is_set():
+            answer = await client.post("/invocations", json=BODY, headers={ADAPTER_HEADER: "noisy-v1"})
+            answer.raise_for_status()
+            done += 1
+
+    workers = [asyncio.ensure_future(noisy()) for _ in range(IN_FLIGHT)]
+    await asyncio.sleep(1.0)  # the flood is established
+    done, started = 0, time.perf_counter()
+    latencies = await quiet_latencies(client, count)
+    rate = done / (time.perf_counter() - started)
+    stop_flood.set()
+    await asyncio.gather(*workers)
+    return latencies, rate
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--quiet-requests", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-tenants-") as scratch:
+        root = Path(scratch)
+        base = tm.build_base_model(root / "base")
+        adapters = {name: tm.build_lora_adapter(base, root / name, seed=seed) for name, seed in (("quiet-v1", 1), ("noisy-v1", 2))}
+        servers = {}
+        for label, fair in (("fair share off", False), ("fair share on", True)):
+            port = free_port()
+            env = server_environment(base, root / f"state-{fair}", port)
+            env["CDK_ADAPTERS_VLLM_MAX_NUM_SEQS"] = "4"
+            env.update(tenant_limits.environment(fair_share=fair))
+            process = start([sys.executable, "-m", "adapter_server", "serve"], env, port, root / f"{fair}.log")
+            for name, directory in adapters.items():
+                httpx.post(f"http://127.0.0.1:{port}/adapters", json={"name": name, "src": str(directory)}, timeout=120).raise_for_status()
+            servers[label] = (process, f"http://127.0.0.1:{port}")
+        results: dict[str, dict[str, list[float]]] = {label: {"alone": [], "flood": [], "rate": []} for label in servers}
+        try:
+            for _ in range(args.rounds):
+                for label, (_, url) in servers.items():
+                    results[label]["alone"] += asyncio.run(_alone(url, args.quiet_requests))
+                    latencies, rate = asyncio.run(_flood(url, args.quiet_requests))
+                    results[label]["flood"] += latencies
+                    results[label]["rate"].append(rate)
+        finally:
+            for process, _ in servers.values():
+                stop(process)
+    print(f"\nquiet adapter: one request at a time; noisy adapter: {IN_FLIGHT} in flight; --max-num-seqs 4; "
+          f"{args.rounds} round(s) x {args.quiet_requests} quiet requests")
+    print(f"  {'server':<16} {'alone p50':>10} {'alone p95':>10} {'flood p50':>10} {'flood p95':>10} {'p95 ratio':>10} {'noisy req/s':>12}")
+    for label, found in results.items():
+        alone50, alone95 = p(found["alone"], 0.5), p(found["alone"], 0.95)
+        flood50, flood95 = p(found["flood"], 0.5), p(found["flood"], 0.95)
+        print(f"  {label:<16} {alone50:>9.3f}s {alone95:>9.3f}s {flood50:>9.3f}s {flood95:>9.3f}s "
+              f"{flood95 / alone95:>9.2f}x {statistics.median(found['rate']):>12.2f}")
+    off, on = (statistics.median(results[label]["rate"]) for label in servers)
+    print(f"  noisy throughput with fair share on: {on / off:.0%} of off")
+    return 0
+
+
+async def _alone(url: str, count: int) -> list[float]:
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=IN_FLIGHT + 4)) as client:
+        await quiet_latencies(client, 2)  # wake the server that was idle
+        return await quiet_latencies(client, count)
+
+
+async def _flood(url: str, count: int) -> tuple[list[float], float]:
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=IN_FLIGHT + 4)) as client:
+        return await flooded(client, count)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
