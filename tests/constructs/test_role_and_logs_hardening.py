@@ -236,11 +236,12 @@ def test_a_malformed_bucket_owner_is_refused_naming_the_field():
     assert "12-digit" in message
 
 
-def test_local_archives_are_read_only_from_the_stacks_own_bootstrap_bucket(tmp_path):
-    archive = tmp_path / "adapter.tar.gz"
-    archive.write_bytes(b"not really a tarball, but an asset all the same")
+def test_local_archives_are_read_only_from_the_stacks_own_bootstrap_bucket(tmp_path, zoo):
+    from tests.constructs.conftest import real_archives
+
+    (archive,) = real_archives(zoo, tmp_path, 1)  # a real adapter: local archives pass the gate at synth
     endpoint = build_endpoint()
-    endpoint.add_adapter("local-one", artifact=AdapterArtifact.from_archive(str(archive)))
+    endpoint.add_adapter("local-one-v1", artifact=AdapterArtifact.from_archive(str(archive)))
     [local] = [s for s in role_statements(template_of(endpoint)) if s.get("Sid") == "ReadLocalAdapterArchives"]
     assert flat(local["Condition"]["StringEquals"]["s3:ResourceAccount"]) == ACCOUNT
 
@@ -351,8 +352,8 @@ def test_only_alarms_a_rollback_names_are_said_to_be_acted_on():
         alarms=MonitoringAlarms(endpoint=AlarmThresholds(), adapters=AlarmThresholds()),
         deployment=RollingUpdate(rollback_on_endpoint_alarms=("error_rate",)),
     )
-    endpoint.add_adapter("tenant-a", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
-    endpoint.add_adapter_alarms("tenant-a")
+    endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    endpoint.add_adapter_alarms("tenant-a-v1")
     reasons = alarm_reasons(stack)
     rollback = nag.alarm_without_topic_reason(drives_rollback=True, on_dashboard=True)
     idle = nag.alarm_without_topic_reason(drives_rollback=False, on_dashboard=True)

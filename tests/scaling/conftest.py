@@ -26,7 +26,7 @@ SCALE_OUT = {"instance_type": "ml.g6.12xlarge", "initial_instance_count": 2, "mi
 def endpoint_with_adapters(name: str, adapters: int = 2, **overrides: Any) -> MultiAdapterEndpoint:
     endpoint = build_endpoint(new_stack(name), **overrides)
     for index in range(adapters):
-        adapter = f"tenant-{index:03d}"
+        adapter = f"tenant-{index:03d}-v1"
         endpoint.add_adapter(adapter, artifact=AdapterArtifact.from_s3_url(ADAPTER_URL.format(adapter)))
     return endpoint
 

@@ -114,7 +114,7 @@ def test_scale_to_zero_needs_min_instance_count_zero_and_min_copies_zero():
 
 def test_adapter_components_have_no_copies_to_scale():
     endpoint = endpoint_with_adapters("Refuse-Adapter", **SCALE_OUT)
-    adapter = endpoint.adapters["tenant-000"]
+    adapter = endpoint.adapters["tenant-000-v1"]
     error = refused(lambda: adapter.auto_scale_copy_count(min_copies=1, max_copies=4))
     assert fields_of(error) == [(f"adapter component {adapter.inference_component_name!r}", "auto_scale_copy_count")]
     assert "adapter components have no copies" in str(error) and "endpoint.base_component.auto_scale_copy_count" in str(error)
