@@ -42,9 +42,8 @@ SERVER_LIMITS = {
 """The measured tiny-model recipe; float32 so outputs can be compared with transformers exactly, and a
 running batch of 4 so a burst saturates the engine as it would a GPU copy (fair share is tested on it)."""
 
-LIMITED_ADAPTER = "limited-v1"
-LIMITS = tenant_limits.environment(adapters={LIMITED_ADAPTER: tenant_limits.AdapterLimits(max_in_flight=1, max_queue=1, max_queue_wait_s=30)})
-"""One adapter with limits, so the 429 path runs on the shared server."""
+LIMITS = tenant_limits.environment(adapters={"limited-v1": tenant_limits.AdapterLimits(max_in_flight=1, max_queue=1, max_queue_wait_s=30)})
+"""Limits for one adapter name, so the shared server starts with fair share on and limits decoded."""
 
 METRICS_NAMESPACE = "CdkAdaptersTests"
 METRICS_ENDPOINT_NAME = "tests-endpoint"

@@ -39,5 +39,5 @@ def test_the_client_reads_the_kinds_it_types_from_the_contract():
         node.attr for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.Attribute) and getattr(node.value, "id", None) == "error_kinds"
     }
-    assert compared == {"ADAPTER_NOT_FOUND", "ADAPTER_REQUIRED", "PAYLOAD_TOO_LARGE", "ADAPTER_LOAD_FAILED", "UNHEALTHY"}
+    assert compared == {"ADAPTER_NOT_FOUND", "ADAPTER_REQUIRED", "PAYLOAD_TOO_LARGE", "ADAPTER_LOAD_FAILED", "UNHEALTHY", "ADAPTER_THROTTLED"}
     assert not [value for value in (getattr(error_kinds, k) for k in KINDS) if f'"{value}"' in source]
