@@ -237,3 +237,26 @@ def test_what_an_import_refuses(platform, tmp_path):
     with pytest.raises(ConfigurationError) as caught:
         MultiAdapterEndpoint.from_endpoint_attributes(stack, "Wrong", endpoint_name="a b", base_component_name="", component_prefix="p")
     assert "endpoint_name" in str(caught.value) and "base_component_name" in str(caught.value)
+
+
+def test_a_grant_follows_the_records_canary_and_a_bad_cached_value_is_named(tmp_path):
+    from cdk_adapters.contract.discovery import CanaryRecord
+
+    canary = CanaryRecord("canary-1a2b3c4d", "canary-1a2b3c4d-base", "canary-1a2b3c4d", ("platform-v1",), 10)
+    record = DiscoveryRecord("main-1a2b3c4d", "main-1a2b3c4d-base", "main-1a2b3c4d", canary=canary)
+    stack = cdk.Stack(cdk.App(), "Tenant")
+    imported = ImportedMultiAdapterEndpoint(stack, "Serving", record=record)
+    role = iam.Role(stack, "Caller", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    imported.grant_invoke(role, adapters=["platform-v1", "acme-v1"])
+    [policy] = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    rendered = json.dumps(policy["Properties"]["PolicyDocument"])
+    for arn in ("endpoint/main-1a2b3c4d", "inference-component/main-1a2b3c4d-platform-v1", "inference-component/main-1a2b3c4d-acme-v1",
+                "endpoint/canary-1a2b3c4d", "inference-component/canary-1a2b3c4d-platform-v1"):
+        assert arn in rendered
+    assert "canary-1a2b3c4d-acme-v1" not in rendered, "the canary serves only its own adapters"
+
+    key = lookup_key(tmp_path / "first-pass", "/cdk-adapters/x/inference-components")
+    with pytest.raises(ConfigurationError, match="is not a discovery record this cdk-adapters reads: not JSON"):
+        MultiAdapterEndpoint.from_discovery_parameter(
+            tenant_stack(cdk.App(context={key: "oops"})), "Serving", parameter_name="/cdk-adapters/x/inference-components"
+        )
