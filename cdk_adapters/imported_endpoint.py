@@ -100,8 +100,7 @@ class ImportedMultiAdapterEndpoint(Construct):
             ("base_component_name", record.base_inference_component_name),
             ("component_prefix", record.component_prefix),
         ):
-            problems += names.validate_component_name(value, self._subject)
-            problems = [Problem(p.subject, field if p.field == "name" else p.field, p.message) for p in problems]
+            problems += [Problem(p.subject, field, p.message) for p in names.validate_component_name(value, self._subject)]
         if discovery_parameter_name is not None and (not isinstance(discovery_parameter_name, str) or not discovery_parameter_name.startswith("/")):
             problems.append(Problem(self._subject, "discovery_parameter_name", f"must be an SSM parameter name starting with '/', got {discovery_parameter_name!r}"))
         locations = list(adapter_locations or ())
