@@ -102,6 +102,7 @@ class _RecordSizeValidation:
             return []
         return [
             f"discovery parameter {self._parameter_name}: the record is {size} characters; SSM holds "
-            f"{SSM_ADVANCED_MAX_LENGTH}. Only aliases and the canary's adapter list make it grow: keep fewer "
-            "aliases, or fewer adapters on the canary"
+            f"{SSM_ADVANCED_MAX_LENGTH}. Only aliases, the canary's adapter list and the serving reference "
+            "(base model modules and shapes, adapter locations) make it grow: keep fewer aliases, fewer "
+            "adapters on the canary, or fewer adapter locations"
         ]

@@ -16,7 +16,7 @@ at synth.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import jsii
 from aws_cdk import IStableAnyProducer, Lazy, Stack, Token
@@ -27,12 +27,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
-from cdk_adapters import discovery, names
+from cdk_adapters import discovery, names, serving_reference
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.compat import Acknowledgment, BaseModelFacts, CoHostedAdapter, Reference
-from cdk_adapters.compat.acknowledgments import reason_error, rule_error
-from cdk_adapters.compat.checks.co_hosted import VERSION_SUFFIX_CHECK
+from cdk_adapters.compat import Acknowledgment, BaseModelFacts, Reference
+from cdk_adapters.compat.gate import new_adapter_name_problems
 from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
@@ -63,6 +62,9 @@ from cdk_adapters.contract import tenant_limits
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
 from cdk_adapters.vllm_options import VllmOptions
+
+if TYPE_CHECKING:
+    from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
@@ -379,6 +381,29 @@ class MultiAdapterEndpoint(Construct):
         if local_storage:
             acknowledge_local_storage_kms(self.endpoint_config)
 
+    # ------------------------------------------------------------------ import
+
+    @staticmethod
+    def from_endpoint_attributes(scope: Construct, id: str, **attributes: Any) -> "ImportedMultiAdapterEndpoint":
+        """An endpoint deployed elsewhere (another stack or CDK app), from plain attributes; no
+        account lookup. See `ImportedMultiAdapterEndpoint` for the attributes."""
+        from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
+
+        return ImportedMultiAdapterEndpoint.from_endpoint_attributes(scope, id, **attributes)
+
+    @staticmethod
+    def from_discovery_parameter(scope: Construct, id: str, *, parameter_name: str, **attributes: Any) -> "ImportedMultiAdapterEndpoint":
+        """An endpoint deployed elsewhere, read from its discovery record (a synth-time SSM lookup
+        cached in ``cdk.context.json``), serving reference and aliases included."""
+        from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
+
+        return ImportedMultiAdapterEndpoint.from_discovery_parameter(scope, id, parameter_name=parameter_name, **attributes)
+
+    @property
+    def component_prefix(self) -> str:
+        """Adapter components are named ``<component_prefix>-<adapter, lower-cased>``."""
+        return self.prefix
+
     # ------------------------------------------------------------------ adapters
 
     def add_adapter(
@@ -534,6 +559,7 @@ class MultiAdapterEndpoint(Construct):
             allow_base_model=self.serving_policy.allow_base_model,
             aliases={alias: dict(targets) for alias, targets in self.aliases.items()},
             canary=self._canary_record(),
+            serving=serving_reference.publish(self.compatibility_reference, self.adapter_locations),
         )
 
     def _canary_record(self) -> CanaryRecord | None:
@@ -671,16 +697,7 @@ class MultiAdapterEndpoint(Construct):
 
     def _naming_rule_problems(self, name: object, acknowledge: Acknowledgment | None, subject: str) -> list[Problem]:
         """The manifest's version-suffix rule (same message and rule id), unless acknowledged."""
-        if acknowledge is not None:
-            if not isinstance(acknowledge, Acknowledgment):
-                return [Problem(subject, "acknowledge", f"must be an Acknowledgment(rule, reason), got {acknowledge!r}")]
-            errors = [e for e in (rule_error(acknowledge.rule), reason_error(acknowledge.reason)) if e is not None]
-            if errors:
-                return [Problem(subject, "acknowledge", error) for error in errors]
-        if not isinstance(name, str) or not name or (acknowledge is not None and acknowledge.rule == VERSION_SUFFIX_CHECK.id):
-            return []
-        adapters = [CoHostedAdapter(known, ()) for known in self.adapters] + [CoHostedAdapter(name, ())]
-        return [problem for problem in VERSION_SUFFIX_CHECK(adapters) if problem.subject == f"adapter '{name}'"]
+        return new_adapter_name_problems(self.adapters, name, acknowledge, subject)
 
     def _compatibility_reference(self, facts: BaseModelFacts | None) -> tuple[Reference, list[Problem]]:
         """The gate's reference; a `base_model_facts` identity must agree with base_model_id/revision

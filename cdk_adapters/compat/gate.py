@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from cdk_adapters.compat.acknowledgments import Acknowledgment, reason_error, rule_error
 from cdk_adapters.compat.adapter_contents import AdapterContents
 from cdk_adapters.compat.adapter_facts import AdapterFacts
 from cdk_adapters.compat.checks import ADAPTER_CHECKS, AdapterCheckContext
-from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter
+from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, VERSION_SUFFIX_CHECK, CoHostedAdapter
 from cdk_adapters.compat.ranks import smallest_allowed_max_lora_rank
 from cdk_adapters.compat.reference import Reference
 from cdk_adapters.problems import Problem
@@ -48,6 +49,23 @@ def check_adapter_facts(name: str, facts: AdapterFacts, reference: Reference) ->
 def check_co_hosted(adapters: Sequence[CoHostedAdapter]) -> list[Problem]:
     """Checks across adapters sharing one endpoint: unique names, -v<N> suffix, same target modules."""
     return [problem for check in CO_HOSTED_CHECKS for problem in check(adapters)]
+
+
+def new_adapter_name_problems(
+    known: Iterable[str], name: object, acknowledge: Acknowledgment | None, subject: str
+) -> list[Problem]:
+    """The manifest's version-suffix rule for one adapter added beside `known` ones (same message
+    and rule id), unless `acknowledge` names it; a malformed acknowledgment is a problem itself."""
+    if acknowledge is not None:
+        if not isinstance(acknowledge, Acknowledgment):
+            return [Problem(subject, "acknowledge", f"must be an Acknowledgment(rule, reason), got {acknowledge!r}")]
+        errors = [e for e in (rule_error(acknowledge.rule), reason_error(acknowledge.reason)) if e is not None]
+        if errors:
+            return [Problem(subject, "acknowledge", error) for error in errors]
+    if not isinstance(name, str) or not name or (acknowledge is not None and acknowledge.rule == VERSION_SUFFIX_CHECK.id):
+        return []
+    adapters = [CoHostedAdapter(other, ()) for other in known] + [CoHostedAdapter(name, ())]
+    return [problem for problem in VERSION_SUFFIX_CHECK(adapters) if problem.subject == f"adapter '{name}'"]
 
 
 def covering_max_lora_rank(facts: Iterable[AdapterFacts]) -> int:

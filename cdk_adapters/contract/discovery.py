@@ -9,6 +9,12 @@ thousand adapters has the same record as a fleet of one, and adding an adapter n
 Versioning: ``version`` is the record's major version. A reader refuses a version it does not
 know (it cannot interpret the rule), and ignores keys it does not know within its version, so
 optional keys can be added without breaking older clients.
+
+The optional ``serving`` key (`ServingReference`, versioned on its own) carries what another team
+needs to check an adapter offline before adding it to this endpoint: the base model's facts, the
+served ``--max-lora-rank``, the vision flag and the adapter locations. Clients ignore it; an
+imported endpoint (`MultiAdapterEndpoint.from_discovery_parameter`) runs the compatibility gate
+against it. A reader that does not know its version reads the record without it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from typing import Any, Iterable, Mapping
 RECORD_KIND = "cdk-adapters/discovery"
 RECORD_VERSION = 1
 """The major version this module writes and reads."""
+SERVING_VERSION = 1
+"""The version of the optional ``serving`` key this module writes and reads."""
 
 
 class DiscoveryRecordError(ValueError):
@@ -101,6 +109,135 @@ class CanaryRecord:
 
 
 @dataclass(frozen=True)
+class ServedBaseModel:
+    """The base model's facts, as the compatibility gate compares adapters with them."""
+
+    model_id: str | None
+    revision: str | None
+    hidden_size: int
+    module_names: tuple[str, ...]
+    """Leaf modules owning a 2-D weight, sorted."""
+    vision_language: bool = False
+    module_shapes: tuple[tuple[str, int, int], ...] | None = None
+    """``(leaf, out, in)`` of every 2-D weight, sorted; None: not known (only `hidden_size` is)."""
+
+    def to_document(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "id": self.model_id,
+            "revision": self.revision,
+            "hidden_size": self.hidden_size,
+            "module_names": list(self.module_names),
+            "vision_language": self.vision_language,
+        }
+        if self.module_shapes is not None:
+            shapes: dict[str, list[list[int]]] = {}
+            for leaf, out, in_ in self.module_shapes:
+                shapes.setdefault(leaf, []).append([out, in_])
+            document["module_shapes"] = shapes
+        return document
+
+    @classmethod
+    def from_document(cls, document: object) -> tuple["ServedBaseModel | None", list[str]]:
+        if not isinstance(document, dict):
+            return None, ["serving.base_model must be an object"]
+        problems = [
+            f"serving.base_model.{key} must be a non-empty string or null"
+            for key in ("id", "revision")
+            if document.get(key) is not None and (not isinstance(document[key], str) or not document[key])
+        ]
+        hidden = document.get("hidden_size")
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
+            problems.append(f"serving.base_model.hidden_size must be a positive integer, got {hidden!r}")
+        modules = document.get("module_names")
+        if not isinstance(modules, list) or not modules or not all(isinstance(m, str) and m for m in modules):
+            problems.append("serving.base_model.module_names must be a non-empty list of module names")
+        if not isinstance(document.get("vision_language", False), bool):
+            problems.append("serving.base_model.vision_language must be true or false")
+        shapes: tuple[tuple[str, int, int], ...] | None = None
+        if document.get("module_shapes") is not None:
+            raw = document["module_shapes"]
+            pairs = raw.items() if isinstance(raw, dict) else ()
+            flat = [
+                (leaf, shape[0], shape[1])
+                for leaf, listed in pairs
+                if isinstance(listed, list)
+                for shape in listed
+                if isinstance(shape, list) and len(shape) == 2 and all(_positive(n) for n in shape)
+            ]
+            expected = sum(len(listed) if isinstance(listed, list) else 1 for _, listed in pairs)
+            if not isinstance(raw, dict) or len(flat) != expected:
+                problems.append("serving.base_model.module_shapes must map each module to a list of [out, in] positive integers")
+            shapes = tuple(sorted(flat))
+        if problems:
+            return None, problems
+        return (
+            cls(
+                model_id=document.get("id"),
+                revision=document.get("revision"),
+                hidden_size=hidden,
+                module_names=tuple(sorted(modules)),
+                vision_language=document.get("vision_language", False),
+                module_shapes=shapes,
+            ),
+            [],
+        )
+
+
+@dataclass(frozen=True)
+class ServingReference:
+    """What an adapter must fit to be served by this endpoint, published for other teams' synth.
+
+    The same facts the endpoint's own `add_adapter` checks local archives against, plus where
+    the endpoint's role reads published adapters from.
+    """
+
+    base_model: ServedBaseModel | None
+    """None: the platform stated no base facts; the rules comparing with the base then run only
+    in the container."""
+    max_lora_rank: int
+    """The served ``--max-lora-rank``."""
+    allow_vision_modules: bool = False
+    adapter_locations: tuple[str, ...] = ()
+    """``s3://bucket/prefix/`` the endpoint's role reads adapters from."""
+
+    def to_document(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "version": SERVING_VERSION,
+            "max_lora_rank": self.max_lora_rank,
+            "allow_vision_modules": self.allow_vision_modules,
+            "adapter_locations": list(self.adapter_locations),
+        }
+        if self.base_model is not None:
+            document["base_model"] = self.base_model.to_document()
+        return document
+
+    @classmethod
+    def from_document(cls, document: object) -> tuple["ServingReference | None", list[str]]:
+        """The reference and every problem with it; (None, []) for a version this module does not
+        read (a client needs none of it)."""
+        if not isinstance(document, dict):
+            return None, ["'serving' must be an object"]
+        if document.get("version") != SERVING_VERSION:
+            return None, []
+        problems: list[str] = []
+        rank = document.get("max_lora_rank")
+        if not _positive(rank):
+            problems.append(f"serving.max_lora_rank must be a positive integer, got {rank!r}")
+        if not isinstance(document.get("allow_vision_modules", False), bool):
+            problems.append("serving.allow_vision_modules must be true or false")
+        locations = document.get("adapter_locations", [])
+        if not isinstance(locations, list) or not all(isinstance(url, str) and url.startswith("s3://") for url in locations):
+            problems.append("serving.adapter_locations must be a list of s3:// URLs")
+        base = None
+        if document.get("base_model") is not None:
+            base, base_problems = ServedBaseModel.from_document(document["base_model"])
+            problems += base_problems
+        if problems:
+            return None, problems
+        return cls(base, rank, document.get("allow_vision_modules", False), tuple(locations)), []
+
+
+@dataclass(frozen=True)
 class DiscoveryRecord:
     """Everything a client needs to call any adapter of one endpoint."""
 
@@ -118,6 +255,9 @@ class DiscoveryRecord:
     canary: CanaryRecord | None = None
     """The canary endpoint for a few of these adapters, if one is deployed (optional key
     ``canary``; readers that do not know it ignore it and call the main endpoint only)."""
+    serving: ServingReference | None = None
+    """What adapters must fit (optional key ``serving``; clients ignore it, imported endpoints
+    gate adapters with it). None in records written before it existed."""
 
     def component_name(self, adapter_name: str) -> str:
         """The inference component that serves `adapter_name`."""
@@ -146,6 +286,8 @@ class DiscoveryRecord:
             document["aliases"] = {alias: dict(targets) for alias, targets in self.aliases.items()}
         if self.canary is not None:
             document["canary"] = self.canary.to_document()
+        if self.serving is not None:
+            document["serving"] = self.serving.to_document()
         return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -179,6 +321,10 @@ class DiscoveryRecord:
         if "canary" in document:
             canary, canary_problems = CanaryRecord.from_document(document["canary"])
             problems += canary_problems
+        serving = None
+        if "serving" in document:
+            serving, serving_problems = ServingReference.from_document(document["serving"])
+            problems += serving_problems
         if problems:
             raise DiscoveryRecordError("; ".join(problems))
         return cls(
@@ -188,6 +334,7 @@ class DiscoveryRecord:
             allow_base_model=document.get("allow_base_model", False),
             aliases=aliases,
             canary=canary,
+            serving=serving,
         )
 
 
@@ -225,6 +372,10 @@ def _lookup(aliases: Mapping[str, Mapping[str, int]], name: str) -> Mapping[str,
         if alias.lower() == name.lower():
             return targets
     return None
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _get(document: object, key: str) -> object:

@@ -57,3 +57,22 @@ def test_serving_image_asset_hash_is_deterministic():
 
     first, second = image_of(synth_environment("dev")), image_of(synth_environment("dev"))
     assert ASSET_HASH.search(first) and first == second
+
+
+@pytest.mark.parametrize("environment", sorted(app_environments()))
+def test_the_record_publishes_the_manifests_serving_reference(environment):
+    """The one change the serving reference made to the templates: the discovery parameter's value
+    gained the optional ``serving`` key (the manifest's base facts, rank limit, vision flag and
+    adapter locations), and it stays within SSM's Standard tier."""
+    from cdk_adapters.contract.discovery import DiscoveryRecord
+    from cdk_adapters.serving_reference import gate_reference
+
+    app = cdk.App(context=app_context(environment))
+    stack = example_app.build(app)
+    [parameter] = [r for r in Template.from_stack(stack).to_json()["Resources"].values() if r["Type"] == "AWS::SSM::Parameter"]
+    value = parameter["Properties"]["Value"]
+    record = DiscoveryRecord.from_json(value)
+    assert gate_reference(record.serving) == stack.endpoint.compatibility_reference
+    assert record.serving.base_model.model_id == "meta-llama/Llama-3.1-8B-Instruct"
+    assert record.serving.adapter_locations == ("s3://example-ml-adapters/adapters/",)
+    assert len(value) < 4096 and parameter["Properties"]["Tier"] == "Standard"

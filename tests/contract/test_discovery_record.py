@@ -13,7 +13,16 @@ from collections import Counter
 
 import pytest
 
-from cdk_adapters.contract.discovery import RECORD_KIND, RECORD_VERSION, DiscoveryRecord, DiscoveryRecordError, alias_problems
+from cdk_adapters.contract.discovery import (
+    RECORD_KIND,
+    RECORD_VERSION,
+    SERVING_VERSION,
+    DiscoveryRecord,
+    DiscoveryRecordError,
+    ServedBaseModel,
+    ServingReference,
+    alias_problems,
+)
 from cdk_adapters.names import adapter_component_name
 
 RECORD = DiscoveryRecord("fleet-1a2b3c4d", "fleet-1a2b3c4d-base", "fleet-1a2b3c4d", allow_base_model=False)
@@ -101,3 +110,34 @@ def test_importing_the_contract_needs_no_aws_cdk_lib():
     probe = "import sys, cdk_adapters.contract.discovery; print('aws_cdk' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr
+
+
+SERVING = ServingReference(
+    base_model=ServedBaseModel("org/base", "abc123", 64, ("k_proj", "q_proj"), False, (("k_proj", 32, 64), ("q_proj", 64, 64))),
+    max_lora_rank=16,
+    adapter_locations=("s3://adapters/team/",),
+)
+
+
+def test_the_serving_reference_round_trips_and_older_records_without_it_still_parse():
+    with_serving = DiscoveryRecord(**{**RECORD.__dict__, "serving": SERVING})
+    text = with_serving.to_json()
+    assert DiscoveryRecord.from_json(text) == with_serving
+    assert json.loads(text)["serving"]["version"] == SERVING_VERSION
+    assert DiscoveryRecord.from_json(RECORD.to_json()).serving is None  # a record written before the key existed
+
+
+def test_a_serving_reference_of_another_version_is_left_out_not_refused():
+    document = json.loads(DiscoveryRecord(**{**RECORD.__dict__, "serving": SERVING}).to_json())
+    document["serving"]["version"] = SERVING_VERSION + 1
+    assert DiscoveryRecord.from_json(json.dumps(document)) == RECORD  # a client needs none of it
+
+
+def test_a_malformed_serving_reference_names_every_field():
+    document = json.loads(RECORD.to_json())
+    document["serving"] = {"version": SERVING_VERSION, "max_lora_rank": 0, "adapter_locations": ["http://x"],
+                           "base_model": {"hidden_size": -1, "module_names": []}}
+    with pytest.raises(DiscoveryRecordError) as caught:
+        DiscoveryRecord.from_json(json.dumps(document))
+    for field in ("serving.max_lora_rank", "serving.adapter_locations", "serving.base_model.hidden_size", "serving.base_model.module_names"):
+        assert field in str(caught.value)

@@ -1,0 +1,380 @@
+"""An endpoint deployed by another stack or CDK app, seen from a tenant's stack.
+
+A platform team owns the endpoint and its base model; tenant teams ship adapters on their own
+schedule, from their own stacks or apps. `ImportedMultiAdapterEndpoint` is the platform's endpoint
+as a tenant sees it: it knows names, not constructs (no cross-stack export, no construct shared
+with the platform's app), so it can grant invoke, read metrics and add adapter components.
+
+Where a tenant's components live: directly in the tenant's stack, not in nested shards. Shards
+keep one endpoint's thousand-adapter fleet under CloudFormation's 500 resources per stack; a
+tenant stack holds one team's adapters, and a team with more adds another stack. The stack is
+checked at synth against the same budget as an endpoint whose components stay in its own stack.
+
+What is checked, as `MultiAdapterEndpoint.add_adapter` checks it: the adapter name and the
+``<prefix>-<adapter>`` naming rule, the version-suffix rule (among this import's adapters), the
+adapter locations (a published archive must lie in one, since the platform's role reads by
+location) and, for a local archive, the compatibility gate against the platform's serving
+reference (`contract.discovery.ServingReference`), so a tenant's bad adapter fails the tenant's
+synth with the rule id the platform's own synth would give.
+
+Deletion order: CloudFormation orders deletions within a stack, and between stacks only through
+exports it knows are imported. A tenant's components name the endpoint and base component by
+literal names, so CloudFormation cannot stop the platform's stack from being deleted first; delete
+tenant stacks (or their adapters) before the platform's endpoint (docs/constructs.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import jsii
+from aws_cdk import Aws, Stack, Token
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct, IValidation
+
+from cdk_adapters import nag_acknowledgments as nag
+from cdk_adapters import names, serving_reference
+from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.compat import Acknowledgment, Reference
+from cdk_adapters.compat.gate import new_adapter_name_problems
+from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError, ServingReference
+from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count
+from cdk_adapters.iam_conditions import kms_via_s3, s3_owned_by
+from cdk_adapters.inference_component import AdapterInferenceComponent, InferenceComponentMetrics
+from cdk_adapters.invoke_grant import INVOKE_ACTIONS
+from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
+
+LOOKUP_DUMMY_PREFIX = "dummy-value-for-"
+"""What `ssm.StringParameter.value_from_lookup` returns before the context holds the value."""
+PLACEHOLDER_NAME = "lookup-pending"
+"""Names of the placeholder endpoint on the first synth pass, before the lookup is cached."""
+REASON_TENANT_ARCHIVE_POLICY = (
+    "inline on purpose: it lets the platform's endpoint role read the exact CDK asset objects of this tenant "
+    "stack's local adapter archives, nothing else; it lives and is deleted with the tenant's stack"
+)
+
+
+class _Component(InferenceComponentMetrics):
+    """The ``metric_*`` methods of a component known by name only."""
+
+    def __init__(self, inference_component_name: str) -> None:
+        self.inference_component_name = inference_component_name
+
+
+class ImportedMultiAdapterEndpoint(Construct):
+    """A `MultiAdapterEndpoint` deployed elsewhere; adapters added here live in this stack.
+
+    Build one with `MultiAdapterEndpoint.from_endpoint_attributes` (plain attributes, no
+    account needed) or `MultiAdapterEndpoint.from_discovery_parameter` (the platform's discovery
+    record, read at synth and cached in ``cdk.context.json``).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        record: DiscoveryRecord,
+        discovery_parameter_name: str | None = None,
+        adapter_locations: Sequence[AdapterLocation] = (),
+        execution_role_arn: str | None = None,
+        lookup_pending: bool = False,
+    ) -> None:
+        """
+        :param record: what the platform published (or the attributes, as a record).
+        :param discovery_parameter_name: the record's SSM parameter, for `grant_read_discovery`.
+        :param adapter_locations: where the platform's role reads published adapters, beside
+            those the serving reference lists.
+        :param execution_role_arn: the platform endpoint's execution role, needed only for local
+            archives: this stack grants it read access to their asset objects.
+        :param lookup_pending: the record is a placeholder (first synth pass of a lookup).
+        """
+        super().__init__(scope, id)
+        self._subject = f"imported MultiAdapterEndpoint {self.node.path!r}"
+        problems: list[Problem] = []
+        for field, value in (
+            ("endpoint_name", record.endpoint_name),
+            ("base_component_name", record.base_inference_component_name),
+            ("component_prefix", record.component_prefix),
+        ):
+            problems += [Problem(p.subject, field, p.message) for p in names.validate_component_name(value, self._subject)]
+        if discovery_parameter_name is not None and (not isinstance(discovery_parameter_name, str) or not discovery_parameter_name.startswith("/")):
+            problems.append(Problem(self._subject, "discovery_parameter_name", f"must be an SSM parameter name starting with '/', got {discovery_parameter_name!r}"))
+        locations = list(adapter_locations or ())
+        if record.serving is not None:
+            locations += serving_reference.adapter_locations(record.serving)
+        for index, location in enumerate(locations):
+            problems += location.problems(self._subject, f"adapter_locations[{index}]")
+        if execution_role_arn is not None and (not isinstance(execution_role_arn, str) or not (Token.is_unresolved(execution_role_arn) or execution_role_arn.startswith("arn:"))):
+            problems.append(Problem(self._subject, "execution_role_arn", f"must be an IAM role ARN, got {execution_role_arn!r}"))
+        raise_if_any(problems, heading=f"cannot import MultiAdapterEndpoint {self.node.path!r}")
+        self.record = record
+        """The platform's discovery record (aliases and canary included), or the attributes as one."""
+        self.endpoint_name = record.endpoint_name
+        self.base_component_name = record.base_inference_component_name
+        self.discovery_parameter_name = discovery_parameter_name
+        self.adapter_locations = locations
+        self.lookup_pending = lookup_pending
+        """True on the first synth pass of `from_discovery_parameter`, before the context holds the
+        record: names are placeholders and the gate runs without the platform's reference."""
+        self.endpoint_arn = Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name)
+        self._execution_role_arn = execution_role_arn
+        self._archive_policy: iam.Policy | None = None
+        self._archive_reads: iam.PolicyStatement | None = None
+        self._archive_keys: iam.PolicyStatement | None = None
+        self._components: dict[str, AdapterInferenceComponent] = {}
+        self.node.add_validation(_TenantStackBudget(self))
+
+    # ------------------------------------------------------------------ factories
+
+    @classmethod
+    def from_endpoint_attributes(
+        cls,
+        scope: Construct,
+        id: str,
+        *,
+        endpoint_name: str,
+        base_component_name: str,
+        component_prefix: str,
+        discovery_parameter_name: str | None = None,
+        serving_reference: ServingReference | None = None,
+        adapter_locations: Sequence[AdapterLocation] = (),
+        execution_role_arn: str | None = None,
+    ) -> "ImportedMultiAdapterEndpoint":
+        """An endpoint from plain attributes (the platform stack's outputs); needs no account.
+
+        :param serving_reference: what adapters must fit (``DiscoveryRecord.from_json(text).serving``
+            of the platform's record). Default None: the gate runs only its file-level rules here
+            and the rest runs in the container when SageMaker registers the adapter.
+        """
+        record = DiscoveryRecord(
+            endpoint_name=endpoint_name,
+            base_inference_component_name=base_component_name,
+            component_prefix=component_prefix,
+            serving=serving_reference,
+        )
+        return cls(
+            scope,
+            id,
+            record=record,
+            discovery_parameter_name=discovery_parameter_name,
+            adapter_locations=adapter_locations,
+            execution_role_arn=execution_role_arn,
+        )
+
+    @classmethod
+    def from_discovery_parameter(
+        cls,
+        scope: Construct,
+        id: str,
+        *,
+        parameter_name: str,
+        adapter_locations: Sequence[AdapterLocation] = (),
+        execution_role_arn: str | None = None,
+    ) -> "ImportedMultiAdapterEndpoint":
+        """An endpoint read from its discovery record at synth (`ssm.StringParameter.value_from_lookup`,
+        cached in ``cdk.context.json``; ``cdk context --reset`` reads it again). The stack needs an
+        explicit account and region.
+
+        On the first pass, before the context holds the value, CDK returns a dummy value: the
+        import then stands for a placeholder endpoint (`lookup_pending`), so synth completes and
+        the CLI can look the parameter up and synthesize again with the record.
+        """
+        stack = Stack.of(scope)
+        subject = f"imported MultiAdapterEndpoint {scope.node.path}/{id}"
+        if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
+            raise ConfigurationError(
+                [Problem(subject, "parameter_name", f"{stack.stack_name} needs an explicit env (account and region) to look up {parameter_name!r}; or use from_endpoint_attributes")],
+                heading="cannot look up the discovery record",
+            )
+        value = ssm.StringParameter.value_from_lookup(scope, parameter_name)
+        if value.startswith(LOOKUP_DUMMY_PREFIX):
+            record = DiscoveryRecord(PLACEHOLDER_NAME, f"{PLACEHOLDER_NAME}-base", PLACEHOLDER_NAME)
+            return cls(scope, id, record=record, discovery_parameter_name=parameter_name, adapter_locations=adapter_locations,
+                       execution_role_arn=execution_role_arn, lookup_pending=True)
+        try:
+            record = DiscoveryRecord.from_json(value)
+        except DiscoveryRecordError as error:
+            raise ConfigurationError(
+                [Problem(subject, "parameter_name", f"{parameter_name!r} (cached in cdk.context.json) is not a discovery record this cdk-adapters reads: {error}")],
+                heading="cannot import MultiAdapterEndpoint",
+            ) from None
+        return cls(scope, id, record=record, discovery_parameter_name=parameter_name, adapter_locations=adapter_locations,
+                   execution_role_arn=execution_role_arn)
+
+    # ------------------------------------------------------------------ the interface
+
+    @property
+    def component_prefix(self) -> str:
+        return self.record.component_prefix
+
+    @property
+    def serving_reference(self) -> ServingReference | None:
+        """What the platform published that adapters must fit; None when not known here."""
+        return self.record.serving
+
+    @property
+    def compatibility_reference(self) -> Reference:
+        """What local archives are checked against (file-level rules only when no reference is known)."""
+        if self.record.serving is None:
+            return Reference(None)
+        return serving_reference.gate_reference(self.record.serving)
+
+    @property
+    def adapters(self) -> dict[str, AdapterInferenceComponent]:
+        """Adapters added through this import (not the platform's), in the order added."""
+        return {component.adapter_name: component for component in self._components.values()}
+
+    def adapter_component_name(self, adapter_name: str) -> str:
+        """The component that serves `adapter_name`, whoever added it: the naming rule."""
+        return self.record.component_name(adapter_name)
+
+    def add_adapter(
+        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None
+    ) -> AdapterInferenceComponent:
+        """Serve one adapter from this stack as ``<prefix>-<name>`` on the imported endpoint.
+
+        Checked as the platform's `add_adapter` checks it (name, version suffix, location, and the
+        gate on a local archive against the platform's serving reference). A local archive needs
+        `execution_role_arn`: this stack grants the platform's role its asset object.
+        """
+        subject = f"adapter {name!r} of {self._subject}"
+        problems = names.validate_adapter_name(name, subject)
+        problems += new_adapter_name_problems(self.adapters, name, acknowledge, subject)
+        if isinstance(name, str) and names.adapter_name_key(name) in self._components:
+            problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
+        problems += artifact.problems(subject)
+        if not problems:
+            problems += artifact.compatibility_problems(name, self.compatibility_reference)
+            problems += self._location_problems(artifact, subject)
+        raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
+        component = AdapterInferenceComponent(
+            self,
+            name,
+            adapter_name=name,
+            inference_component_name=self.adapter_component_name(name),
+            endpoint_name=self.endpoint_name,
+            base_component_name=self.base_component_name,
+            artifact=artifact,
+        )
+        config = component.artifact_config
+        if config.asset_object_arn is not None:
+            policy = self._grant_archive(config.asset_object_arn, config.asset_kms_key_arn)
+            component.resource.add_resource_dependency(policy.node.default_child)  # type: ignore[arg-type]
+        self._components[names.adapter_name_key(name)] = component
+        return component
+
+    def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
+        """Let `grantee` invoke adapters of the imported endpoint (this stack's or the platform's).
+
+        `adapters` names adapters or the platform's aliases (an alias grants its targets); default
+        every component (``<prefix>-*``). Canary components of the granted adapters are included
+        when the record names a canary. Names are checked as adapter names only: an import cannot
+        know the platform's adapters.
+        """
+        if adapters is not None and (isinstance(adapters, str) or not list(adapters)):
+            raise ConfigurationError([Problem(self._subject, "grant_invoke.adapters", f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant every adapter")])
+        problems = [problem for name in adapters or () for problem in names.validate_adapter_name(name, f"grant_invoke.adapters {name!r} of {self._subject}")]
+        raise_if_any(problems, heading=f"cannot grant invoke on {self._subject}")
+        return iam.Grant.add_to_principal(grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=self._invoke_arns(adapters))
+
+    def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` read the discovery parameter (by its literal ARN)."""
+        if self.discovery_parameter_name is None:
+            raise ConfigurationError([Problem(self._subject, "discovery_parameter_name", "is not known; import with discovery_parameter_name=...")])
+        arn = Stack.of(self).format_arn(service="ssm", resource="parameter", resource_name=self.discovery_parameter_name.lstrip("/"))
+        return iam.Grant.add_to_principal(grantee=grantee, actions=["ssm:GetParameter"], resource_arns=[arn])
+
+    def metric(self, metric_name: str, *, adapter: str | None = None, **props: Any) -> cloudwatch.Metric:
+        """An ``AWS/SageMaker`` metric of one adapter's component (any adapter of the endpoint,
+        by the naming rule), or of the base component."""
+        return self.component_metrics(adapter).metric(metric_name, **props)
+
+    def component_metrics(self, adapter: str | None = None) -> InferenceComponentMetrics:
+        """The ``metric_*`` methods (``metric_invocations()``, ...) of one component by name."""
+        if adapter is None:
+            return _Component(self.base_component_name)
+        raise_if_any(names.validate_adapter_name(adapter, f"metric adapter {adapter!r} of {self._subject}"), heading="cannot name the metric")
+        return _Component(self.adapter_component_name(adapter))
+
+    # ------------------------------------------------------------------ internals
+
+    def _invoke_arns(self, adapters: Sequence[str] | None) -> list[str]:
+        stack = Stack.of(self)
+
+        def component(name: str) -> str:
+            return stack.format_arn(service="sagemaker", resource="inference-component", resource_name=name)
+
+        record = self.record
+        canary = record.canary
+        if adapters is None:
+            arns = [self.endpoint_arn, component(f"{record.component_prefix}-*")]
+            if canary is not None:
+                arns += [stack.format_arn(service="sagemaker", resource="endpoint", resource_name=canary.endpoint_name), component(f"{canary.component_prefix}-*")]
+            return arns
+        targets = list(dict.fromkeys(target for name in adapters for target in (_targets(record.aliases, name) or [name])))
+        main = [self.endpoint_arn] + [component(record.component_name(target)) for target in targets]
+        served = [target for target in targets if canary is not None and canary.serves(target)]
+        if canary is None or not served:
+            return main
+        canary_arn = stack.format_arn(service="sagemaker", resource="endpoint", resource_name=canary.endpoint_name)
+        return main + [canary_arn] + [component(canary.component_name(target)) for target in served]
+
+    def _location_problems(self, artifact: AdapterArtifact, subject: str) -> list[Problem]:
+        published = artifact.s3_object
+        if published is None:
+            if self._execution_role_arn is None:
+                return [Problem(subject, "artifact", "is a local archive, which the platform's endpoint role can read only when this stack grants it: "
+                                "import with execution_role_arn=..., or publish the archive under one of the endpoint's adapter locations")]
+            return []
+        if any(location.contains(published.bucket_name, published.key) for location in self.adapter_locations):
+            return []
+        declared = ", ".join(location.describe() for location in self.adapter_locations) or "none"
+        return [Problem(subject, published.field, f"{published.url} is outside every adapter location of the endpoint (declared: {declared}); "
+                        "the platform's role reads adapters only there: publish it under one of them, or ask the platform to declare its prefix")]
+
+    def _grant_archive(self, object_arn: str, kms_key_arn: str | None) -> iam.Policy:
+        if self._archive_policy is None:
+            assert self._execution_role_arn is not None
+            role = iam.Role.from_role_arn(self, "ExecutionRole", self._execution_role_arn, mutable=True)
+            self._archive_reads = iam.PolicyStatement(sid="ReadTenantAdapterArchives", actions=["s3:GetObject"], conditions=s3_owned_by(Aws.ACCOUNT_ID))
+            self._archive_policy = iam.Policy(self, "LocalArchivePolicy", statements=[self._archive_reads])
+            self._archive_policy.attach_to_role(role)
+            nag.acknowledge_inline_policy(self._archive_policy, REASON_TENANT_ARCHIVE_POLICY)
+        assert self._archive_reads is not None
+        self._archive_reads.add_resources(object_arn)
+        if kms_key_arn:
+            if self._archive_keys is None:
+                self._archive_keys = iam.PolicyStatement(sid="DecryptTenantAdapterArchives", actions=["kms:Decrypt"], conditions=kms_via_s3())
+                self._archive_policy.add_statements(self._archive_keys)
+            self._archive_keys.add_resources(kms_key_arn)
+        return self._archive_policy
+
+
+def _targets(aliases: Mapping[str, Mapping[str, int]], name: str) -> list[str] | None:
+    for alias, targets in aliases.items():
+        if alias.lower() == name.lower():
+            return list(targets)
+    return None
+
+
+@jsii.implements(IValidation)
+class _TenantStackBudget:
+    """At synth: the tenant's stack, which holds its components directly, keeps within budget."""
+
+    def __init__(self, endpoint: ImportedMultiAdapterEndpoint) -> None:
+        self._endpoint = endpoint
+
+    def validate(self) -> list[str]:
+        stack = Stack.of(self._endpoint)
+        held = own_resource_count(stack)
+        if held <= IN_STACK_BUDGET:
+            return []
+        return [
+            f"{stack.node.path}: holds {held} resources with {len(self._endpoint.adapters)} adapter components; "
+            f"CloudFormation allows {CLOUDFORMATION_RESOURCE_LIMIT} and this library stops at {IN_STACK_BUDGET}. "
+            "Add further adapters from another tenant stack"
+        ]

@@ -1,0 +1,59 @@
+"""The serving reference between the gate's types and the discovery record's plain document.
+
+The platform's endpoint publishes the `compat.Reference` it checks adapters against (and its
+adapter locations) in its discovery record; an imported endpoint in another team's app turns the
+record's `ServingReference` back into a `compat.Reference`, so the same gate refuses the same
+adapter in either app, with the same rule id and message.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.compat import BaseModelFacts, Reference
+from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
+from cdk_adapters.contract.discovery import ServedBaseModel, ServingReference
+
+
+def publish(reference: Reference, locations: Sequence[AdapterLocation]) -> ServingReference:
+    """The record's form of what an endpoint checks adapters against."""
+    base = reference.base
+    served = None
+    if base is not None:
+        served = ServedBaseModel(
+            model_id=base.model_id,
+            revision=base.revision,
+            hidden_size=base.hidden_size,
+            module_names=tuple(sorted(base.module_names)),
+            vision_language=base.vision_language,
+            module_shapes=None if base.module_shapes is None else tuple(sorted(base.module_shapes)),
+        )
+    rank = reference.max_lora_rank if reference.max_lora_rank is not None else VLLM_DEFAULT_MAX_LORA_RANK
+    return ServingReference(
+        base_model=served,
+        max_lora_rank=rank,
+        allow_vision_modules=reference.allow_vision_modules,
+        adapter_locations=tuple(f"s3://{location.bucket_name}/{location.prefix}" for location in locations),
+    )
+
+
+def gate_reference(serving: ServingReference) -> Reference:
+    """The `compat.Reference` a published serving reference stands for."""
+    base = serving.base_model
+    facts = None
+    if base is not None:
+        facts = BaseModelFacts(
+            model_id=base.model_id,
+            revision=base.revision,
+            module_names=frozenset(base.module_names),
+            hidden_size=base.hidden_size,
+            vision_language=base.vision_language,
+            module_shapes=None if base.module_shapes is None else frozenset(base.module_shapes),
+        )
+    return Reference(facts, serving.max_lora_rank, serving.allow_vision_modules)
+
+
+def adapter_locations(serving: ServingReference) -> list[AdapterLocation]:
+    """The published locations (their KMS keys are the platform's: the role holds the grants)."""
+    return [AdapterLocation.from_s3_url(url) for url in serving.adapter_locations]
