@@ -35,6 +35,7 @@ from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.checks.co_hosted import VERSION_SUFFIX_CHECK
 from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.copy_placement import CopyPlacement, data_cache_problems, render_data_cache
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.deployment import RollingUpdate
 from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs
@@ -56,7 +57,9 @@ from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N, EndpointDashboard
 from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetricSource
 from cdk_adapters.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.networking import EndpointNetworking, VpcPlacement
+from cdk_adapters.observability import Observability
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
+from cdk_adapters.routing import Routing
 from cdk_adapters.scaling import InstanceScaling
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.serving_policy import ServingPolicy
@@ -112,6 +115,10 @@ class MultiAdapterEndpoint(Construct):
         dashboard_top_n: int = DEFAULT_TOP_N,
         deployment: RollingUpdate | None = None,
         logs: EndpointLogs | None = None,
+        observability: Observability | None = None,
+        routing: Routing | None = None,
+        copy_placement: CopyPlacement | None = None,
+        data_cache: bool | None = None,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -178,6 +185,17 @@ class MultiAdapterEndpoint(Construct):
             endpoint creates (``/aws/sagemaker/Endpoints/<endpoint>`` and
             ``/aws/sagemaker/InferenceComponents/<base component>``). Default `EndpointLogs()`: one
             year, CloudWatch Logs' own encryption, retained when the stack is deleted.
+        :param observability: SageMaker's own metrics (the endpoint config's ``MetricsConfig``) and
+            where it scrapes the container's Prometheus ``/metrics`` (docs/monitoring.md). Default
+            `Observability()`: detailed observability stated explicitly, on only when
+            ``request_metrics.emf`` is False, so per-adapter figures are billed once.
+        :param routing: how requests are routed among instances and copies. Default
+            `Routing()`: ``LEAST_OUTSTANDING_REQUESTS``.
+        :param copy_placement: how the base component's copies spread over instances and zones
+            (`CopyPlacement(strategy="SPREAD")` spreads them). Default None: SageMaker's placement.
+        :param data_cache: each instance caches the base model and image, so copies added by
+            autoscaling start faster (at the cost of instance storage). Default None: SageMaker's
+            choice (it caches on its own on instance types with large local NVMe storage).
         """
         super().__init__(scope, id)
         self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
@@ -208,6 +226,10 @@ class MultiAdapterEndpoint(Construct):
         self.alarm_settings = alarms
         self.deployment = deployment
         self.log_settings = logs or EndpointLogs()
+        self.observability = observability or Observability()
+        self.routing = routing or Routing()
+        self.copy_placement = copy_placement
+        self.data_cache = data_cache
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
         self.request_metrics = RequestMetricSource(
@@ -224,6 +246,7 @@ class MultiAdapterEndpoint(Construct):
         problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
         problems += self.networking.problems(self._subject)
         problems += self.log_settings.problems(self._subject)
+        problems += self._hosting_option_problems()
         problems += self.placement.problems(self._subject)
         problems += self.compute.problems(self._subject)
         problems += self.startup.problems(self._subject)
@@ -301,6 +324,9 @@ class MultiAdapterEndpoint(Construct):
             startup=self.startup,
             copy_count=copy_count,
             instance_scaling=InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count),
+            container=self.observability.render_container(self.request_metric_settings.emf),
+            scheduling=self.copy_placement.render() if self.copy_placement is not None else None,
+            data_cache=render_data_cache(self.data_cache),
         )
         self.base_component.node.add_dependency(self.permissions.policy)
         for resource in (self.endpoint, self.base_component.resource):
@@ -739,7 +765,7 @@ class MultiAdapterEndpoint(Construct):
                 min_instance_count=self.min_instance_count,
                 max_instance_count=self.max_instance_count,
             ),
-            routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy="LEAST_OUTSTANDING_REQUESTS"),
+            routing_config=self.routing.render(),
             inference_ami_version=inference_ami_version,
             model_data_download_timeout_in_seconds=download,
             container_startup_health_check_timeout_in_seconds=health,
@@ -750,6 +776,7 @@ class MultiAdapterEndpoint(Construct):
             "EndpointConfig",
             execution_role_arn=self.role.role_arn,
             production_variants=[variant],
+            metrics_config=self.observability.render_endpoint_config(self.request_metric_settings.emf),
             kms_key_id=self.volume_key.key_arn if self.volume_key else None,
             enable_network_isolation=network_isolation,
             vpc_config=sagemaker.CfnEndpointConfig.VpcConfigProperty(
@@ -766,6 +793,23 @@ class MultiAdapterEndpoint(Construct):
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
         )
         self.endpoint_arn = Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name)
+
+    def _hosting_option_problems(self) -> list[Problem]:
+        """Observability, routing, copy placement and data cache, each with its own checks."""
+        found: list[Problem] = []
+        for prop, kind, value in (
+            ("observability", Observability, self.observability),
+            ("routing", Routing, self.routing),
+            ("copy_placement", CopyPlacement, self.copy_placement),
+        ):
+            if value is None:
+                continue
+            if not isinstance(value, kind):
+                found.append(Problem(self._subject, prop, f"must be a {kind.__name__}, got {type(value).__name__}"))
+            else:
+                found += value.problems(self._subject)
+        found += data_cache_problems(self.data_cache, self._subject)
+        return found
 
     def _check_props(
         self,

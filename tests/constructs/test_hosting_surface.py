@@ -1,0 +1,216 @@
+"""The endpoint's hosting options: SageMaker's own metrics, routing, copy placement and data cache.
+
+Each prop is rendered where SageMaker reads it (the endpoint config, or the base component: never
+an adapter component), its default is pinned, each bad value is refused with every problem at
+once, and the allowed values are the SageMaker API model's (botocore's, installed offline).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import aws_cdk as cdk
+import botocore
+import pytest
+from aws_cdk.assertions import Template
+
+from cdk_adapters import copy_placement, observability, routing
+from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.copy_placement import CopyPlacement
+from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.monitoring import RequestMetrics
+from cdk_adapters.observability import Observability
+from cdk_adapters.problems import ConfigurationError
+from cdk_adapters.routing import Routing
+from tests.constructs.conftest import build_endpoint, endpoint_props, new_stack
+
+SUBJECT = "MultiAdapterEndpoint 'Test-Stack/Serving'"
+ADAPTER_URL = "s3://example-adapters/support-en/v1/adapter.tar.gz"
+API_MODEL = Path(botocore.__file__).parent / "data" / "sagemaker" / "2017-07-24" / "service-2.json.gz"
+
+
+def template_of(**overrides) -> dict:
+    endpoint = build_endpoint(**overrides)
+    endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
+    return Template.from_stack(cdk.Stack.of(endpoint)).to_json()
+
+
+def endpoint_config(template: dict) -> dict:
+    [config] = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::EndpointConfig"]
+    return config
+
+
+def components(template: dict) -> tuple[dict, list[dict]]:
+    """(the base component's Specification, the adapter components' Specifications)."""
+    specs = [r["Properties"]["Specification"] for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
+    [base] = [s for s in specs if "BaseInferenceComponentName" not in s]
+    return base, [s for s in specs if "BaseInferenceComponentName" in s]
+
+
+def refused(**overrides) -> list[tuple[str, str]]:
+    stack = new_stack()
+    with pytest.raises(ConfigurationError) as caught:
+        MultiAdapterEndpoint(stack, "Serving", **endpoint_props(stack, **overrides))
+    assert all(problem.subject == SUBJECT for problem in caught.value.problems)
+    assert not [c for c in stack.node.find_all() if isinstance(c, cdk.CfnResource)], "nothing created"
+    return [(problem.field, problem.message) for problem in caught.value.problems]
+
+
+# ------------------------------------------------------------------ the API model's values
+
+def api_shapes() -> dict:
+    return json.loads(gzip.decompress(API_MODEL.read_bytes()))["shapes"]
+
+
+def test_allowed_values_are_the_api_models():
+    shapes = api_shapes()
+    assert tuple(shapes["RoutingStrategy"]["enum"]) == routing.STRATEGIES
+    assert (shapes["PrefixAwareRoutingPrefixLength"]["min"], shapes["PrefixAwareRoutingPrefixLength"]["max"]) == routing.PREFIX_LENGTH_RANGE
+    threshold = shapes["PrefixAwareRoutingConcurrencyThreshold"]
+    assert (threshold["min"], threshold["max"]) == routing.CONCURRENCY_THRESHOLD_RANGE
+    assert tuple(shapes["InferenceComponentPlacementStrategy"]["enum"]) == copy_placement.STRATEGIES
+    assert shapes["AvailabilityZoneBalanceEnforcementMode"]["enum"] == [copy_placement.ENFORCEMENT_MODE]
+    imbalance = shapes["AvailabilityZoneBalanceMaxImbalance"]
+    assert (imbalance["min"], imbalance["max"]) == copy_placement.MAX_IMBALANCE_RANGE
+    frequency_doc = shapes["MetricsConfig"]["members"]["MetricPublishFrequencyInSeconds"]["documentation"]
+    assert "Valid values: " + ", ".join(f"<code>{v}</code>" for v in observability.PUBLISH_FREQUENCIES_SECONDS) in frequency_doc
+    path = shapes["MetricsEndpointPath"]
+    assert path["max"] == observability.METRICS_PATH_MAX_LENGTH
+    detailed_doc = shapes["MetricsConfig"]["members"]["EnableDetailedObservability"]["documentation"]
+    assert "The default value for new endpoint configurations is <code>True</code>" in detailed_doc
+    assert "/metrics</code> on port <code>8080" in detailed_doc
+
+
+# ------------------------------------------------------------------ observability (MetricsConfig)
+
+def test_default_states_detailed_observability_off_because_emf_carries_the_per_adapter_metrics():
+    template = template_of()
+    assert endpoint_config(template)["MetricsConfig"] == {"EnableDetailedObservability": False}
+    base, adapters = components(template)
+    assert "Container" not in base, "nothing to scrape when detailed observability is off"
+    assert all(set(spec) == {"BaseInferenceComponentName", "Container"} for spec in adapters)
+
+
+def test_without_emf_sagemaker_scrapes_the_containers_metrics_instead():
+    template = template_of(request_metrics=RequestMetrics(emf=False))
+    assert endpoint_config(template)["MetricsConfig"] == {"EnableDetailedObservability": True}
+    base, adapters = components(template)
+    assert base["Container"] == {"ContainerMetricsConfig": {"MetricsEndpoints": [{"MetricsEndpointPath": "/metrics"}]}}
+    assert all(set(spec["Container"]) == {"ArtifactUrl"} for spec in adapters), "adapters carry only their artifact"
+
+
+def test_every_observability_setting_is_rendered():
+    template = template_of(
+        observability=Observability(
+            detailed_observability=True, enhanced_metrics=True, publish_frequency_seconds=30, container_publish_frequency_seconds=10
+        )
+    )
+    assert endpoint_config(template)["MetricsConfig"] == {
+        "EnableDetailedObservability": True,
+        "EnableEnhancedMetrics": True,
+        "MetricPublishFrequencyInSeconds": 30,
+    }
+    base, _ = components(template)
+    assert base["Container"]["ContainerMetricsConfig"]["MetricsEndpoints"] == [
+        {"MetricsEndpointPath": "/metrics", "MetricPublishFrequencyInSeconds": 10}
+    ]
+
+
+def test_container_block_can_be_left_to_sagemakers_default_path():
+    template = template_of(observability=Observability(detailed_observability=True, container_metrics_path=None))
+    assert endpoint_config(template)["MetricsConfig"]["EnableDetailedObservability"] is True
+    assert "Container" not in components(template)[0]
+
+
+def test_bad_observability_is_refused_with_every_problem():
+    found = refused(
+        observability=Observability(
+            detailed_observability="yes",  # type: ignore[arg-type]
+            enhanced_metrics=1,  # type: ignore[arg-type]
+            publish_frequency_seconds=45,
+            container_metrics_path="metrics/../x",
+            container_publish_frequency_seconds=True,  # type: ignore[arg-type]
+        )
+    )
+    fields = [field for field, _ in found]
+    assert fields == [
+        "observability.detailed_observability",
+        "observability.enhanced_metrics",
+        "observability.publish_frequency_seconds",
+        "observability.container_publish_frequency_seconds",
+        "observability.container_metrics_path",
+    ]
+    assert "10, 30, 60, 120, 180, 240, 300" in dict(found)["observability.publish_frequency_seconds"]
+    assert refused(observability=Observability(container_metrics_path=None, container_publish_frequency_seconds=60)) == [
+        ("observability.container_publish_frequency_seconds", "needs container_metrics_path (the endpoint it applies to)")
+    ]
+    assert refused(observability="on")[0][0] == "observability"
+
+
+# ------------------------------------------------------------------ routing
+
+def test_routing_default_is_unchanged():
+    variant = endpoint_config(template_of())["ProductionVariants"][0]
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+
+
+def test_random_and_prefix_aware_routing_are_rendered():
+    variant = endpoint_config(template_of(routing=Routing(strategy="RANDOM")))["ProductionVariants"][0]
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "RANDOM"}
+    variant = endpoint_config(
+        template_of(routing=Routing(strategy="PREFIX_AWARE", prefix_length=4096, concurrency_threshold=8))
+    )["ProductionVariants"][0]
+    assert variant["RoutingConfig"] == {
+        "RoutingStrategy": "PREFIX_AWARE",
+        "PrefixAwareRoutingConfig": {"PrefixLength": 4096, "ConcurrencyThreshold": 8},
+    }
+
+
+def test_kv_aware_only_with_an_acknowledgment():
+    assert refused(routing=Routing(strategy="KV_AWARE"))[0][0] == "routing.kv_aware_acknowledgment"
+    reason = "our container is vLLM with prefix caching; verified against the SageMaker vLLM DLC behaviour"
+    variant = endpoint_config(template_of(routing=Routing(strategy="KV_AWARE", kv_aware_acknowledgment=reason)))[
+        "ProductionVariants"
+    ][0]
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "KV_AWARE"}
+
+
+def test_bad_routing_is_refused_with_every_problem():
+    assert [f for f, _ in refused(routing=Routing(strategy="PREFIX_AWARE"))] == ["routing.prefix_length", "routing.concurrency_threshold"]
+    found = refused(routing=Routing(strategy="PREFIX_AWARE", prefix_length=512, concurrency_threshold=2000))
+    assert found == [
+        ("routing.prefix_length", "must be an integer from 1024 to 65536, got 512"),
+        ("routing.concurrency_threshold", "must be an integer from 1 to 1024, got 2000"),
+    ]
+    found = refused(routing=Routing(strategy="ROUND_ROBIN", prefix_length=2048, kv_aware_acknowledgment="x" * 30))
+    assert [f for f, _ in found] == ["routing.strategy", "routing.prefix_length", "routing.kv_aware_acknowledgment"]
+
+
+# ------------------------------------------------------------------ copy placement and data cache
+
+def test_placement_and_cache_default_to_sagemakers():
+    base, _ = components(template_of())
+    assert "SchedulingConfig" not in base and "DataCacheConfig" not in base
+
+
+def test_copy_placement_and_data_cache_are_on_the_base_component_only():
+    template = template_of(copy_placement=CopyPlacement(strategy="SPREAD", max_zone_imbalance=1), data_cache=True)
+    base, adapters = components(template)
+    assert base["SchedulingConfig"] == {
+        "PlacementStrategy": "SPREAD",
+        "AvailabilityZoneBalance": {"EnforcementMode": "PERMISSIVE", "MaxImbalance": 1},
+    }
+    assert base["DataCacheConfig"] == {"EnableCaching": True}
+    assert adapters and all("SchedulingConfig" not in s and "DataCacheConfig" not in s for s in adapters)
+    base, _ = components(template_of(copy_placement=CopyPlacement(strategy="BINPACK"), data_cache=False))
+    assert base["SchedulingConfig"]["PlacementStrategy"] == "BINPACK"
+    assert base["SchedulingConfig"]["AvailabilityZoneBalance"] == {"EnforcementMode": "PERMISSIVE", "MaxImbalance": 0}
+    assert base["DataCacheConfig"] == {"EnableCaching": False}
+
+
+def test_bad_placement_and_cache_are_refused_with_every_problem():
+    found = refused(copy_placement=CopyPlacement(strategy="PACK", max_zone_imbalance=101), data_cache="on")
+    assert [f for f, _ in found] == ["copy_placement.strategy", "copy_placement.max_zone_imbalance", "data_cache"]
+    assert "SPREAD, BINPACK" in found[0][1]
