@@ -255,3 +255,21 @@ def test_cloudformations_schema_does_not_list_kv_aware_yet(tmp_path):
     build_endpoint(cdk.Stack(app, "Hosting-Kv-Aware"), routing=Routing(strategy="KV_AWARE", kv_aware_acknowledgment=reason))
     result = cfn_lint(synth_to(app))
     assert result.returncode != 0 and "'KV_AWARE' is not one of" in result.stdout, result.stdout
+
+
+def test_example_app_names_malformed_hosting_blocks_in_cdk_json():
+    import app as example_app
+    from tests.constructs.conftest import app_context
+
+    settings = {"routing": {"stategy": "RANDOM"}, "observability": ["on"], "copy_placement": {"strategy": "SPREAD"}}
+    found = example_app.hosting_settings_problems("prod", settings)
+    assert [(p.subject, p.field) for p in found] == [
+        ("cdk.json", "context.environments.prod.routing"),
+        ("cdk.json", "context.environments.prod.observability"),
+    ]
+    assert "stategy" in found[0].message
+    context = app_context("prod")
+    context["environments"]["prod"]["copy_placement"] = {"strategy": "PACK"}
+    with pytest.raises(ConfigurationError) as caught:
+        example_app.build(cdk.App(context=context))
+    assert any(p.field == "copy_placement.strategy" for p in caught.value.problems)
