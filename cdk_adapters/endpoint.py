@@ -47,6 +47,7 @@ from cdk_adapters.inference_component import (
     ComputeRequirements,
     StartupTimeouts,
 )
+from cdk_adapters.instance_access import SsmAccess
 from cdk_adapters.instance_storage import has_local_instance_storage
 from cdk_adapters.instance_types import instance_type as instance_type_row
 from cdk_adapters.invoke_grant import InvokeGrants
@@ -119,6 +120,7 @@ class MultiAdapterEndpoint(Construct):
         routing: Routing | None = None,
         copy_placement: CopyPlacement | None = None,
         data_cache: bool | None = None,
+        ssm_access: SsmAccess | None = None,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -196,6 +198,8 @@ class MultiAdapterEndpoint(Construct):
         :param data_cache: each instance caches the base model and image, so copies added by
             autoscaling start faster (at the cost of instance storage). Default None: SageMaker's
             choice (it caches on its own on instance types with large local NVMe storage).
+        :param ssm_access: `SsmAccess(reason)` turns on SSM sessions into the instances
+            (``EnableSSMAccess``). Default None: off, as in SageMaker.
         """
         super().__init__(scope, id)
         self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
@@ -230,6 +234,7 @@ class MultiAdapterEndpoint(Construct):
         self.routing = routing or Routing()
         self.copy_placement = copy_placement
         self.data_cache = data_cache
+        self.ssm_access = ssm_access
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
         self.request_metrics = RequestMetricSource(
@@ -770,6 +775,7 @@ class MultiAdapterEndpoint(Construct):
             model_data_download_timeout_in_seconds=download,
             container_startup_health_check_timeout_in_seconds=health,
             volume_size_in_gb=volume_size_in_gb,
+            enable_ssm_access=True if self.ssm_access is not None else None,
         )
         self.endpoint_config = sagemaker.CfnEndpointConfig(
             self,
@@ -801,6 +807,7 @@ class MultiAdapterEndpoint(Construct):
             ("observability", Observability, self.observability),
             ("routing", Routing, self.routing),
             ("copy_placement", CopyPlacement, self.copy_placement),
+            ("ssm_access", SsmAccess, self.ssm_access),
         ):
             if value is None:
                 continue

@@ -13,6 +13,7 @@ import pytest
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.copy_placement import CopyPlacement
 from cdk_adapters.fleet import FleetPlacement
+from cdk_adapters.instance_access import SsmAccess
 from cdk_adapters.observability import Observability
 from cdk_adapters.routing import Routing
 from tests.constructs.conftest import build_endpoint
@@ -40,6 +41,7 @@ def changed_types(lines: list[str]) -> list[str]:
 FEATURES = {
     "routing": ({"routing": Routing(strategy="PREFIX_AWARE", prefix_length=2048, concurrency_threshold=4)}, False),
     "observability": ({"observability": Observability(detailed_observability=True, enhanced_metrics=True)}, True),
+    "ssm_access": ({"ssm_access": SsmAccess("incident response: inspect GPU memory of a stuck copy in place")}, False),
 }
 BASE_ONLY = {
     "copy_placement": {"copy_placement": CopyPlacement(strategy="SPREAD")},
@@ -65,7 +67,7 @@ def test_endpoint_config_options_change_the_endpoint_config_only(feature, baseli
         expected.append("AWS::SageMaker::InferenceComponent")  # the base component's metrics endpoint
     assert changed_types(diff.lines()) == sorted(expected), diff.lines()
     config = next(line for line in diff.lines() if " AWS::SageMaker::EndpointConfig " in line)
-    assert " replace " in config and ("ProductionVariants" if feature == "routing" else "MetricsConfig") in config
+    assert " replace " in config and ("MetricsConfig" if feature == "observability" else "ProductionVariants") in config
     assert all("Adapters" not in line for line in diff.lines()), "no adapter component changes"
 
 

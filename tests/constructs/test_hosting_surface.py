@@ -20,6 +20,7 @@ from cdk_adapters import copy_placement, observability, routing
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.copy_placement import CopyPlacement
 from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.instance_access import SsmAccess
 from cdk_adapters.monitoring import RequestMetrics
 from cdk_adapters.observability import Observability
 from cdk_adapters.problems import ConfigurationError
@@ -230,6 +231,7 @@ EVERYTHING_ON = {
     "routing": Routing(strategy="PREFIX_AWARE", prefix_length=2048, concurrency_threshold=4),
     "copy_placement": CopyPlacement(strategy="SPREAD", max_zone_imbalance=1),
     "data_cache": True,
+    "ssm_access": SsmAccess("incident response: inspect GPU memory of a stuck copy in place"),
 }
 
 
@@ -273,3 +275,13 @@ def test_example_app_names_malformed_hosting_blocks_in_cdk_json():
     with pytest.raises(ConfigurationError) as caught:
         example_app.build(cdk.App(context=context))
     assert any(p.field == "copy_placement.strategy" for p in caught.value.problems)
+
+
+# ------------------------------------------------------------------ SSM access
+
+def test_ssm_access_is_off_unless_a_reason_is_given():
+    assert "EnableSSMAccess" not in endpoint_config(template_of())["ProductionVariants"][0]
+    template = template_of(ssm_access=SsmAccess("incident response: inspect GPU memory of a stuck copy in place"))
+    assert endpoint_config(template)["ProductionVariants"][0]["EnableSSMAccess"] is True
+    assert [f for f, _ in refused(ssm_access=SsmAccess("debug"))] == ["ssm_access.reason"]
+    assert [f for f, _ in refused(ssm_access=True)] == ["ssm_access"]
