@@ -37,6 +37,7 @@ from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.copy_placement import CopyPlacement, data_cache_problems, render_data_cache
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
+from cdk_adapters.data_capture import REASON_CAPTURE_PREFIX, DataCapture
 from cdk_adapters.deployment import RollingUpdate
 from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs
 from cdk_adapters.execution_role import ExecutionRolePermissions, sagemaker_principal
@@ -121,6 +122,7 @@ class MultiAdapterEndpoint(Construct):
         copy_placement: CopyPlacement | None = None,
         data_cache: bool | None = None,
         ssm_access: SsmAccess | None = None,
+        data_capture: DataCapture | None = None,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -200,6 +202,9 @@ class MultiAdapterEndpoint(Construct):
             choice (it caches on its own on instance types with large local NVMe storage).
         :param ssm_access: `SsmAccess(reason)` turns on SSM sessions into the instances
             (``EnableSSMAccess``). Default None: off, as in SageMaker.
+        :param data_capture: `DataCapture(bucket, sampling_percentage, ...)` captures a sample of
+            requests and responses to S3; the role may write under its prefix. Default None: off.
+            Unconfirmed for endpoints with inference components (docs/constructs.md).
         """
         super().__init__(scope, id)
         self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
@@ -235,6 +240,7 @@ class MultiAdapterEndpoint(Construct):
         self.copy_placement = copy_placement
         self.data_cache = data_cache
         self.ssm_access = ssm_access
+        self.data_capture = data_capture
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
         self.request_metrics = RequestMetricSource(
@@ -295,6 +301,8 @@ class MultiAdapterEndpoint(Construct):
         )
         for location in adapter_locations or ():
             self._add_location(location)
+        if self.data_capture is not None:
+            self.permissions.add_statements(self.data_capture.statements(), REASON_CAPTURE_PREFIX)
         vpc_placement, self.security_groups = self.networking.bind(
             self, f"SageMaker endpoint {self.prefix}: no ingress; egress for S3 and ECR"
         )
@@ -783,6 +791,7 @@ class MultiAdapterEndpoint(Construct):
             execution_role_arn=self.role.role_arn,
             production_variants=[variant],
             metrics_config=self.observability.render_endpoint_config(self.request_metric_settings.emf),
+            data_capture_config=self.data_capture.render() if self.data_capture is not None else None,
             kms_key_id=self.volume_key.key_arn if self.volume_key else None,
             enable_network_isolation=network_isolation,
             vpc_config=sagemaker.CfnEndpointConfig.VpcConfigProperty(
@@ -808,6 +817,7 @@ class MultiAdapterEndpoint(Construct):
             ("routing", Routing, self.routing),
             ("copy_placement", CopyPlacement, self.copy_placement),
             ("ssm_access", SsmAccess, self.ssm_access),
+            ("data_capture", DataCapture, self.data_capture),
         ):
             if value is None:
                 continue

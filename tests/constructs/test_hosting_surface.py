@@ -19,6 +19,7 @@ from aws_cdk.assertions import Template
 from cdk_adapters import copy_placement, observability, routing
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.copy_placement import CopyPlacement
+from cdk_adapters.data_capture import DataCapture
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.instance_access import SsmAccess
 from cdk_adapters.monitoring import RequestMetrics
@@ -240,7 +241,13 @@ def test_everything_on_is_cfn_lint_and_nag_clean(tmp_path):
 
     app = cdk.App(outdir=str(tmp_path))
     stack = cdk.Stack(app, "Hosting-Everything-On")
-    endpoint = build_endpoint(stack, **EVERYTHING_ON)
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_s3 as s3
+
+    bucket = s3.Bucket.from_bucket_name(stack, "Capture", "example-capture")
+    key = kms.Key.from_key_arn(stack, "CaptureKey", "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab")
+    capture = DataCapture(bucket=bucket, sampling_percentage=5, encryption_key=key)
+    endpoint = build_endpoint(stack, data_capture=capture, **EVERYTHING_ON)
     endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
     assert nag_violations(stack) == []
     result = cfn_lint(synth_to(app))
@@ -285,3 +292,61 @@ def test_ssm_access_is_off_unless_a_reason_is_given():
     assert endpoint_config(template)["ProductionVariants"][0]["EnableSSMAccess"] is True
     assert [f for f, _ in refused(ssm_access=SsmAccess("debug"))] == ["ssm_access.reason"]
     assert [f for f, _ in refused(ssm_access=True)] == ["ssm_access"]
+
+
+# ------------------------------------------------------------------ data capture
+
+def test_data_capture_is_off_by_default_and_rendered_with_its_write_grant():
+    assert "DataCaptureConfig" not in endpoint_config(template_of())
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_s3 as s3
+
+    stack = new_stack()
+    bucket = s3.Bucket.from_bucket_name(stack, "Capture", "example-capture")
+    key = kms.Key.from_key_arn(stack, "CaptureKey", "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab")
+    endpoint = build_endpoint(stack, data_capture=DataCapture(bucket=bucket, sampling_percentage=10, encryption_key=key, mode="Input"))
+    template = Template.from_stack(cdk.Stack.of(endpoint)).to_json()
+    assert endpoint_config(template)["DataCaptureConfig"] == {
+        "EnableCapture": True,
+        "InitialSamplingPercentage": 10,
+        "DestinationS3Uri": "s3://example-capture/data-capture",
+        "KmsKeyId": key.key_arn,
+        "CaptureOptions": [{"CaptureMode": "Input"}],
+        "CaptureContentTypeHeader": {"JsonContentTypes": ["application/json"]},
+    }
+    statements = [
+        st
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for st in r["Properties"]["PolicyDocument"]["Statement"]
+        if st.get("Sid", "").endswith("DataCapture")
+    ]
+    assert [st["Sid"] for st in statements] == ["WriteDataCapture", "EncryptDataCapture"]
+    assert statements[0]["Action"] == "s3:PutObject"
+    assert "data-capture/*" in json.dumps(statements[0]["Resource"])
+    both = DataCapture(bucket=bucket, sampling_percentage=1).render()
+    assert [o.capture_mode for o in both.capture_options] == ["Input", "Output"]
+
+
+def test_bad_data_capture_is_refused_with_every_problem():
+    from aws_cdk import aws_s3 as s3
+
+    stack = new_stack()
+    bucket = s3.Bucket.from_bucket_name(stack, "Capture", "example-capture")
+    capture = DataCapture(bucket=bucket, sampling_percentage=101, mode="Both", prefix="/capture", json_content_types=())
+    problems = capture.problems(SUBJECT)
+    assert [p.field for p in problems] == [
+        "data_capture.sampling_percentage",
+        "data_capture.mode",
+        "data_capture.prefix",
+        "data_capture.json_content_types",
+    ]
+    assert [f for f, _ in refused(data_capture="s3://x")] == ["data_capture"]
+
+
+def test_capture_modes_are_the_api_models():
+    from cdk_adapters import data_capture
+
+    shapes = api_shapes()
+    assert tuple(shapes["CaptureMode"]["enum"]) == data_capture.CAPTURE_MODES
+    assert (shapes["SamplingPercentage"]["min"], shapes["SamplingPercentage"]["max"]) == data_capture.SAMPLING_RANGE
