@@ -34,6 +34,7 @@ from cdk_adapters.compat import Acknowledgment, BaseModelFacts, CoHostedAdapter,
 from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.checks.co_hosted import VERSION_SUFFIX_CHECK
 from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
+from cdk_adapters.capacity_reservation import CapacityReservation
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.copy_placement import CopyPlacement, data_cache_problems, render_data_cache
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
@@ -123,6 +124,7 @@ class MultiAdapterEndpoint(Construct):
         data_cache: bool | None = None,
         ssm_access: SsmAccess | None = None,
         data_capture: DataCapture | None = None,
+        capacity_reservation: CapacityReservation | None = None,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -205,6 +207,9 @@ class MultiAdapterEndpoint(Construct):
         :param data_capture: `DataCapture(bucket, sampling_percentage, ...)` captures a sample of
             requests and responses to S3; the role may write under its prefix. Default None: off.
             Unconfirmed for endpoints with inference components (docs/constructs.md).
+        :param capacity_reservation: `CapacityReservation(arn)` launches instances only into that
+            ML capacity reservation (no fallback: past its free instances, launches fail).
+            Default None: on-demand capacity.
         """
         super().__init__(scope, id)
         self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
@@ -241,6 +246,7 @@ class MultiAdapterEndpoint(Construct):
         self.data_cache = data_cache
         self.ssm_access = ssm_access
         self.data_capture = data_capture
+        self.capacity_reservation = capacity_reservation
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
         self.request_metrics = RequestMetricSource(
@@ -784,6 +790,7 @@ class MultiAdapterEndpoint(Construct):
             container_startup_health_check_timeout_in_seconds=health,
             volume_size_in_gb=volume_size_in_gb,
             enable_ssm_access=True if self.ssm_access is not None else None,
+            capacity_reservation_config=self.capacity_reservation.render() if self.capacity_reservation is not None else None,
         )
         self.endpoint_config = sagemaker.CfnEndpointConfig(
             self,
@@ -818,6 +825,7 @@ class MultiAdapterEndpoint(Construct):
             ("copy_placement", CopyPlacement, self.copy_placement),
             ("ssm_access", SsmAccess, self.ssm_access),
             ("data_capture", DataCapture, self.data_capture),
+            ("capacity_reservation", CapacityReservation, self.capacity_reservation),
         ):
             if value is None:
                 continue

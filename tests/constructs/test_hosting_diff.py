@@ -11,6 +11,7 @@ import aws_cdk as cdk
 import pytest
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.capacity_reservation import CapacityReservation
 from cdk_adapters.copy_placement import CopyPlacement
 from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.instance_access import SsmAccess
@@ -41,6 +42,10 @@ def changed_types(lines: list[str]) -> list[str]:
 FEATURES = {
     "routing": ({"routing": Routing(strategy="PREFIX_AWARE", prefix_length=2048, concurrency_threshold=4)}, False),
     "observability": ({"observability": Observability(detailed_observability=True, enhanced_metrics=True)}, True),
+    "capacity_reservation": (
+        {"capacity_reservation": CapacityReservation("arn:aws:sagemaker:us-east-1:123456789012:reservation/ml-g6-prod")},
+        False,
+    ),
     "ssm_access": ({"ssm_access": SsmAccess("incident response: inspect GPU memory of a stuck copy in place")}, False),
 }
 BASE_ONLY = {

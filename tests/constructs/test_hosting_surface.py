@@ -18,6 +18,7 @@ from aws_cdk.assertions import Template
 
 from cdk_adapters import copy_placement, observability, routing
 from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.capacity_reservation import CapacityReservation
 from cdk_adapters.copy_placement import CopyPlacement
 from cdk_adapters.data_capture import DataCapture
 from cdk_adapters.endpoint import MultiAdapterEndpoint
@@ -220,6 +221,8 @@ def test_bad_placement_and_cache_are_refused_with_every_problem():
 
 # ------------------------------------------------------------------ everything on: cfn-lint and the nag packs
 
+RESERVATION_ARN = "arn:aws:sagemaker:us-east-1:123456789012:reservation/ml-g6-12xlarge-prod"
+
 EVERYTHING_ON = {
     "instance_type": "ml.g6.12xlarge",
     "initial_instance_count": 2,
@@ -232,6 +235,7 @@ EVERYTHING_ON = {
     "routing": Routing(strategy="PREFIX_AWARE", prefix_length=2048, concurrency_threshold=4),
     "copy_placement": CopyPlacement(strategy="SPREAD", max_zone_imbalance=1),
     "data_cache": True,
+    "capacity_reservation": CapacityReservation(RESERVATION_ARN),
     "ssm_access": SsmAccess("incident response: inspect GPU memory of a stuck copy in place"),
 }
 
@@ -350,3 +354,32 @@ def test_capture_modes_are_the_api_models():
     shapes = api_shapes()
     assert tuple(shapes["CaptureMode"]["enum"]) == data_capture.CAPTURE_MODES
     assert (shapes["SamplingPercentage"]["min"], shapes["SamplingPercentage"]["max"]) == data_capture.SAMPLING_RANGE
+
+
+# ------------------------------------------------------------------ capacity reservation
+
+def test_capacity_reservation_is_rendered_with_the_only_preference():
+    assert "CapacityReservationConfig" not in endpoint_config(template_of())["ProductionVariants"][0]
+    variant = endpoint_config(template_of(capacity_reservation=CapacityReservation(RESERVATION_ARN)))["ProductionVariants"][0]
+    assert variant["CapacityReservationConfig"] == {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "MlReservationArn": RESERVATION_ARN,
+    }
+
+
+def test_bad_reservation_arn_is_refused():
+    for arn in ("reservation/abc", "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-1", 42):
+        assert [f for f, _ in refused(capacity_reservation=CapacityReservation(arn))] == ["capacity_reservation.ml_reservation_arn"]
+    assert [f for f, _ in refused(capacity_reservation=RESERVATION_ARN)] == ["capacity_reservation"]
+
+
+def test_reservation_values_are_the_api_models():
+    import re
+
+    from cdk_adapters import capacity_reservation
+
+    shapes = api_shapes()
+    assert shapes["CapacityReservationPreference"]["enum"] == [capacity_reservation.PREFERENCE]
+    arn = shapes["MlReservationArn"]
+    assert (arn["min"], arn["max"]) == capacity_reservation.ARN_LENGTH_RANGE
+    assert re.compile(arn["pattern"]).pattern == capacity_reservation.ARN_PATTERN.pattern
