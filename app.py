@@ -36,12 +36,15 @@ from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 from constructs import Construct
 
 from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.copy_placement import CopyPlacement
 from cdk_adapters.deployment import BatchSize, RollingUpdate
 from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, endpoint_from_manifest, plan_manifest_file
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms, RequestMetrics
+from cdk_adapters.observability import Observability
 from cdk_adapters.problems import ConfigurationError, Problem
+from cdk_adapters.routing import Routing
 from cdk_adapters.vllm_options import VllmOptions
 
 DEFAULT_ENVIRONMENT = "dev"
@@ -49,6 +52,7 @@ REQUIRED_KEYS = ("stack_name", "instance_type", "min_memory_required_in_mb")
 CANARY_HOSTING_KEYS = (
     "instance_type", "initial_instance_count", "min_instance_count", "max_instance_count", "copy_count",
     "copy_scaling", "min_memory_required_in_mb", "accelerator_devices", "image_uri", "vllm", "placement",
+    "copy_placement", "data_cache", "routing", "observability",
 )
 """What a canary may host differently from its environment (everything else, alarms included, is shared)."""
 COPY_SCALING_KEYS = ("min_copies", "max_copies", "concurrent_requests_per_copy", "invocations_per_copy", "scale_to_zero")
@@ -86,6 +90,7 @@ class AdapterServingStack(cdk.Stack):
             request_metrics=RequestMetrics(**_request_metrics_kwargs(settings.get("request_metrics", {}))),
             alarms=monitoring_alarms(settings.get("alarms"), topic),
             deployment=rolling_update(settings.get("deployment")),
+            **hosting_options(settings),
         )
         scaling = settings.get("copy_scaling")
         if scaling:
@@ -113,6 +118,36 @@ def copy_scaling_problems(name: str, scaling: object) -> list[Problem]:
     found += [Problem("cdk.json", f"{field}.{key}", "is required") for key in ("min_copies", "max_copies") if key not in scaling]
     if "concurrent_requests_per_copy" not in scaling and "invocations_per_copy" not in scaling:
         found.append(Problem("cdk.json", field, "needs concurrent_requests_per_copy or invocations_per_copy (a target to track)"))
+    return found
+
+
+HOSTING_BLOCKS = {"routing": Routing, "observability": Observability, "copy_placement": CopyPlacement}
+"""cdk.json blocks that are one typed option each (field names as keyword arguments)."""
+
+
+def hosting_options(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """cdk.json's "routing", "observability", "copy_placement" and "data_cache"; absent: the
+    construct's defaults. ("reasons" beside them says why an environment sets them; not read.)"""
+    options: dict[str, Any] = {key: kind(**settings[key]) for key, kind in HOSTING_BLOCKS.items() if key in settings}
+    if "data_cache" in settings:
+        options["data_cache"] = settings["data_cache"]
+    return options
+
+
+def hosting_settings_problems(name: str, settings: Mapping[str, Any]) -> list[Problem]:
+    """Malformed hosting blocks, named by their cdk.json path (values are the construct's to check)."""
+    found = []
+    for key, kind in HOSTING_BLOCKS.items():
+        if key not in settings:
+            continue
+        field = f"context.environments.{name}.{key}"
+        if not isinstance(settings[key], dict):
+            found.append(Problem("cdk.json", field, f"must be an object, got {settings[key]!r}"))
+            continue
+        try:
+            kind(**settings[key])
+        except TypeError as error:
+            found.append(Problem("cdk.json", field, str(error)))
     return found
 
 
@@ -226,6 +261,7 @@ def build(app: cdk.App) -> AdapterServingStack:
     """Add the chosen environment's stack and the nag packs to `app`, or raise every problem found."""
     name, settings, problems = environment_settings(app)
     problems += monitoring_settings_problems(name, settings)
+    problems += hosting_settings_problems(name, settings)
     with_canary = str(app.node.try_get_context("canary") or "false").lower() == "true"
     canary: dict[str, Any] | None = None
     canary_plan = None

@@ -33,8 +33,11 @@ from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.compat import Acknowledgment, BaseModelFacts, Reference
 from cdk_adapters.compat.gate import new_adapter_name_problems
 from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
+from cdk_adapters.capacity_reservation import CapacityReservation
 from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.copy_placement import CopyPlacement, data_cache_problems, render_data_cache
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
+from cdk_adapters.data_capture import REASON_CAPTURE_PREFIX, DataCapture
 from cdk_adapters.deployment import RollingUpdate
 from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs
 from cdk_adapters.execution_role import ExecutionRolePermissions, sagemaker_principal
@@ -45,6 +48,7 @@ from cdk_adapters.inference_component import (
     ComputeRequirements,
     StartupTimeouts,
 )
+from cdk_adapters.instance_access import SsmAccess
 from cdk_adapters.instance_storage import has_local_instance_storage
 from cdk_adapters.instance_types import instance_type as instance_type_row
 from cdk_adapters.invoke_grant import InvokeGrants
@@ -55,7 +59,9 @@ from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N, EndpointDashboard
 from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetricSource
 from cdk_adapters.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.networking import EndpointNetworking, VpcPlacement
+from cdk_adapters.observability import Observability
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
+from cdk_adapters.routing import Routing
 from cdk_adapters.scaling import InstanceScaling
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.contract import tenant_limits
@@ -118,6 +124,13 @@ class MultiAdapterEndpoint(Construct):
         adapter_limits: AdapterLimits | None = None,
         fair_share: bool = True,
         logs: EndpointLogs | None = None,
+        observability: Observability | None = None,
+        routing: Routing | None = None,
+        copy_placement: CopyPlacement | None = None,
+        data_cache: bool | None = None,
+        ssm_access: SsmAccess | None = None,
+        data_capture: DataCapture | None = None,
+        capacity_reservation: CapacityReservation | None = None,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -190,6 +203,25 @@ class MultiAdapterEndpoint(Construct):
             endpoint creates (``/aws/sagemaker/Endpoints/<endpoint>`` and
             ``/aws/sagemaker/InferenceComponents/<base component>``). Default `EndpointLogs()`: one
             year, CloudWatch Logs' own encryption, retained when the stack is deleted.
+        :param observability: SageMaker's own metrics (the endpoint config's ``MetricsConfig``) and
+            where it scrapes the container's Prometheus ``/metrics`` (docs/monitoring.md). Default
+            `Observability()`: detailed observability stated explicitly, on only when
+            ``request_metrics.emf`` is False, so per-adapter figures are billed once.
+        :param routing: how requests are routed among instances and copies. Default
+            `Routing()`: ``LEAST_OUTSTANDING_REQUESTS``.
+        :param copy_placement: how the base component's copies spread over instances and zones
+            (`CopyPlacement(strategy="SPREAD")` spreads them). Default None: SageMaker's placement.
+        :param data_cache: each instance caches the base model and image, so copies added by
+            autoscaling start faster (at the cost of instance storage). Default None: SageMaker's
+            choice (it caches on its own on instance types with large local NVMe storage).
+        :param ssm_access: `SsmAccess(reason)` turns on SSM sessions into the instances
+            (``EnableSSMAccess``). Default None: off, as in SageMaker.
+        :param data_capture: `DataCapture(bucket, sampling_percentage, ...)` captures a sample of
+            requests and responses to S3; the role may write under its prefix. Default None: off.
+            Unconfirmed for endpoints with inference components (docs/constructs.md).
+        :param capacity_reservation: `CapacityReservation(arn)` launches instances only into that
+            ML capacity reservation (no fallback: past its free instances, launches fail).
+            Default None: on-demand capacity.
         """
         super().__init__(scope, id)
         self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
@@ -223,6 +255,13 @@ class MultiAdapterEndpoint(Construct):
         self.adapter_limits = adapter_limits
         self._limits_by_adapter: dict[str, AdapterLimits] = {}
         self.log_settings = logs or EndpointLogs()
+        self.observability = observability or Observability()
+        self.routing = routing or Routing()
+        self.copy_placement = copy_placement
+        self.data_cache = data_cache
+        self.ssm_access = ssm_access
+        self.data_capture = data_capture
+        self.capacity_reservation = capacity_reservation
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
         self.request_metrics = RequestMetricSource(
@@ -239,6 +278,7 @@ class MultiAdapterEndpoint(Construct):
         problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
         problems += self.networking.problems(self._subject)
         problems += self.log_settings.problems(self._subject)
+        problems += self._hosting_option_problems()
         problems += self.placement.problems(self._subject)
         problems += self.compute.problems(self._subject)
         problems += self.startup.problems(self._subject)
@@ -284,6 +324,8 @@ class MultiAdapterEndpoint(Construct):
         )
         for location in adapter_locations or ():
             self._add_location(location)
+        if self.data_capture is not None:
+            self.permissions.add_statements(self.data_capture.statements(), REASON_CAPTURE_PREFIX)
         vpc_placement, self.security_groups = self.networking.bind(
             self, f"SageMaker endpoint {self.prefix}: no ingress; egress for S3 and ECR"
         )
@@ -318,6 +360,9 @@ class MultiAdapterEndpoint(Construct):
             startup=self.startup,
             copy_count=copy_count,
             instance_scaling=InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count),
+            container=self.observability.render_container(self.request_metric_settings.emf),
+            scheduling=self.copy_placement.render() if self.copy_placement is not None else None,
+            data_cache=render_data_cache(self.data_cache),
         )
         self.base_component.node.add_dependency(self.permissions.policy)
         for resource in (self.endpoint, self.base_component.resource):
@@ -798,17 +843,21 @@ class MultiAdapterEndpoint(Construct):
                 min_instance_count=self.min_instance_count,
                 max_instance_count=self.max_instance_count,
             ),
-            routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy="LEAST_OUTSTANDING_REQUESTS"),
+            routing_config=self.routing.render(),
             inference_ami_version=inference_ami_version,
             model_data_download_timeout_in_seconds=download,
             container_startup_health_check_timeout_in_seconds=health,
             volume_size_in_gb=volume_size_in_gb,
+            enable_ssm_access=True if self.ssm_access is not None else None,
+            capacity_reservation_config=self.capacity_reservation.render() if self.capacity_reservation is not None else None,
         )
         self.endpoint_config = sagemaker.CfnEndpointConfig(
             self,
             "EndpointConfig",
             execution_role_arn=self.role.role_arn,
             production_variants=[variant],
+            metrics_config=self.observability.render_endpoint_config(self.request_metric_settings.emf),
+            data_capture_config=self.data_capture.render() if self.data_capture is not None else None,
             kms_key_id=self.volume_key.key_arn if self.volume_key else None,
             enable_network_isolation=network_isolation,
             vpc_config=sagemaker.CfnEndpointConfig.VpcConfigProperty(
@@ -825,6 +874,26 @@ class MultiAdapterEndpoint(Construct):
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
         )
         self.endpoint_arn = Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name)
+
+    def _hosting_option_problems(self) -> list[Problem]:
+        """Observability, routing, copy placement and data cache, each with its own checks."""
+        found: list[Problem] = []
+        for prop, kind, value in (
+            ("observability", Observability, self.observability),
+            ("routing", Routing, self.routing),
+            ("copy_placement", CopyPlacement, self.copy_placement),
+            ("ssm_access", SsmAccess, self.ssm_access),
+            ("data_capture", DataCapture, self.data_capture),
+            ("capacity_reservation", CapacityReservation, self.capacity_reservation),
+        ):
+            if value is None:
+                continue
+            if not isinstance(value, kind):
+                found.append(Problem(self._subject, prop, f"must be a {kind.__name__}, got {type(value).__name__}"))
+            else:
+                found += value.problems(self._subject)
+        found += data_cache_problems(self.data_cache, self._subject)
+        return found
 
     def _check_props(
         self,

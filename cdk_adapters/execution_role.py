@@ -196,6 +196,12 @@ class ExecutionRolePermissions(Construct):
         self.policy.add_statements(*statements)
         nag.acknowledge_wildcards(self.policy, [(statements[0].resources, nag.REASON_ADAPTER_LOCATION)], self._wildcard_reasons)
 
+    def add_statements(self, statements: Sequence[iam.PolicyStatement], wildcard_reason: str) -> None:
+        """Add `statements` (e.g. data capture's writes) to the role's policy; their ``*``
+        resources are acknowledged with `wildcard_reason`."""
+        self.policy.add_statements(*statements)
+        nag.acknowledge_wildcards(self.policy, [(statements[0].resources, wildcard_reason)], self._wildcard_reasons)
+
     def add_vpc_access(self, vpc: ec2.IVpc, placement: VpcPlacement) -> None:
         """Let SageMaker attach the instances to `placement`'s subnets and security groups.
 

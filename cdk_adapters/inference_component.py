@@ -169,11 +169,18 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
         startup: StartupTimeouts,
         copy_count: int,
         instance_scaling: InstanceScaling | None = None,
+        container: sagemaker.CfnInferenceComponent.InferenceComponentContainerSpecificationProperty | None = None,
+        scheduling: sagemaker.CfnInferenceComponent.InferenceComponentSchedulingConfigProperty | None = None,
+        data_cache: sagemaker.CfnInferenceComponent.InferenceComponentDataCacheConfigProperty | None = None,
     ) -> None:
         """
         :param copy_count: copies at creation (and in every later template; see `auto_scale_copy_count`).
         :param instance_scaling: the instances the endpoint may run, against which autoscaling's
             maximum copies are checked.
+        :param container: the container block (its metrics endpoint; image and environment come
+            from the model). Default: none.
+        :param scheduling: copy placement (`cdk_adapters.copy_placement`). Default: SageMaker's.
+        :param data_cache: per-instance cache of model data and image. Default: SageMaker's.
         """
         super().__init__(scope, id)
         download, health = startup.seconds()
@@ -200,6 +207,9 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
                     model_data_download_timeout_in_seconds=download,
                     container_startup_health_check_timeout_in_seconds=health,
                 ),
+                container=container,
+                scheduling_config=scheduling,
+                data_cache_config=data_cache,
             ),
             runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
         )

@@ -76,3 +76,27 @@ def test_the_record_publishes_the_manifests_serving_reference(environment):
     assert record.serving.base_model.model_id == "meta-llama/Llama-3.1-8B-Instruct"
     assert record.serving.adapter_locations == ("s3://example-ml-adapters/adapters/",)
     assert len(value) < 4096 and parameter["Properties"]["Tier"] == "Standard"
+
+
+def test_prod_spreads_copies_across_zones_and_caches_model_data_and_dev_does_not():
+    """cdk.json's prod sets copy placement and data cache (with its reasons); both environments
+    state detailed observability off, since the container's EMF metrics carry the per-adapter figures."""
+    for name, placed in (("dev", False), ("prod", True)):
+        resources = synth_environment(name)["Resources"].values()
+        [config] = [r["Properties"] for r in resources if r["Type"] == "AWS::SageMaker::EndpointConfig"]
+        assert config["MetricsConfig"] == {"EnableDetailedObservability": False}
+        [base] = [
+            r["Properties"]["Specification"]
+            for r in resources
+            if r["Type"] == "AWS::SageMaker::InferenceComponent" and "BaseInferenceComponentName" not in r["Properties"]["Specification"]
+        ]
+        if placed:
+            assert base["SchedulingConfig"] == {
+                "PlacementStrategy": "SPREAD",
+                "AvailabilityZoneBalance": {"EnforcementMode": "PERMISSIVE", "MaxImbalance": 0},
+            }
+            assert base["DataCacheConfig"] == {"EnableCaching": True}
+        else:
+            assert "SchedulingConfig" not in base and "DataCacheConfig" not in base
+    reasons = app_environments()["prod"]["reasons"]
+    assert {"copy_placement", "data_cache"} <= set(reasons) and all(len(reason) > 60 for reason in reasons.values())

@@ -69,3 +69,30 @@ def test_each_request_logs_adapter_status_latency_tokens_and_cold(served, zoo):
     # Unregistered names share one label, so callers cannot create series at will.
     assert 'adapter="obs-missing-v1"' not in metrics
     assert _metric(metrics, "cdk_adapters_requests_total", adapter="__unregistered__", status="404") >= 1
+
+
+def test_metrics_is_prometheus_text_with_per_adapter_series(served, zoo):
+    """What SageMaker's detailed observability scrapes (the path the construct renders) is text a
+    standard Prometheus parser reads, carrying our per-adapter series beside vLLM's."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from cdk_adapters.observability import CONTAINER_METRICS_PATH
+
+    client = served.client
+    assert register(client, "prom-v1", zoo.adapter("good")).status_code == 200
+    assert invoke(client, "prom-v1").status_code == 200
+    answer = client.get(CONTAINER_METRICS_PATH)
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    families = {family.name: family for family in text_string_to_metric_families(answer.text)}
+
+    def adapter_samples(family: str) -> list:
+        return [s for s in families[family].samples if s.labels.get("adapter") == "prom-v1"]
+
+    assert families["cdk_adapters_requests"].type == "counter"
+    [requests] = [s for s in adapter_samples("cdk_adapters_requests") if s.name.endswith("_total") and s.labels["status"] == "200"]
+    assert requests.value == 1
+    assert families["cdk_adapters_request_latency_seconds"].type == "histogram"
+    assert any(s.name.endswith("_count") and s.value == 1 for s in adapter_samples("cdk_adapters_request_latency_seconds"))
+    for family in ("cdk_adapters_time_to_first_token_seconds", "cdk_adapters_prompt_tokens", "cdk_adapters_output_tokens"):
+        assert adapter_samples(family), family
+    assert any(name.startswith("vllm:") for name in families), "vLLM's engine series are served too"
