@@ -81,3 +81,13 @@ def test_each_adapter_answers_an_image_exactly_as_peft_computes(vlm_served, vlm_
 
 def vlm_served_image_token(vlm_zoo) -> int:
     return tiny_vlm.model_config(vlm_zoo.base_dir)["image_token_index"]
+
+
+def test_the_container_refuses_the_tower_adapter_vllm_would_half_apply(vlm_served, vlm_zoo, registered):
+    """Without the gate, registration answered 200 and vLLM ignored the tower tensors (vlm_traps)."""
+    answer = register(vlm_served.client, "tower-rekeyed-v1", vlm_zoo.tower_transformers5)
+    assert 400 <= answer.status_code < 500, answer.text
+    assert "vision-tower-layout" in answer.text and "vision_tower.vision_model." in answer.text
+    # The server is still serving the correctly keyed tower adapter.
+    assert served_ids(vlm_served, "tower-v1", IMAGES["image-1"], stream=False)[1] == greedy_token_ids(
+        vlm_zoo.base_dir, vlm_zoo.tower, IMAGES["image-1"], TEXT, NEW_TOKENS)[1]

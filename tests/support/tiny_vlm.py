@@ -165,6 +165,15 @@ def transformers5_layout(directory: Path) -> Path:
     return directory
 
 
+def vllm_layout(directory: Path) -> Path:
+    """Rewrite a model's or adapter's weights into the tower layout vLLM maps (``vision_tower.vision_model.*``)."""
+    directory = Path(directory)
+    for name in ("model.safetensors", "adapter_model.safetensors"):
+        if (directory / name).is_file():
+            _rekey_file(directory / name, to_vision_model=True)
+    return directory
+
+
 def _rekey(name: str, *, to_vision_model: bool) -> str:
     marker, rekeyed = "vision_tower.", "vision_tower.vision_model."
     if to_vision_model:
