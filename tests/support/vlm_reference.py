@@ -17,22 +17,26 @@ from pathlib import Path
 from tests.support import tiny_vlm
 
 
-def processor_inputs(base_dir: Path, image: bytes, text: str) -> dict:
-    """``input_ids`` and ``pixel_values`` the saved processor makes of one user turn (image, then text)."""
+def processor_inputs(base_dir: Path, image: bytes, text: str, *, image_first: bool = True) -> dict:
+    """``input_ids`` and ``pixel_values`` the saved processor makes of one user turn (image and text,
+    in that order unless `image_first` is False: `AdapterClient` sends the text first)."""
     from PIL import Image
     from transformers import AutoProcessor
 
     processor = _processor(str(base_dir))
-    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+    parts = [{"type": "image"}, {"type": "text", "text": text}]
+    messages = [{"role": "user", "content": parts if image_first else parts[::-1]}]
     prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return processor(images=Image.open(io.BytesIO(image)).convert("RGB"), text=prompt, return_tensors="pt")
 
 
-def greedy_token_ids(base_dir: Path, adapter_dir: Path | None, image: bytes, text: str, count: int) -> tuple[list[int], list[int]]:
+def greedy_token_ids(
+    base_dir: Path, adapter_dir: Path | None, image: bytes, text: str, count: int, *, image_first: bool = True
+) -> tuple[list[int], list[int]]:
     """``(prompt ids, greedy new ids)`` for the base model (`adapter_dir` None) or base + adapter."""
     import torch
 
-    inputs = processor_inputs(base_dir, image, text)
+    inputs = processor_inputs(base_dir, image, text, image_first=image_first)
     model = _model(str(base_dir), None if adapter_dir is None else str(adapter_dir))
     ids = inputs["input_ids"]
     generated: list[int] = []
