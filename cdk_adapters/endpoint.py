@@ -762,7 +762,7 @@ class MultiAdapterEndpoint(Construct):
                     problems.append(Problem(self._subject, f"base_model_facts.{field}", message))
             facts = replace(facts, model_id=facts.model_id or policy.base_model_id, revision=facts.revision or policy.base_model_revision)
         rank = self.vllm.max_lora_rank if self.vllm.max_lora_rank is not None else VLLM_DEFAULT_MAX_LORA_RANK
-        return Reference(facts, rank, bool(policy.allow_vision_modules)), problems
+        return Reference(facts, rank, bool(policy.allow_vision_modules), self.vllm.enable_tower_connector_lora), problems
 
     def _derive_prefix(self) -> str:
         stack_name = Stack.of(self).stack_name

@@ -40,6 +40,9 @@ class ServingPolicy:
         env = vllm.environment()
         env[serving_env.ALLOW_BASE_MODEL] = "true" if self.allow_base_model else "false"
         env[serving_env.ALLOW_VISION_MODULES] = "true" if self.allow_vision_modules else "false"
+        if self.allow_vision_modules and vllm.enable_tower_connector_lora is None:
+            # Admitting tower/connector adapters means serving them: vLLM ignores those weights without the flag.
+            env[serving_env.VLLM_FLAG_PREFIX + "ENABLE_TOWER_CONNECTOR_LORA"] = "true"
         if self.base_model_id is not None:
             env[serving_env.BASE_MODEL_ID] = self.base_model_id
         if self.base_model_revision is not None:

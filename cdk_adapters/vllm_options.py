@@ -50,6 +50,15 @@ class VllmOptions:
     extra_args: tuple[str, ...] = field(default=())
     """Further vLLM flags, verbatim, e.g. ``("--enable-prefix-caching",)``."""
 
+    # --- Vision-language models (kept together; `dtype` and `quantization` above complete the
+    # BitsAndBytes trio ``quantization="bitsandbytes", load_format="bitsandbytes", dtype="bfloat16"``). ---
+    enable_tower_connector_lora: bool | None = None
+    """Apply LoRA to the vision tower and connector (vLLM's experimental multimodal LoRA). Default:
+    on when the endpoint's `allow_vision_modules` is, off otherwise; without it vLLM ignores tower
+    and connector LoRA weights, so the gate refuses adapters that have them."""
+    load_format: str | None = None
+    """How vLLM reads the weights, e.g. ``bitsandbytes`` for a prequantized BitsAndBytes checkpoint. Default: vLLM's (auto)."""
+
     def problems(self, subject: str) -> list[Problem]:
         """Every problem with these options; `subject` names the construct in messages."""
         found: list[Problem] = []
@@ -85,7 +94,16 @@ class VllmOptions:
                 for k, v in self.limit_mm_per_prompt.items()
             ):
                 bad("limit_mm_per_prompt", "must map modality names to non-negative integers")
-        for name in ("dtype", "quantization"):
+        if self.enable_tower_connector_lora is not None and not isinstance(self.enable_tower_connector_lora, bool):
+            bad("enable_tower_connector_lora", f"must be true or false, got {self.enable_tower_connector_lora!r}")
+        bitsandbytes = {name: getattr(self, name) for name in ("quantization", "load_format")}
+        if "bitsandbytes" in bitsandbytes.values() and len(set(bitsandbytes.values()) - {None}) > 1:
+            bad(
+                "load_format",
+                f"quantization {self.quantization!r} and load_format {self.load_format!r} disagree: a "
+                "BitsAndBytes checkpoint is served with both set to 'bitsandbytes'",
+            )
+        for name in ("dtype", "quantization", "load_format"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 bad(name, f"must be a non-empty string, got {value!r}")

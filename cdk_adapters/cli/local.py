@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         base_model_revision=manifest.base_model.revision, work_dir=work_dir.resolve(),
         max_loras=serving.max_loras, max_cpu_loras=serving.max_cpu_loras, max_lora_rank=_max_lora_rank(manifest),
         max_model_len=args.max_model_len, dtype=args.dtype, allow_base_model=args.allow_base_model,
-        kv_cache_gib=args.kv_cache_gib,
+        allow_vision_modules=manifest.base_model.allow_vision_modules, kv_cache_gib=args.kv_cache_gib,
     ))
     # SIGTERM must run the `finally` below, or the adapter server (its own process group) outlives us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

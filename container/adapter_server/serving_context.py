@@ -24,6 +24,8 @@ class ServingContext:
         self.engine: EngineRoutes | None = None
         self.base: BaseModelFacts | None = None
         self.max_lora_rank = 16
+        self.tower_connector_lora = False
+        """vLLM's --enable-tower-connector-lora, read from its parsed arguments at start-up."""
         self.served_model_names: frozenset[str] = frozenset()
         self.base_model_name = ""
         """The name requests for the base model are sent to vLLM under (its first served name)."""
@@ -34,6 +36,7 @@ class ServingContext:
     @property
     def reference(self) -> Reference:
         """What registered adapters are checked against: the served base, vLLM's --max-lora-rank
-        and CDK_ADAPTERS_ALLOW_VISION_MODULES (available once start-up has read the base)."""
+        and --enable-tower-connector-lora, and CDK_ADAPTERS_ALLOW_VISION_MODULES (available once
+        start-up has read the base)."""
         assert self.base is not None, "start-up reads the base model before any registration"
-        return Reference(self.base, self.max_lora_rank, self.settings.allow_vision_modules)
+        return Reference(self.base, self.max_lora_rank, self.settings.allow_vision_modules, self.tower_connector_lora)

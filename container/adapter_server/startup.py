@@ -70,6 +70,7 @@ class ServerStartup:
         args = starlette_app.state.args
         context.engine = EngineRoutes(self._app, starlette_app, lifespan_state)
         context.max_lora_rank = int(args.max_lora_rank)
+        context.tower_connector_lora = bool(getattr(args, "enable_tower_connector_lora", False))
         names = list(args.served_model_name or [args.model])
         context.served_model_names = frozenset(names)
         context.base_model_name = names[0]

@@ -117,7 +117,7 @@ def test_vision_modules_refused_unless_enabled(zoo):
     problem = only(check(zoo, zoo.adapter("vision"), base=vlm), "target_modules")
     assert "vision tower/connector modules" in problem.message
     assert "model.multi_modal_projector.linear_1" in problem.message
-    assert "model.vision_tower.encoder.layers.*.self_attn.q_proj" in problem.message
+    assert "model.vision_tower.vision_model.encoder.layers.*.self_attn.q_proj" in problem.message
     assert "allow_vision_modules: true" in problem.message
     assert check(zoo, zoo.adapter("vision"), base=vlm, allow_vision_modules=True) == []
     assert check(zoo, zoo.adapter("vision-text-only"), base=vlm) == []

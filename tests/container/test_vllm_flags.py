@@ -127,6 +127,32 @@ def test_what_the_construct_renders_is_what_vllm_accepts(parser, tmp_path):
     assert args.enable_prefix_caching is True
 
 
+def test_vision_language_options_render_to_what_vllm_accepts(parser, tmp_path):
+    bitsandbytes = VllmOptions(
+        enable_tower_connector_lora=True, quantization="bitsandbytes", load_format="bitsandbytes", dtype="bfloat16",
+        limit_mm_per_prompt={"image": 1},
+    )
+    assert bitsandbytes.problems("test") == []
+    args = _parse(parser, bitsandbytes.environment(), tmp_path)
+    assert args.enable_tower_connector_lora is True
+    assert (args.quantization, args.load_format, args.dtype) == ("bitsandbytes", "bitsandbytes", "bfloat16")
+    off = _parse(parser, VllmOptions(enable_tower_connector_lora=False).environment(), tmp_path)
+    assert off.enable_tower_connector_lora is False
+    # allow_vision_modules turns the flag on unless it is set.
+    from cdk_adapters.serving_policy import ServingPolicy
+
+    env, problems = ServingPolicy(allow_vision_modules=True).render(VllmOptions(), "test")
+    assert problems == [] and _parse(parser, env, tmp_path).enable_tower_connector_lora is True
+    env, _ = ServingPolicy(allow_vision_modules=True).render(VllmOptions(enable_tower_connector_lora=False), "test")
+    assert _parse(parser, env, tmp_path).enable_tower_connector_lora is False
+
+
+def test_vision_language_options_are_validated():
+    problems = VllmOptions(enable_tower_connector_lora="yes", quantization="bitsandbytes", load_format="auto", dtype="").problems("ep")
+    assert {(p.field, p.message.split(" ")[0]) for p in problems} >= {
+        ("vllm.enable_tower_connector_lora", "must"), ("vllm.load_format", "quantization"), ("vllm.dtype", "must")}
+
+
 def test_every_refused_flag_is_one_of_vllms_and_nothing_else_is_refused(parser):
     from cdk_adapters.contract import reserved_config
 

@@ -108,3 +108,18 @@ def test_the_adapter_server_listens_on_loopback_only(tmp_path, monkeypatch):
     assert command[command.index("--host") + 1] == "127.0.0.1"
     assert command[command.index("--port") + 1] == str(server.port)
     assert server.url == f"http://127.0.0.1:{server.port}"
+
+
+def test_a_manifest_admitting_vision_modules_serves_them_with_tower_lora(tmp_path):
+    """Local mode admits tower/connector adapters exactly when the manifest does, and then runs vLLM
+    with --enable-tower-connector-lora, as the construct renders it for an endpoint."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (tmp_path / "state").mkdir()
+    for allow in (False, True):
+        server = AdapterServer(LocalSettings(base_model_dir=model, base_model_id="x/y", base_model_revision=None,
+                                             work_dir=tmp_path, allow_vision_modules=allow))
+        environment = server.environment()
+        assert environment["CDK_ADAPTERS_ALLOW_VISION_MODULES"] == ("true" if allow else "false")
+        command = list(resolve_launch(environment, no_custom_code_dir=None, model_dir=Path(os.devnull)).command)
+        assert ("--enable-tower-connector-lora" in command) is allow

@@ -23,26 +23,14 @@ from cdk_adapters.local.demo_model import (  # noqa: F401  (re-exported for the 
 
 # --- Added for the compatibility gate's tests (issue 3): other architectures and damaged forms. ---
 
+from tests.support.tiny_vlm import build_vlm, vllm_layout  # noqa: E402
+
 TINY_VLM_MODEL_ID = "cdk-adapters-tests/tiny-llava"
 
 
 def build_vision_language_model(out_dir: Path, *, seed: int = 0) -> Path:
-    """A random tiny LLaVA (CLIP vision tower, projector, 1-layer Llama) saved as safetensors."""
-    import torch
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
-
-    torch.manual_seed(seed)
-    vision = CLIPVisionConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        image_size=32, patch_size=16, projection_dim=32,
-    )
-    text = LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, vocab_size=300, max_position_embeddings=128,
-    )
-    model = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_index=299))
-    model.save_pretrained(Path(out_dir), safe_serialization=True)
-    return Path(out_dir)
+    """The tiny LLaVA vLLM serves (`tests.support.tiny_vlm`), with its processor, tokenizer and template."""
+    return build_vlm(Path(out_dir), seed=seed)
 
 
 def build_vision_language_lora_adapter(
@@ -65,6 +53,7 @@ def build_vision_language_lora_adapter(
     targets = target_modules if isinstance(target_modules, str) else list(target_modules)
     config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets, init_lora_weights=False)
     get_peft_model(base, config).save_pretrained(Path(out_dir), safe_serialization=True)
+    vllm_layout(Path(out_dir))  # the tower keys vLLM maps (tiny_vlm's docstring says why)
     set_base_identity(Path(out_dir), TINY_VLM_MODEL_ID, TINY_BASE_REVISION)
     return Path(out_dir)
 

@@ -17,7 +17,10 @@ from cdk_adapters.compat.checks import (
     size_bound,
     target_modules_in_base,
     tensor_shapes,
+    tower_connector_lora,
     vision_modules,
+    vision_tower_layout,
+    vlm_engine_traps,
     weights_file,
 )
 from cdk_adapters.compat.checks.base import AdapterCheck, AdapterCheckContext
@@ -35,6 +38,9 @@ ADAPTER_CHECKS: tuple[AdapterCheck, ...] = (
     lora_bias.CHECK,
     embedding_targets.CHECK,
     vision_modules.CHECK,
+    tower_connector_lora.CHECK,
+    vision_tower_layout.CHECK,
+    vlm_engine_traps.CHECK,
     target_modules_in_base.CHECK,
     base_identity.CHECK,
     tensor_shapes.CHECK,

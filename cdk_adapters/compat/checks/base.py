@@ -45,6 +45,10 @@ class AdapterCheckContext:
         return self.reference.allow_vision_modules
 
     @property
+    def serves_tower_lora(self) -> bool:
+        return self.reference.serves_tower_lora
+
+    @property
     def subject(self) -> str:
         return f"adapter '{self.name}'"
 
