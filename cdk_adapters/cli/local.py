@@ -14,7 +14,6 @@ port of its own that only the front calls.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import shutil
 import signal
 import socket
@@ -26,6 +25,7 @@ from typing import TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, UsageError, manifest_path
 from cdk_adapters.contract import runtime_api
+from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.names import adapter_name_key, duplicate_adapter_names, validate_adapter_name
 from cdk_adapters.problems import Problem
 
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         base_access = "only the base model answers (--allow-base-model)" if args.allow_base_model else "every call will be refused"
         err.write(f"{PROG}: WARNING: no adapter will be served, so {base_access}; "
                   "give adapters with local sources in the manifest or --adapter NAME=PATH\n")
-    if not _is_loopback(args.host):
+    if not is_loopback(args.host):
         err.write(f"{PROG}: WARNING: --host {args.host} serves beyond this machine, and local mode checks no "
                   "credentials: anyone who reaches this address can call every adapter\n")
     if problems:
@@ -166,15 +166,6 @@ def _listen(host: str, port: int) -> tuple[socket.socket | None, list[Problem]]:
         return None, [Problem(PROG, "--port", f"cannot listen on {host}:{port}: {error.strerror} (is another "
                               f"`{PROG} local` running there?); stop it or pass another --port")]
     return listener, []
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _base_model(directory: Path, manifest) -> tuple[object | None, list[Problem]]:

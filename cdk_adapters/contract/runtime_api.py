@@ -7,6 +7,8 @@ Sources: SageMaker's InvokeEndpoint reference (the 6 MB payload limit) and the c
 
 from __future__ import annotations
 
+import ipaddress
+
 INVOKE_ENDPOINT_MAX_BYTES = 6_291_456
 """InvokeEndpoint's request payload limit (6 MiB), checked by the client before sending."""
 
@@ -27,3 +29,15 @@ CHAT_ROUTE = "/v1/chat/completions"
 def route_attribute(route: str) -> str:
     """The ``CustomAttributes`` value that sends an ``/invocations`` call to `route`."""
     return f"{ROUTE_ATTRIBUTE}={route}"
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost``, ``::1`` or an address in 127.0.0.0/8: reachable from this machine only
+    (local mode's warning on a public ``--host`` and the container's local-only settings use it)."""
+    host = host.strip().strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -7,7 +7,6 @@ always talks to port 8080.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Mapping
 
 from cdk_adapters import serving_env
 from cdk_adapters.contract import request_metrics
+from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.contract import tenant_limits as limits_contract
 from cdk_adapters.problems import Problem
 
@@ -100,14 +100,3 @@ class ServingSettings:
                 )
             )
         return settings, problems
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost``, ``::1`` or an address in 127.0.0.0/8: reachable from this machine only."""
-    host = host.strip().strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -15,7 +15,8 @@ from adapter_server.invocation_request import (
     forwarded_body,
     refuse_remote_media,
 )
-from adapter_server.settings import ServingSettings, is_loopback
+from adapter_server.settings import ServingSettings
+from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters import serving_env
 
 BASE = frozenset({"org/base"})
