@@ -221,3 +221,22 @@ def test_image_code_runs_with_only_the_standard_library_and_vllms_own_packages(t
     assert all(path.startswith(str(tree)) for path in report["files"]), report["files"]
     assert report["problems"] == []
     assert report["command"][:3] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+
+
+def test_python_never_imports_from_the_working_directory_and_vllm_starts_offline():
+    """``PYTHONSAFEPATH``: a file dropped in the working directory cannot shadow a module; the
+    launcher adds the offline settings (no hub, no usage statistics, no plugins) at start."""
+    environment = staged_image.environment(DOCKERFILE.read_text())
+    assert environment["PYTHONSAFEPATH"] == "1"
+    from adapter_server.launch import resolve_launch
+    from cdk_adapters.contract.reserved_config import OFFLINE_ENVIRONMENT
+
+    plan = resolve_launch({"CDK_ADAPTERS_VLLM_MODEL": str(REPO_ROOT)}, python="python", no_custom_code_dir=_empty_dir())
+    assert {key: plan.environment[key] for key in OFFLINE_ENVIRONMENT} == OFFLINE_ENVIRONMENT
+
+
+def _empty_dir():
+    import tempfile
+    from pathlib import Path
+
+    return Path(tempfile.mkdtemp(prefix="no-custom-code-"))
