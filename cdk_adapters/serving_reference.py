@@ -28,6 +28,9 @@ def publish(reference: Reference, locations: Sequence[AdapterLocation]) -> Servi
             module_names=tuple(sorted(base.module_names)),
             vision_language=base.vision_language,
             module_shapes=None if base.module_shapes is None else tuple(sorted(base.module_shapes)),
+            architecture=base.architecture,
+            vision_tower_type=base.vision_tower_type,
+            vision_feature_select_strategy=base.vision_feature_select_strategy,
         )
     rank = reference.max_lora_rank if reference.max_lora_rank is not None else VLLM_DEFAULT_MAX_LORA_RANK
     return ServingReference(
@@ -50,6 +53,9 @@ def gate_reference(serving: ServingReference) -> Reference:
             hidden_size=base.hidden_size,
             vision_language=base.vision_language,
             module_shapes=None if base.module_shapes is None else frozenset(base.module_shapes),
+            architecture=base.architecture,
+            vision_tower_type=base.vision_tower_type,
+            vision_feature_select_strategy=base.vision_feature_select_strategy,
         )
     return Reference(facts, serving.max_lora_rank, serving.allow_vision_modules)
 

@@ -108,6 +108,9 @@ class CanaryRecord:
         )
 
 
+_OPTIONAL_BASE_TEXT = ("architecture", "vision_tower_type", "vision_feature_select_strategy")
+
+
 @dataclass(frozen=True)
 class ServedBaseModel:
     """The base model's facts, as the compatibility gate compares adapters with them."""
@@ -120,6 +123,10 @@ class ServedBaseModel:
     vision_language: bool = False
     module_shapes: tuple[tuple[str, int, int], ...] | None = None
     """``(leaf, out, in)`` of every 2-D weight, sorted; None: not known (only `hidden_size` is)."""
+    architecture: str | None = None
+    vision_tower_type: str | None = None
+    vision_feature_select_strategy: str | None = None
+    """The vision-language facts the gate's engine-trap rules read; each written only when known."""
 
     def to_document(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -134,6 +141,9 @@ class ServedBaseModel:
             for leaf, out, in_ in self.module_shapes:
                 shapes.setdefault(leaf, []).append([out, in_])
             document["module_shapes"] = shapes
+        for key in _OPTIONAL_BASE_TEXT:
+            if getattr(self, key) is not None:
+                document[key] = getattr(self, key)
         return document
 
     @classmethod
@@ -153,6 +163,11 @@ class ServedBaseModel:
             problems.append("serving.base_model.module_names must be a non-empty list of module names")
         if not isinstance(document.get("vision_language", False), bool):
             problems.append("serving.base_model.vision_language must be true or false")
+        problems += [
+            f"serving.base_model.{key} must be a non-empty string"
+            for key in _OPTIONAL_BASE_TEXT
+            if key in document and (not isinstance(document[key], str) or not document[key])
+        ]
         shapes: tuple[tuple[str, int, int], ...] | None = None
         if document.get("module_shapes") is not None:
             raw = document["module_shapes"]
@@ -178,6 +193,7 @@ class ServedBaseModel:
                 module_names=tuple(sorted(modules)),
                 vision_language=document.get("vision_language", False),
                 module_shapes=shapes,
+                **{key: document.get(key) for key in _OPTIONAL_BASE_TEXT},
             ),
             [],
         )
