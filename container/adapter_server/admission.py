@@ -69,10 +69,6 @@ class FairAdmission:
         lane = self._lanes.get(adapter)
         return len(lane.waiting) if lane else 0
 
-    def in_engine_for(self, adapter: str) -> int:
-        lane = self._lanes.get(adapter)
-        return lane.in_engine if lane else 0
-
     @asynccontextmanager
     async def place(self, adapter: str, caller_gone: Callable[[], Awaitable[object]]) -> AsyncIterator[Admitted]:
         """Hold a place in the engine for `adapter`'s request while the block runs.

@@ -9,9 +9,8 @@ per-adapter Prometheus metrics. Both count a request under the same adapter labe
 
 from __future__ import annotations
 
-import inspect
 import time
-from typing import Callable, Coroutine
+from typing import Awaitable, Callable
 
 from adapter_server import observability, sagemaker_contract
 from adapter_server.admission import CallerGone, FairAdmission
@@ -106,13 +105,16 @@ class InvocationHandler:
             label = self._admit(record)
             forwarded = forwarded_body(document, record.adapter, self._context.base_model_name, target)
             record.stream = forwarded.stream
-            forward = self._forward(
-                forwarded_scope(scope, forwarded.body, target), replaying(forwarded.body, receive), send, record,
-                started, forwarded.strip_usage, publish,
-            )
+
+            def forward() -> Awaitable[None]:
+                return self._forward(
+                    forwarded_scope(scope, forwarded.body, target), replaying(forwarded.body, receive), send, record,
+                    started, forwarded.strip_usage, publish,
+                )
+
             admission = self._context.admission
             if admission is None:
-                await forward
+                await forward()
             else:
                 await self._forward_in_turn(admission, label, forward, receive, record, started)
         except Refusal as refusal:
@@ -128,27 +130,23 @@ class InvocationHandler:
             publish()
 
     async def _forward_in_turn(
-        self, admission: FairAdmission, label: str, forward: Coroutine[None, None, None], receive: Receive,
+        self, admission: FairAdmission, label: str, forward: Callable[[], Awaitable[None]], receive: Receive,
         record: observability.RequestRecord, started: float,
     ) -> None:
-        """Forward once `admission` gives this adapter a place in the engine (fair share)."""
+        """Forward once `admission` gives this adapter a place in the engine (fair share); a caller
+        that leaves before then is logged (499) and never reaches the engine."""
         try:
             async with admission.place(label, lambda: _until_disconnect(receive)) as admitted:
                 record.queue_ms = admitted.queue_ms
                 in_engine = observability.in_engine_gauge(label)
                 in_engine.inc()
                 try:
-                    await forward
+                    await forward()
                 finally:
                     in_engine.dec()
         except CallerGone:
-            forward.close()  # never started: the engine never sees this request
             record.status, record.error = 499, "the caller disconnected while the request waited for a place"
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
-        except BaseException:
-            if inspect.getcoroutinestate(forward) == inspect.CORO_CREATED:  # refused (429) before it started
-                forward.close()
-            raise
 
     def _admit(self, record: observability.RequestRecord) -> str:
         """The request's metrics label; 400 if it names no adapter and base access is off, 404 if unknown."""

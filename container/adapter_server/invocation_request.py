@@ -1,9 +1,9 @@
 """How an inference request is rewritten before vLLM sees it, kept apart from the HTTP flow.
 
-``CustomAttributes: route=/v1/...`` picks the OpenAI route behind ``/invocations``; the adapter is
-written into the body's ``model`` (the
-header alone chooses it: `chosen_adapter`); a stream asks for the usage chunk (for the request log) even when
-the caller did not, and `ForwardedBody.strip_usage` says to drop it again on the way back.
+``CustomAttributes: route=/v1/...`` picks the OpenAI route behind ``/invocations``; the adapter (the
+header alone chooses it: `chosen_adapter`) is written into the body's ``model``; a stream asks for
+the usage chunk (for the request log) even when the caller did not, and `ForwardedBody.strip_usage`
+says to drop it again on the way back.
 """
 
 from __future__ import annotations

@@ -14,9 +14,6 @@ from adapter_server.admission import CallerGone, FairAdmission
 from adapter_server.asgi_io import Refusal
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 
-NEVER = asyncio.Event
-
-
 def limits_of(table: dict[str, AdapterLimits]):
     return lambda adapter: table.get(adapter, AdapterLimits())
 
