@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from cdk_adapters.contract.env_values import parse_bool
 from cdk_adapters.names import adapter_name_key
 from cdk_adapters.problems import Problem
 
@@ -121,9 +122,7 @@ def environment(
 def decode(environ: Mapping[str, str]) -> tuple[TenantLimits, list[Problem]]:
     """What `environment` wrote, and every problem with it (naming the variable and field)."""
     problems: list[Problem] = []
-    raw_fair = environ.get(FAIR_SHARE_ENV, "").strip().lower()
-    if raw_fair not in ("", "true", "false"):
-        problems.append(Problem(FAIR_SHARE_ENV, "value", f"must be 'true' or 'false', got {environ[FAIR_SHARE_ENV]!r}"))
+    fair_share = parse_bool(environ, FAIR_SHARE_ENV, True, problems)
     in_flight: int | None = None
     raw_in_flight = environ.get(ENGINE_IN_FLIGHT_ENV, "").strip()
     if raw_in_flight:
@@ -155,4 +154,4 @@ def decode(environ: Mapping[str, str]) -> tuple[TenantLimits, list[Problem]]:
                 limits, found = AdapterLimits.from_document(value, LIMITS_ENV, f"adapters.{name}")
                 problems += found
                 adapters[adapter_name_key(name)] = limits
-    return TenantLimits(raw_fair != "false", in_flight, default, adapters), problems
+    return TenantLimits(fair_share, in_flight, default, adapters), problems

@@ -14,6 +14,7 @@ from typing import Mapping
 
 from cdk_adapters import serving_env
 from cdk_adapters.contract import request_metrics
+from cdk_adapters.contract.env_values import parse_bool
 from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.contract import tenant_limits as limits_contract
 from cdk_adapters.problems import Problem
@@ -27,22 +28,6 @@ LISTEN_HOST = "CDK_ADAPTERS_LISTEN_HOST"
 NO_CUSTOM_CODE_DIR = "CDK_ADAPTERS_NO_CUSTOM_CODE_DIR"
 """An empty directory the SageMaker standards library is pointed at instead of the model
 directory, so a `model.py` inside model artifacts is never imported (see docs/container.md)."""
-
-_TRUE = "true"
-_FALSE = "false"
-
-
-def parse_bool(environ: Mapping[str, str], name: str, default: bool, problems: list[Problem]) -> bool:
-    """``true``/``false`` (any case); anything else is a problem naming the variable."""
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    value = raw.strip().lower()
-    if value in (_TRUE, _FALSE):
-        return value == _TRUE
-    problems.append(Problem(name, "value", f"must be 'true' or 'false', got {raw!r}"))
-    return default
-
 
 @dataclass(frozen=True)
 class ServingSettings:
