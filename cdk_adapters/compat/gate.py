@@ -14,7 +14,7 @@ from cdk_adapters.compat.acknowledgments import Acknowledgment, reason_error, ru
 from cdk_adapters.compat.adapter_contents import AdapterContents
 from cdk_adapters.compat.adapter_facts import AdapterFacts
 from cdk_adapters.compat.checks import ADAPTER_CHECKS, AdapterCheckContext
-from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, VERSION_SUFFIX_CHECK, CoHostedAdapter
+from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS, VERSION_SUFFIX, VERSION_SUFFIX_CHECK, CoHostedAdapter
 from cdk_adapters.compat.ranks import smallest_allowed_max_lora_rank
 from cdk_adapters.compat.reference import Reference
 from cdk_adapters.problems import Problem
@@ -64,6 +64,9 @@ def new_adapter_name_problems(
             return [Problem(subject, "acknowledge", error) for error in errors]
     if not isinstance(name, str) or not name or (acknowledge is not None and acknowledge.rule == VERSION_SUFFIX_CHECK.id):
         return []
+    if VERSION_SUFFIX.match(name):
+        return []  # the rule reads only the new name; the known ones shape the suggestion, so a
+        # well-named adapter costs nothing per known adapter (adding N stays linear in N)
     adapters = [CoHostedAdapter(other, ()) for other in known] + [CoHostedAdapter(name, ())]
     return [problem for problem in VERSION_SUFFIX_CHECK(adapters) if problem.subject == f"adapter '{name}'"]
 
