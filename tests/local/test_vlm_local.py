@@ -41,6 +41,8 @@ def vlm_local(tmp_path_factory):
         "  artifact: s3://unused-bucket/tiny-llava/\n"
         f"  hidden_size: {facts.hidden_size}\n  module_names: [{', '.join(sorted(facts.module_names))}]\n"
         "  vision_language: true\n  allow_vision_modules: true\n"
+        f"  architecture: {facts.architecture}\n  vision_tower_type: {facts.vision_tower_type}\n"
+        f"  vision_feature_select_strategy: {facts.vision_feature_select_strategy}\n"
         "serving:\n  max_loras: 2\n  max_lora_rank: 8\n"
         f"adapters:\n{rows}"
     )
