@@ -88,6 +88,13 @@ def test_the_client_sends_images_and_each_adapter_answers_as_peft_computes(vlm_l
 IMAGES = {"image-1": tiny_vlm.png(1), "image-2": tiny_vlm.png(2)}
 
 
+@pytest.fixture(scope="module")
+def runtime(vlm_local):
+    """Plain boto3, as an application that never heard of cdk-adapters would build it."""
+    return boto3.client("sagemaker-runtime", endpoint_url=vlm_local[0], region_name="us-east-1",
+                        aws_access_key_id="local", aws_secret_access_key="local")
+
+
 def image_chat(image: bytes, *, stream: bool) -> str:
     """The body an application writes itself: an OpenAI chat, the image first, as a data URL."""
     url = "data:image/png;base64," + base64.b64encode(image).decode()
@@ -119,10 +126,8 @@ def decoded(base_dir, ids: list[int]) -> str:
     return AutoTokenizer.from_pretrained(base_dir).decode(ids, skip_special_tokens=True)
 
 
-def test_plain_boto3_image_chats_equal_peft_whole_and_streamed(vlm_local):
-    url, base, adapters = vlm_local
-    runtime = boto3.client("sagemaker-runtime", endpoint_url=url, region_name="us-east-1",
-                           aws_access_key_id="local", aws_secret_access_key="local")
+def test_plain_boto3_image_chats_equal_peft_whole_and_streamed(vlm_local, runtime):
+    _, base, adapters = vlm_local
     targets = {"base": ("local-base", None), **{name: (f"local-{name}", directory) for name, directory in adapters.items()}}
     answers, table = {}, []
     for target, (component, directory) in targets.items():
@@ -148,10 +153,8 @@ def test_plain_boto3_image_chats_equal_peft_whole_and_streamed(vlm_local):
             assert answers[name, image_name] != answers["base", image_name], f"{name} answers as the base on {image_name}"
 
 
-def test_plain_boto3_with_an_image_body_over_the_limit_gets_413_and_the_adapters_keep_serving(vlm_local):
-    url, base, adapters = vlm_local
-    runtime = boto3.client("sagemaker-runtime", endpoint_url=url, region_name="us-east-1",
-                           aws_access_key_id="local", aws_secret_access_key="local")
+def test_plain_boto3_with_an_image_body_over_the_limit_gets_413_and_the_adapters_keep_serving(vlm_local, runtime):
+    _, base, adapters = vlm_local
     big = IMAGES["image-1"] + bytes(4_800_000)  # 6.4 MB as a data URL
     body = image_chat(big, stream=False)
     assert len(body) > INVOKE_ENDPOINT_MAX_BYTES
