@@ -136,7 +136,7 @@ def _vision_facts(config: dict) -> tuple[str | None, str | None, str | None]:
     vision_config = config.get("vision_config")
     tower = vision_config.get("model_type") if isinstance(vision_config, dict) else None
     strategy = config.get("vision_feature_select_strategy")
-    if strategy is None and architecture is not None and architecture.startswith("Llava"):
+    if strategy is None and vlm_traps.uses_feature_select_strategy(architecture):
         strategy = "default"  # what transformers and vLLM assume when a LLaVA config leaves it out
     return architecture, tower if isinstance(tower, str) else None, strategy if isinstance(strategy, str) else None
 

@@ -32,6 +32,15 @@ TOWERS_WITH_VISION_MODEL_LEVEL = frozenset({"clip_vision_model", "siglip_vision_
 CRASHING_STRATEGIES = {("LlavaForConditionalGeneration", "default")}
 """(architecture, vision_feature_select_strategy) that kill the engine with tower/connector LoRA on."""
 
+FEATURE_SELECT_STRATEGIES = ("default", "full")
+"""The values of a LLaVA-style ``vision_feature_select_strategy``: drop the CLS token, or keep it."""
+
+
+def uses_feature_select_strategy(architecture: str | None) -> bool:
+    """Whether `architecture` is LLaVA-style: its image features depend on
+    ``vision_feature_select_strategy`` (``default`` when config.json leaves it out)."""
+    return architecture is not None and architecture.startswith("Llava")
+
 TRANSFORMERS5_TOWER_ADAPTER = VlmTrap(
     id="transformers5-tower-adapter-keys",
     vllm_version=serving_image.VLLM_VERSION,

@@ -120,6 +120,8 @@ class ManifestPlan:
 
 
 def base_facts(spec: BaseModelSpec) -> BaseModelFacts:
+    """The gate's base facts as the manifest states them (the vision-language ones included, so the
+    rules that need the base's architecture and strategy run at synth too)."""
     return BaseModelFacts(
         model_id=spec.id,
         revision=spec.revision,
@@ -129,6 +131,9 @@ def base_facts(spec: BaseModelSpec) -> BaseModelFacts:
         module_shapes=None
         if spec.module_shapes is None
         else frozenset((leaf, out, in_) for leaf, shapes in spec.module_shapes.items() for out, in_ in shapes),
+        architecture=spec.architecture,
+        vision_tower_type=spec.vision_tower_type,
+        vision_feature_select_strategy=spec.vision_feature_select_strategy,
     )
 
 

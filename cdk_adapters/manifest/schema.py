@@ -10,14 +10,24 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, ValidationInfo, field_validator, model_validator,
+)
 
+from cdk_adapters.compat import vlm_traps
 from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 
 S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>\S*)$")
 MANIFEST_VERSION = 1
+_VISION_FACTS = ("architecture", "vision_tower_type", "vision_feature_select_strategy")
+_NEEDED_FOR = {
+    "architecture": "the architectures known to crash vLLM with tower LoRA (vlm-engine-traps)",
+    "vision_tower_type": "the key layout of tower adapters' tensors (vision-tower-layout)",
+    "vision_feature_select_strategy": "the strategy known to crash vLLM with tower LoRA (vlm-engine-traps)",
+}
+"""Which gate rule needs each vision-language fact of the base (for the messages)."""
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
@@ -47,6 +57,15 @@ class BaseModelSpec(_Strict):
     """The base is a vision-language model."""
     allow_vision_modules: bool = False
     """Admit adapters that target the vision tower or connector (needs multimodal LoRA in vLLM)."""
+    architecture: NonEmpty | None = Field(default=None, validate_default=True)
+    """A vision-language base's ``architectures[0]`` from config.json (``LlavaForConditionalGeneration``);
+    required with ``vision_language: true``. `cdk-adapters base-facts DIR` prints it."""
+    vision_tower_type: NonEmpty | None = Field(default=None, validate_default=True)
+    """A vision-language base's ``vision_config.model_type`` (``clip_vision_model``); required with
+    ``allow_vision_modules: true``, so tower adapters' key layout is checked at synth."""
+    vision_feature_select_strategy: NonEmpty | None = Field(default=None, validate_default=True)
+    """A LLaVA-style base's ``default`` or ``full`` (``default`` when config.json leaves it out);
+    required for such a base: with tower LoRA on, ``default`` crashes the pinned vLLM."""
 
     @field_validator("artifact")
     @classmethod
@@ -67,6 +86,32 @@ class BaseModelSpec(_Strict):
                 "copy both from `cdk-adapters base-facts DIR`"
             )
         return self
+
+    @field_validator(*_VISION_FACTS)
+    @classmethod
+    def _vision_language_facts(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """The facts the gate's vision-language rules need at synth, where no weights are read."""
+        name, stated = info.field_name, info.data
+        if not stated.get("vision_language", False):
+            if value is not None:
+                raise ValueError("describes a vision-language base: set vision_language: true, or remove it")
+            return value
+        if value is None:
+            required_because = {
+                "architecture": "with vision_language: true",
+                "vision_tower_type": "with allow_vision_modules: true" if stated.get("allow_vision_modules") else None,
+                "vision_feature_select_strategy": f"for a {stated['architecture']} base"
+                if vlm_traps.uses_feature_select_strategy(stated.get("architecture")) else None,
+            }[name]
+            if required_because:
+                raise ValueError(
+                    f"is required {required_because}: the gate checks {_NEEDED_FOR[name]} with it at synth; "
+                    "copy it from `cdk-adapters base-facts DIR`"
+                )
+        elif name == "vision_feature_select_strategy" and value not in vlm_traps.FEATURE_SELECT_STRATEGIES:
+            allowed = " or ".join(map(repr, vlm_traps.FEATURE_SELECT_STRATEGIES))
+            raise ValueError(f"must be {allowed} (config.json's value), got {value!r}")
+        return value
 
     @field_validator("module_names")
     @classmethod

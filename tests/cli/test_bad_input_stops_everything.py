@@ -102,7 +102,8 @@ def _manifest(zoo, directory: Path, case: Bad, source: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     if case.base == "vlm":
         facts = BaseModelFacts.from_model_dir(zoo.vlm_dir)
-        base = {"id": tm.TINY_VLM_MODEL_ID, "module_names": sorted(facts.module_names), "vision_language": True}
+        base = {"id": tm.TINY_VLM_MODEL_ID, "module_names": sorted(facts.module_names), "vision_language": True,
+                "architecture": facts.architecture, "vision_feature_select_strategy": facts.vision_feature_select_strategy}
         peer = zoo.adapter("vision-text-only")
     else:
         # The shapes `cdk-adapters base-facts` prints, so the exact (GQA-aware) shape check runs at synth.

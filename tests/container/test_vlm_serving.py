@@ -10,10 +10,15 @@ One server start (about 30-75 s) for the whole file.
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
-from tests.container.sagemaker_calls import ADAPTER_HEADER, CUSTOM_ATTRIBUTES_HEADER, register, server_sent_events
+from cdk_adapters.contract import error_kinds
+from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
+from tests.container.sagemaker_calls import (
+    ADAPTER_HEADER, CUSTOM_ATTRIBUTES_HEADER, register, request_lines, server_sent_events,
+)
 from tests.support import tiny_vlm
 from tests.support.vlm_reference import greedy_token_ids
 
@@ -91,3 +96,23 @@ def test_the_container_refuses_the_tower_adapter_vllm_would_half_apply(vlm_serve
     # The server is still serving the correctly keyed tower adapter.
     assert served_ids(vlm_served, "tower-v1", IMAGES["image-1"], stream=False)[1] == greedy_token_ids(
         vlm_zoo.base_dir, vlm_zoo.tower, IMAGES["image-1"], TEXT, NEW_TOKENS)[1]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_an_image_body_over_invoke_endpoints_limit_is_413_and_the_adapters_keep_serving(vlm_served, vlm_zoo, registered, stream):
+    # A real image padded to 4.8 MB is 6.4 MB as a data URL: what plain boto3 (no client check) would send.
+    big = IMAGES["image-1"] + bytes(4_800_000)
+    body = json.dumps(image_chat(big, stream=stream)).encode()
+    assert len(body) > INVOKE_ENDPOINT_MAX_BYTES
+    headers = {CUSTOM_ATTRIBUTES_HEADER: "route=/v1/chat/completions", ADAPTER_HEADER: "tower-v1", "content-type": "application/json"}
+    already = len(vlm_served.events("cdk_adapters.request"))
+    answer = vlm_served.client.post("/invocations", content=body, headers=headers)
+    assert answer.status_code == 413, answer.text
+    error = answer.json()["error"]
+    assert error["type"] == error_kinds.PAYLOAD_TOO_LARGE
+    assert f"the request body is {len(body)} bytes" in error["message"] and f"at most {INVOKE_ENDPOINT_MAX_BYTES} bytes" in error["message"]
+    assert [line["status"] for line in request_lines(vlm_served, already)] == [413]
+    # Refused before vLLM: every adapter (and the base) still answers an image as PEFT computes it.
+    for adapter, directory in registered.items():
+        expected = greedy_token_ids(vlm_zoo.base_dir, directory, IMAGES["image-2"], TEXT, NEW_TOKENS)[1]
+        assert served_ids(vlm_served, adapter, IMAGES["image-2"], stream=stream)[1] == expected, adapter

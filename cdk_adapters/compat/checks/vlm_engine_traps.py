@@ -15,7 +15,7 @@ def _run(context: AdapterCheckContext):
     if vlm_traps.crashes_engine(base.architecture, base.vision_feature_select_strategy, context.serves_tower_lora):
         trap = vlm_traps.LLAVA_DEFAULT_STRATEGY
         yield context.problem(
-            "base_model",
+            "base_model.vision_feature_select_strategy",
             f"{base.architecture} with vision_feature_select_strategy '{base.vision_feature_select_strategy}' and "
             f"--enable-tower-connector-lora crashes vLLM {trap.vllm_version}: {trap.consequence}; serve a base whose "
             "config.json sets vision_feature_select_strategy 'full' (and train the adapter on it), or turn tower/"
