@@ -39,7 +39,7 @@ from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.copy_placement import CopyPlacement
 from cdk_adapters.deployment import BatchSize, RollingUpdate
 from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.compute import ComputeRequirements
 from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, endpoint_from_manifest, plan_manifest_file
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms, RequestMetrics
 from cdk_adapters.observability import Observability

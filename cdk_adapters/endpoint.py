@@ -42,14 +42,11 @@ from cdk_adapters.deployment import RollingUpdate
 from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs
 from cdk_adapters.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.fleet import AdapterFleet, FleetPlacement
-from cdk_adapters.inference_component import (
-    AdapterInferenceComponent,
-    BaseInferenceComponent,
-    ComputeRequirements,
-    StartupTimeouts,
-)
+from cdk_adapters.compute import ComputeRequirements, StartupTimeouts, copies_fit_problems, single_type_scaling
+from cdk_adapters.inference_component import AdapterInferenceComponent, BaseInferenceComponent
 from cdk_adapters.instance_access import SsmAccess
 from cdk_adapters.instance_storage import has_local_instance_storage
+from cdk_adapters.instance_types import DEFAULT_INSTANCE_TYPE
 from cdk_adapters.instance_types import instance_type as instance_type_row
 from cdk_adapters.invoke_grant import InvokeGrants
 from cdk_adapters.model_data import ModelData
@@ -62,7 +59,6 @@ from cdk_adapters.networking import EndpointNetworking, VpcPlacement
 from cdk_adapters.observability import Observability
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.routing import Routing
-from cdk_adapters.scaling import InstanceScaling
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.contract import tenant_limits
 from cdk_adapters.contract.tenant_limits import AdapterLimits
@@ -73,7 +69,6 @@ if TYPE_CHECKING:
     from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
 
 VARIANT_NAME = "AllTraffic"
-DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
 
 
 class MultiAdapterEndpoint(Construct):
@@ -359,7 +354,7 @@ class MultiAdapterEndpoint(Construct):
             compute=self.compute,
             startup=self.startup,
             copy_count=copy_count,
-            instance_scaling=InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count),
+            instance_scaling=single_type_scaling(self.instance_type, self.compute, self.min_instance_count, self.max_instance_count),
             container=self.observability.render_container(self.request_metric_settings.emf),
             scheduling=self.copy_placement.render() if self.copy_placement is not None else None,
             data_cache=render_data_cache(self.data_cache),
@@ -943,19 +938,11 @@ class MultiAdapterEndpoint(Construct):
         counts_valid = all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (copy_count, initial_instance_count))
         if not counts_valid or self.compute.problems(self._subject) or instance_type_row(self.instance_type) is None:
             return []
-        per_instance, reason = InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count).copies_per_instance(self.compute)
-        room = per_instance * initial_instance_count
-        if copy_count <= room:
-            return []
-        return [
-            Problem(
-                self._subject,
-                "copy_count",
-                f"({copy_count}) does not fit: a {self.instance_type} holds {per_instance} copies ({reason}), so "
-                f"initial_instance_count={initial_instance_count} holds {room}; lower copy_count or raise "
-                "initial_instance_count",
-            )
-        ]
+        scaling = single_type_scaling(self.instance_type, self.compute, self.min_instance_count, self.max_instance_count)
+        return copies_fit_problems(
+            self._subject, scaling, copies=copy_count, copies_field="copy_count",
+            instance_count=initial_instance_count, count_field="initial_instance_count",
+        )
 
 
 def _alias_name_problems(alias: object) -> list[str]:

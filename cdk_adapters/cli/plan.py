@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, manifest_path
+from cdk_adapters.instance_types import DEFAULT_INSTANCE_TYPE
 from cdk_adapters.problems import ConfigurationError, Problem
-
-DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
