@@ -171,11 +171,6 @@ def copies_fit_problems(
     ]
 
 
-def single_type_scaling(name: str, compute: ComputeRequirements, min_count: int, max_count: int) -> InstanceScaling:
-    """`InstanceScaling` for a variant of one instance type."""
-    return InstanceScaling(((name, compute),), min_count, max_count)
-
-
 __all__ = [
     "STARTUP_TIMEOUT_RANGE_SECONDS",
     "ComputeRequirements",
@@ -183,5 +178,4 @@ __all__ = [
     "StartupTimeouts",
     "copies_fit_problems",
     "copies_per_instance",
-    "single_type_scaling",
 ]

@@ -25,6 +25,15 @@ UTILIZATION_NAMESPACE = "/aws/sagemaker/InferenceComponents"
 """Utilization metrics of the containers a component runs (same dimension)."""
 
 
+def _render_compute(compute: ComputeRequirements) -> sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty:
+    return sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+        min_memory_required_in_mb=compute.min_memory_required_in_mb,
+        max_memory_required_in_mb=compute.max_memory_required_in_mb,
+        number_of_accelerator_devices_required=compute.accelerator_devices,
+        number_of_cpu_cores_required=compute.cpu_cores,
+    )
+
+
 class InferenceComponentMetrics:
     """``metric_*`` methods for any inference component: SageMaker publishes its invocation metrics
     in ``AWS/SageMaker`` with the dimension ``InferenceComponentName``, so a name is all they need.
@@ -92,7 +101,9 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
         """
         :param copy_count: copies at creation (and in every later template; see `auto_scale_copy_count`).
         :param instance_scaling: the instances the endpoint may run, against which autoscaling's
-            maximum copies are checked.
+            maximum copies are checked. With more than one instance type (instance pools) the
+            component gets one specification per type (``Specifications``), each with that type's
+            reservation; with one, the singular ``Specification`` with `compute`.
         :param container: the container block (its metrics endpoint; image and environment come
             from the model). Default: none.
         :param scheduling: copy placement (`cdk_adapters.copy_placement`). Default: SageMaker's.
@@ -105,29 +116,49 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
         self.copy_count = copy_count
         self.instance_scaling = instance_scaling
         self.copy_scaling: ScalableCopyCount | None = None
+        ic = sagemaker.CfnInferenceComponent
+        startup_parameters = ic.InferenceComponentStartupParametersProperty(
+            model_data_download_timeout_in_seconds=download,
+            container_startup_health_check_timeout_in_seconds=health,
+        )
+        reservations = instance_scaling.reservations if instance_scaling is not None else ()
+        single = len(reservations) <= 1
         self.resource = sagemaker.CfnInferenceComponent(
             self,
             "Resource",
             inference_component_name=inference_component_name,
             endpoint_name=endpoint_name,
             variant_name=variant_name,
-            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+            specification=ic.InferenceComponentSpecificationProperty(
                 model_name=model_name,
-                compute_resource_requirements=sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
-                    min_memory_required_in_mb=compute.min_memory_required_in_mb,
-                    max_memory_required_in_mb=compute.max_memory_required_in_mb,
-                    number_of_accelerator_devices_required=compute.accelerator_devices,
-                    number_of_cpu_cores_required=compute.cpu_cores,
-                ),
-                startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
-                    model_data_download_timeout_in_seconds=download,
-                    container_startup_health_check_timeout_in_seconds=health,
-                ),
+                compute_resource_requirements=_render_compute(compute),
+                startup_parameters=startup_parameters,
                 container=container,
                 scheduling_config=scheduling,
                 data_cache_config=data_cache,
-            ),
-            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
+            )
+            if single
+            else None,
+            # Instance pools: one specification per type, each with that type's reservation.
+            specifications=None
+            if single
+            else [
+                ic.InferenceComponentSpecificationForInstanceTypeProperty(
+                    instance_type=name,
+                    model_name=model_name,
+                    compute_resource_requirements=_render_compute(reservation),
+                    startup_parameters=startup_parameters,
+                    container=ic.InferenceComponentContainerSpecificationForInstanceTypeProperty(
+                        container_metrics_config=container.container_metrics_config
+                    )
+                    if container is not None
+                    else None,
+                    scheduling_config=scheduling,
+                    data_cache_config=data_cache,
+                )
+                for name, reservation in reservations
+            ],
+            runtime_config=ic.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
         )
         self.inference_component_arn = self.resource.ref
 
