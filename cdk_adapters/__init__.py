@@ -37,6 +37,7 @@ _EXPORTS = {
     "CopyScalingMetric": "cdk_adapters.scaling",
     "WakeUpScope": "cdk_adapters.scaling",
     "InstanceScaling": "cdk_adapters.compute",
+    "InstancePool": "cdk_adapters.instance_pools",
     "RollingUpdate": "cdk_adapters.deployment",
     "BatchSize": "cdk_adapters.deployment",
     "RequestMetrics": "cdk_adapters.monitoring.request_metrics",

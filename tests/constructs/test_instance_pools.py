@@ -225,3 +225,40 @@ def test_instance_type_attribute_is_the_first_pool():
     assert endpoint.instance_type == "ml.g6.2xlarge"
     assert endpoint.instance_scaling.instance_types == ("ml.g6.2xlarge", "ml.g5.2xlarge")
     assert SUBJECT.startswith("MultiAdapterEndpoint")
+
+
+# ------------------------------------------------------------------ the example app's cdk.json
+
+
+def test_example_app_takes_exactly_one_of_instance_type_and_pools():
+    import app as example_app
+    from tests.constructs.conftest import app_context
+
+    def problems_of(**changes) -> list[tuple[str, str]]:
+        context = app_context("prod")
+        settings = context["environments"]["prod"]
+        for key, value in changes.items():
+            if value is None:
+                settings.pop(key, None)
+            else:
+                settings[key] = value
+        with pytest.raises(ConfigurationError) as caught:
+            example_app.build(cdk.App(context=context))
+        return [(p.field, p.message) for p in caught.value.problems]
+
+    field = "context.environments.prod"
+    assert problems_of(instance_type="ml.g6.2xlarge") == [(field, "needs exactly one of instance_type and instance_pools; both are set")]
+    assert problems_of(instance_pools=None) == [(field, "needs exactly one of instance_type and instance_pools; neither is set")]
+    [(where, message)] = problems_of(instance_pools="ml.g6.2xlarge")
+    assert where == f"{field}.instance_pools" and "must be a list of instance type names" in message
+    [(where, _)] = problems_of(instance_provisioning_timeout_seconds="15m")
+    assert where == f"{field}.instance_provisioning_timeout_seconds"
+
+
+def test_the_prod_canary_runs_its_own_single_instance_type():
+    import app as example_app
+    from tests.constructs.conftest import app_context
+
+    stack = example_app.build(cdk.App(context=dict(app_context("prod"), canary="true")))
+    assert [pool.instance_type for pool in stack.endpoint.instance_pools] == ["ml.g6.2xlarge", "ml.g5.2xlarge"]
+    assert stack.canary.endpoint.instance_pools is None and stack.canary.endpoint.instance_type == "ml.g6.2xlarge"
