@@ -88,6 +88,18 @@ class StartupTimeouts:
         return int(self.model_data_download.to_seconds()), int(self.container_startup_health_check.to_seconds())
 
 
+def whole_seconds_problems(subject: str, field: str, duration: object, seconds_range: tuple[int, int], example: str) -> list[Problem]:
+    """`duration` must be a `Duration` of whole seconds within `seconds_range` (the API takes
+    integers): the rule for autoscaling cooldowns and the capacity-provisioning timeout."""
+    low, high = seconds_range
+    if not isinstance(duration, Duration):
+        return [Problem(subject, field, f"must be a Duration (e.g. {example}), got {duration!r}")]
+    seconds = duration.to_milliseconds() / 1000
+    if seconds != int(seconds) or not low <= seconds <= high:
+        return [Problem(subject, field, f"is {seconds:g} s; must be whole seconds from {low} to {high}")]
+    return []
+
+
 def copies_per_instance(instance_type_name: str, compute: ComputeRequirements) -> tuple[int, str]:
     """How many copies of `compute` one `instance_type_name` instance holds, and the resource that
     limits it.
@@ -178,4 +190,5 @@ __all__ = [
     "StartupTimeouts",
     "copies_fit_problems",
     "copies_per_instance",
+    "whole_seconds_problems",
 ]

@@ -24,9 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from aws_cdk import Duration
-
-from cdk_adapters.compute import ComputeRequirements, copies_per_instance
+from cdk_adapters.compute import ComputeRequirements, copies_per_instance, whole_seconds_problems
 from cdk_adapters.instance_storage import has_local_instance_storage
 from cdk_adapters.instance_types import instance_type as instance_type_row
 from cdk_adapters.problems import Problem
@@ -127,14 +125,7 @@ def instance_pool_problems(pools: object, compute: ComputeRequirements, subject:
 
 
 def provision_timeout_problems(timeout: object, subject: str) -> list[Problem]:
-    low, high = PROVISION_TIMEOUT_RANGE_SECONDS
-    field = "instance_provisioning_timeout"
-    if not isinstance(timeout, Duration):
-        return [Problem(subject, field, f"must be a Duration (e.g. Duration.minutes(15)), got {timeout!r}")]
-    seconds = timeout.to_milliseconds() / 1000
-    if seconds != int(seconds) or not low <= seconds <= high:
-        return [Problem(subject, field, f"is {seconds:g} s; SageMaker accepts whole seconds from {low} to {high}")]
-    return []
+    return whole_seconds_problems(subject, "instance_provisioning_timeout", timeout, PROVISION_TIMEOUT_RANGE_SECONDS, "Duration.minutes(15)")
 
 
 __all__ = [

@@ -39,7 +39,7 @@ from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable, IValidation
 
-from cdk_adapters.compute import InstanceScaling, copies_fit_problems
+from cdk_adapters.compute import InstanceScaling, copies_fit_problems, whole_seconds_problems
 from cdk_adapters.instance_types import UnknownInstanceType
 from cdk_adapters.problems import Problem, raise_if_any
 
@@ -347,13 +347,7 @@ def _is_int(value: object) -> bool:
 
 
 def _cooldown_problems(subject: str, field: str, cooldown: object) -> list[Problem]:
-    low, high = COOLDOWN_RANGE_SECONDS
-    if not isinstance(cooldown, Duration):
-        return [Problem(subject, field, f"must be a Duration (e.g. Duration.minutes(5)), got {cooldown!r}")]
-    seconds = cooldown.to_milliseconds() / 1000
-    if seconds != int(seconds) or not low <= seconds <= high:
-        return [Problem(subject, field, f"is {seconds:g} s; must be whole seconds from {low} to {high}")]
-    return []
+    return whole_seconds_problems(subject, field, cooldown, COOLDOWN_RANGE_SECONDS, "Duration.minutes(5)")
 
 
 def _capacity_problems(scaling: InstanceScaling | None, subject: str, max_copies: int) -> list[Problem]:

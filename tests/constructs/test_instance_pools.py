@@ -152,7 +152,7 @@ def test_every_pool_problem_is_refused_at_once_naming_the_type_and_field():
     assert "'ml.x9.huge' is not a GPU instance type" in messages["instance_pools[2].instance_type"]
     assert messages["instance_pools[3].compute"] == "one copy does not fit on a ml.g5.xlarge (instance_pools[3]: 4 vCPUs, 8 per copy)"
     assert "(2) must equal compute.accelerator_devices (1)" in messages["instance_pools[4].compute.accelerator_devices"]
-    assert "is 299 s; SageMaker accepts whole seconds from 300 to 3600" in messages["instance_provisioning_timeout"]
+    assert "is 299 s; must be whole seconds from 300 to 3600" in messages["instance_provisioning_timeout"]
 
 
 def test_a_derived_reservation_that_does_not_fit_a_pool_names_the_pool():
