@@ -39,7 +39,8 @@ from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.copy_placement import CopyPlacement
 from cdk_adapters.deployment import BatchSize, RollingUpdate
 from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.compute import ComputeRequirements
+from cdk_adapters.instance_pools import InstancePool
 from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, endpoint_from_manifest, plan_manifest_file
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms, RequestMetrics
 from cdk_adapters.observability import Observability
@@ -48,9 +49,12 @@ from cdk_adapters.routing import Routing
 from cdk_adapters.vllm_options import VllmOptions
 
 DEFAULT_ENVIRONMENT = "dev"
-REQUIRED_KEYS = ("stack_name", "instance_type", "min_memory_required_in_mb")
+REQUIRED_KEYS = ("stack_name", "min_memory_required_in_mb")
+"""Required of every environment, besides one of INSTANCE_KEYS."""
+INSTANCE_KEYS = ("instance_type", "instance_pools")
+"""One instance type, or instance pools (a list of types in priority order): exactly one."""
 CANARY_HOSTING_KEYS = (
-    "instance_type", "initial_instance_count", "min_instance_count", "max_instance_count", "copy_count",
+    "instance_type", "instance_pools", "instance_provisioning_timeout_seconds", "initial_instance_count", "min_instance_count", "max_instance_count", "copy_count",
     "copy_scaling", "min_memory_required_in_mb", "accelerator_devices", "image_uri", "vllm", "placement",
     "copy_placement", "data_cache", "routing", "observability",
 )
@@ -81,7 +85,7 @@ class AdapterServingStack(cdk.Stack):
                 min_memory_required_in_mb=settings["min_memory_required_in_mb"],
                 accelerator_devices=settings.get("accelerator_devices", 1),
             ),
-            instance_type=settings["instance_type"],
+            **instance_options(settings),
             initial_instance_count=settings.get("initial_instance_count", 1),
             min_instance_count=settings.get("min_instance_count"),
             max_instance_count=settings.get("max_instance_count"),
@@ -95,6 +99,35 @@ class AdapterServingStack(cdk.Stack):
         scaling = settings.get("copy_scaling")
         if scaling:
             apply_copy_scaling(self.endpoint, scaling)
+
+
+def instance_options(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """cdk.json's "instance_type", or "instance_pools" (instance type names, first tried first), and
+    "instance_provisioning_timeout_seconds"; checked by `instance_settings_problems`."""
+    options: dict[str, Any] = {}
+    if "instance_pools" in settings:
+        options["instance_pools"] = [InstancePool(instance_type=name) for name in settings["instance_pools"]]
+    else:
+        options["instance_type"] = settings["instance_type"]
+    if "instance_provisioning_timeout_seconds" in settings:
+        options["instance_provisioning_timeout"] = cdk.Duration.seconds(settings["instance_provisioning_timeout_seconds"])
+    return options
+
+
+def instance_settings_problems(name: str, settings: Mapping[str, Any]) -> list[Problem]:
+    """Exactly one of "instance_type" and "instance_pools", the pools as a list of type names."""
+    field = f"context.environments.{name}"
+    given = [key for key in INSTANCE_KEYS if key in settings]
+    if len(given) != 1:
+        state = "neither is set" if not given else "both are set"
+        return [Problem("cdk.json", field, f"needs exactly one of instance_type and instance_pools; {state}")]
+    pools = settings.get("instance_pools")
+    if pools is not None and (not isinstance(pools, list) or not all(isinstance(pool, str) for pool in pools)):
+        return [Problem("cdk.json", f"{field}.instance_pools", f"must be a list of instance type names, first tried first; got {pools!r}")]
+    timeout = settings.get("instance_provisioning_timeout_seconds")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int)):
+        return [Problem("cdk.json", f"{field}.instance_provisioning_timeout_seconds", f"must be whole seconds, got {timeout!r}")]
+    return []
 
 
 def apply_copy_scaling(endpoint: Any, scaling: Mapping[str, Any]) -> None:
@@ -231,6 +264,9 @@ def canary_settings(name: str, settings: Mapping[str, Any]) -> tuple[dict[str, A
         if key not in allowed
     ]
     merged = {key: value for key, value in settings.items() if key not in ("canary", "deployment", "termination_protection")}
+    if any(key in block for key in INSTANCE_KEYS):  # the canary's own instances replace the environment's
+        for key in INSTANCE_KEYS:
+            merged.pop(key, None)
     merged.update(block)
     return merged, problems
 
@@ -246,6 +282,7 @@ def environment_settings(app: cdk.App) -> tuple[str, dict[str, Any], list[Proble
     missing = [
         Problem("cdk.json", f"context.environments.{name}.{key}", "is required") for key in REQUIRED_KEYS if key not in settings
     ]
+    missing += instance_settings_problems(name, settings)
     if settings.get("copy_scaling") not in (None, False):
         missing += copy_scaling_problems(name, settings["copy_scaling"])
     return name, settings, missing
@@ -267,6 +304,8 @@ def build(app: cdk.App) -> AdapterServingStack:
     canary_plan = None
     if with_canary:
         canary, canary_problems = canary_settings(name, settings)
+        if not canary_problems:
+            canary_problems = instance_settings_problems(f"{name}.canary", canary)
         problems += canary_problems
         if canary_problems:
             canary = None

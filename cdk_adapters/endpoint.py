@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import jsii
-from aws_cdk import IStableAnyProducer, Lazy, Stack, Token
+from aws_cdk import Duration, IStableAnyProducer, Lazy, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -42,14 +42,12 @@ from cdk_adapters.deployment import RollingUpdate
 from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs
 from cdk_adapters.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.fleet import AdapterFleet, FleetPlacement
-from cdk_adapters.inference_component import (
-    AdapterInferenceComponent,
-    BaseInferenceComponent,
-    ComputeRequirements,
-    StartupTimeouts,
-)
+from cdk_adapters.compute import ComputeRequirements, InstanceScaling, StartupTimeouts, copies_fit_problems
+from cdk_adapters.inference_component import AdapterInferenceComponent, BaseInferenceComponent
 from cdk_adapters.instance_access import SsmAccess
+from cdk_adapters.instance_pools import InstancePool, instance_pool_problems, pool_reservations, provision_timeout_problems
 from cdk_adapters.instance_storage import has_local_instance_storage
+from cdk_adapters.instance_types import DEFAULT_INSTANCE_TYPE
 from cdk_adapters.instance_types import instance_type as instance_type_row
 from cdk_adapters.invoke_grant import InvokeGrants
 from cdk_adapters.model_data import ModelData
@@ -62,7 +60,6 @@ from cdk_adapters.networking import EndpointNetworking, VpcPlacement
 from cdk_adapters.observability import Observability
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.routing import Routing
-from cdk_adapters.scaling import InstanceScaling
 from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.contract import tenant_limits
 from cdk_adapters.contract.tenant_limits import AdapterLimits
@@ -73,7 +70,6 @@ if TYPE_CHECKING:
     from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
 
 VARIANT_NAME = "AllTraffic"
-DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
 
 
 class MultiAdapterEndpoint(Construct):
@@ -95,7 +91,9 @@ class MultiAdapterEndpoint(Construct):
         vllm: VllmOptions | None = None,
         adapter_locations: Sequence[AdapterLocation] | None = None,
         placement: FleetPlacement | None = None,
-        instance_type: str = DEFAULT_INSTANCE_TYPE,
+        instance_type: str | None = None,
+        instance_pools: Sequence[InstancePool] | None = None,
+        instance_provisioning_timeout: Duration | None = None,
         initial_instance_count: int = 1,
         min_instance_count: int | None = None,
         max_instance_count: int | None = None,
@@ -145,7 +143,16 @@ class MultiAdapterEndpoint(Construct):
         :param placement: where adapter components live. Default `FleetPlacement()`: hashed over
             8 nested stacks of at most 400 resources (about 3,000 adapters); fixed for the
             endpoint's life. `FleetPlacement.in_endpoint_stack()` keeps them in this stack.
-        :param instance_type: default ``ml.g6.2xlarge`` (one L4 GPU, 24 GB).
+        :param instance_type: the variant's one instance type. Default ``ml.g6.2xlarge`` (one L4
+            GPU, 24 GB), unless `instance_pools` is given (then not allowed).
+        :param instance_pools: 2 to 5 `InstancePool`, in priority order: SageMaker launches the first
+            type while it has capacity and falls back to the next (``InstancePools``). The base
+            component then gets one specification per type, each with the pool's reservation
+            (default: `compute`); a type that cannot hold one copy is refused, and every capacity
+            check takes the pool that holds fewest copies. Default None: one type, `instance_type`.
+        :param instance_provisioning_timeout: how long SageMaker retries for capacity before the next
+            pool, or failing (``VariantInstanceProvisionTimeoutInSeconds``: capacity only, not model
+            download or container start); whole seconds from 300 to 3600. Default None: SageMaker's.
         :param initial_instance_count: instances at creation. Default 1.
         :param min_instance_count: managed instance scaling floor. Default: `initial_instance_count`.
             0 lets an idle endpoint release its last instance: with
@@ -230,7 +237,11 @@ class MultiAdapterEndpoint(Construct):
         self.startup = startup or StartupTimeouts()
         self.image = image or ContainerImage.from_asset()
         self.placement = placement or FleetPlacement()
-        self.instance_type = instance_type
+        self.instance_pools: tuple[InstancePool, ...] | None = None if instance_pools is None else _as_tuple(instance_pools)
+        """The pools in priority order, or None for one instance type."""
+        self.instance_provisioning_timeout = instance_provisioning_timeout
+        self.instance_type = _first_type(self.instance_pools) or instance_type or DEFAULT_INSTANCE_TYPE
+        """The variant's instance type; with pools, the first (highest-priority) pool's."""
         self.min_instance_count = initial_instance_count if min_instance_count is None else min_instance_count
         self.max_instance_count = initial_instance_count if max_instance_count is None else max_instance_count
         self.serving_policy = ServingPolicy(
@@ -275,6 +286,7 @@ class MultiAdapterEndpoint(Construct):
         served ``--max-lora-rank`` and `allow_vision_modules`, as the container checks them."""
         problems += reference_problems
         problems += self._monitoring_problems(copy_count, dashboard_top_n)
+        problems += self._instance_type_problems(instance_type)
         problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
         problems += self.networking.problems(self._subject)
         problems += self.log_settings.problems(self._subject)
@@ -303,7 +315,7 @@ class MultiAdapterEndpoint(Construct):
         )
         image_config = self.image.bind(self)
         model_data_config = model_data.bind()
-        local_storage = has_local_instance_storage(instance_type)
+        local_storage = has_local_instance_storage(self.instance_type)  # pools are all one kind (checked)
         self.volume_key: kms.IKey | None = None
         if not local_storage:
             self.volume_key = volume_key or kms.Key(
@@ -359,7 +371,7 @@ class MultiAdapterEndpoint(Construct):
             compute=self.compute,
             startup=self.startup,
             copy_count=copy_count,
-            instance_scaling=InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count),
+            instance_scaling=self.instance_scaling,
             container=self.observability.render_container(self.request_metric_settings.emf),
             scheduling=self.copy_placement.render() if self.copy_placement is not None else None,
             data_cache=render_data_cache(self.data_cache),
@@ -836,7 +848,9 @@ class MultiAdapterEndpoint(Construct):
         download, health = self.startup.seconds()
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,
-            instance_type=self.instance_type,
+            instance_type=self.instance_type if self.instance_pools is None else None,
+            instance_pools=_render_pools(self.instance_pools),
+            variant_instance_provision_timeout_in_seconds=_seconds(self.instance_provisioning_timeout),
             initial_instance_count=initial_instance_count,
             managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
                 status="ENABLED",
@@ -907,8 +921,6 @@ class MultiAdapterEndpoint(Construct):
         def bad(field: str, message: str) -> None:
             found.append(Problem(self._subject, field, message))
 
-        if not isinstance(self.instance_type, str) or not self.instance_type.startswith("ml."):
-            bad("instance_type", f"must be a SageMaker instance type like 'ml.g6.2xlarge', got {self.instance_type!r}")
         for field, value, low in (
             ("initial_instance_count", initial_instance_count, 1),
             ("min_instance_count", self.min_instance_count, 0),
@@ -937,25 +949,78 @@ class MultiAdapterEndpoint(Construct):
         found += self._initial_copies_problems(copy_count, initial_instance_count)
         return found
 
+    def _instance_type_problems(self, instance_type: str | None) -> list[Problem]:
+        """One instance type, or 2 to 5 pools of them, and the capacity-provisioning timeout."""
+        found: list[Problem] = []
+        if self.instance_pools is not None:
+            if instance_type is not None:
+                found.append(Problem(self._subject, "instance_type", "is set with instance_pools; give the types as pools only"))
+            if self.capacity_reservation is not None:
+                found.append(
+                    Problem(
+                        self._subject,
+                        "capacity_reservation",
+                        "is set with instance_pools: an ML capacity reservation holds one instance type and allows no "
+                        "fallback, so the other pools could never launch; use one instance_type with it",
+                    )
+                )
+            found += instance_pool_problems(self.instance_pools, self.compute, self._subject)
+        elif not isinstance(self.instance_type, str) or not self.instance_type.startswith("ml."):
+            found.append(Problem(self._subject, "instance_type", f"must be a SageMaker instance type like 'ml.g6.2xlarge', got {self.instance_type!r}"))
+        if self.instance_provisioning_timeout is not None:
+            found += provision_timeout_problems(self.instance_provisioning_timeout, self._subject)
+        return found
+
+    @property
+    def instance_scaling(self) -> InstanceScaling:
+        """The instances managed scaling may run and what one copy reserves on each type."""
+        if self.instance_pools is not None:
+            reservations = pool_reservations(self.instance_pools, self.compute)
+        else:
+            reservations = ((self.instance_type, self.compute),)
+        return InstanceScaling(reservations, self.min_instance_count, self.max_instance_count)
+
     def _initial_copies_problems(self, copy_count: int, initial_instance_count: int) -> list[Problem]:
-        """The copies a deploy starts with must fit on the instances it starts with (known instance
-        types only: the table in `instance_types` says what one instance holds)."""
+        """The copies a deploy starts with must fit on the instances it starts with, of the pool that
+        holds fewest (known instance types only: the table in `instance_types` says what one
+        instance holds; a pool that cannot hold one copy is refused by the pools' own check)."""
         counts_valid = all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (copy_count, initial_instance_count))
-        if not counts_valid or self.compute.problems(self._subject) or instance_type_row(self.instance_type) is None:
+        if not counts_valid or self.compute.problems(self._subject):
             return []
-        per_instance, reason = InstanceScaling(self.instance_type, self.min_instance_count, self.max_instance_count).copies_per_instance(self.compute)
-        room = per_instance * initial_instance_count
-        if copy_count <= room:
+        if self.instance_pools is not None and instance_pool_problems(self.instance_pools, self.compute, self._subject):
             return []
-        return [
-            Problem(
-                self._subject,
-                "copy_count",
-                f"({copy_count}) does not fit: a {self.instance_type} holds {per_instance} copies ({reason}), so "
-                f"initial_instance_count={initial_instance_count} holds {room}; lower copy_count or raise "
-                "initial_instance_count",
-            )
-        ]
+        scaling = self.instance_scaling
+        if any(instance_type_row(name) is None for name in scaling.instance_types):
+            return []
+        return copies_fit_problems(
+            self._subject, scaling, copies=copy_count, copies_field="copy_count",
+            instance_count=initial_instance_count, count_field="initial_instance_count",
+        )
+
+
+def _as_tuple(pools: object) -> Any:
+    """The pools as given (a list becomes a tuple); anything else is kept for the check to name."""
+    return tuple(pools) if isinstance(pools, (list, tuple)) else pools
+
+
+def _first_type(pools: object) -> str | None:
+    if isinstance(pools, tuple) and pools and isinstance(pools[0], InstancePool) and isinstance(pools[0].instance_type, str):
+        return pools[0].instance_type
+    return None
+
+
+def _render_pools(pools: tuple[InstancePool, ...] | None) -> list[sagemaker.CfnEndpointConfig.InstancePoolProperty] | None:
+    """``InstancePools``: priority 1 is the first pool."""
+    if pools is None:
+        return None
+    return [
+        sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=pool.instance_type, priority=index)
+        for index, pool in enumerate(pools, start=1)
+    ]
+
+
+def _seconds(duration: Duration | None) -> int | None:
+    return None if duration is None else int(duration.to_seconds())
 
 
 def _alias_name_problems(alias: object) -> list[str]:

@@ -7,21 +7,17 @@ while adapters exist, and without the dependency CloudFormation would try.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.compute import ComputeRequirements, InstanceScaling, StartupTimeouts
 from cdk_adapters.monitoring.request_metrics import RequestMetricMethods
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
-from cdk_adapters.scaling import InstanceScaling, ScalableCopyCount
-
-STARTUP_TIMEOUT_RANGE_SECONDS = (60, 3600)
-"""What SageMaker accepts for both startup timeouts."""
+from cdk_adapters.scaling import WAKE_UP_PERIOD, ScalableCopyCount
 
 METRIC_NAMESPACE = "AWS/SageMaker"
 """Invocation metrics per inference component (dimension ``InferenceComponentName``)."""
@@ -29,84 +25,13 @@ UTILIZATION_NAMESPACE = "/aws/sagemaker/InferenceComponents"
 """Utilization metrics of the containers a component runs (same dimension)."""
 
 
-@dataclass(frozen=True)
-class ComputeRequirements:
-    """What one copy of the base model reserves on an instance.
-
-    `min_memory_required_in_mb` has no default on purpose: the CloudFormation schema makes it
-    optional but the SageMaker API refuses a component without it, so leaving it out would only
-    fail at deploy time.
-    """
-
-    min_memory_required_in_mb: int | None = None
-    """Host memory reserved per copy, in MiB (required)."""
-    accelerator_devices: int = 1
-    """GPUs per copy. Default 1."""
-    cpu_cores: float | None = None
-    """CPU cores reserved per copy. Default: none reserved."""
-    max_memory_required_in_mb: int | None = None
-    """Upper bound of host memory per copy. Default: none."""
-
-    def problems(self, subject: str) -> list[Problem]:
-        found: list[Problem] = []
-        memory = self.min_memory_required_in_mb
-        if memory is None:
-            found.append(
-                Problem(
-                    subject,
-                    "compute.min_memory_required_in_mb",
-                    "is required: SageMaker refuses an inference component without it (size it to the "
-                    "host memory one model copy needs, e.g. 16384 for an 8B model)",
-                )
-            )
-        elif isinstance(memory, bool) or not isinstance(memory, int) or memory < 128:
-            found.append(Problem(subject, "compute.min_memory_required_in_mb", f"must be an integer >= 128, got {memory!r}"))
-        if isinstance(self.accelerator_devices, bool) or not isinstance(self.accelerator_devices, int) or self.accelerator_devices < 1:
-            found.append(Problem(subject, "compute.accelerator_devices", f"must be a positive integer, got {self.accelerator_devices!r}"))
-        if self.cpu_cores is not None and not (isinstance(self.cpu_cores, (int, float)) and self.cpu_cores > 0):
-            found.append(Problem(subject, "compute.cpu_cores", f"must be positive, got {self.cpu_cores!r}"))
-        top = self.max_memory_required_in_mb
-        if top is not None and isinstance(memory, int) and (not isinstance(top, int) or top < memory):
-            found.append(Problem(subject, "compute.max_memory_required_in_mb", f"must be >= min_memory_required_in_mb ({memory}), got {top!r}"))
-        return found
-
-    def render(self) -> dict[str, float | int]:
-        rendered: dict[str, float | int] = {
-            "MinMemoryRequiredInMb": self.min_memory_required_in_mb or 0,
-            "NumberOfAcceleratorDevicesRequired": self.accelerator_devices,
-        }
-        if self.cpu_cores is not None:
-            rendered["NumberOfCpuCoresRequired"] = self.cpu_cores
-        if self.max_memory_required_in_mb is not None:
-            rendered["MaxMemoryRequiredInMb"] = self.max_memory_required_in_mb
-        return rendered
-
-
-def _twenty_minutes() -> Duration:
-    return Duration.minutes(20)
-
-
-@dataclass(frozen=True)
-class StartupTimeouts:
-    """How long SageMaker waits for a new copy. LLMs need 15-30 minutes to download and load
-    weights; SageMaker's own defaults are sized for small models and fail them."""
-
-    model_data_download: Duration = field(default_factory=_twenty_minutes)
-    """Downloading the weights. Default 20 minutes; 60 s to 3600 s."""
-    container_startup_health_check: Duration = field(default_factory=_twenty_minutes)
-    """From container start to a healthy ``/ping``. Default 20 minutes; 60 s to 3600 s."""
-
-    def problems(self, subject: str) -> list[Problem]:
-        low, high = STARTUP_TIMEOUT_RANGE_SECONDS
-        found: list[Problem] = []
-        for name in ("model_data_download", "container_startup_health_check"):
-            seconds = getattr(self, name).to_seconds()
-            if not low <= seconds <= high:
-                found.append(Problem(subject, f"startup.{name}", f"is {seconds:g} s; SageMaker accepts {low} to {high} s"))
-        return found
-
-    def seconds(self) -> tuple[int, int]:
-        return int(self.model_data_download.to_seconds()), int(self.container_startup_health_check.to_seconds())
+def _render_compute(compute: ComputeRequirements) -> sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty:
+    return sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+        min_memory_required_in_mb=compute.min_memory_required_in_mb,
+        max_memory_required_in_mb=compute.max_memory_required_in_mb,
+        number_of_accelerator_devices_required=compute.accelerator_devices,
+        number_of_cpu_cores_required=compute.cpu_cores,
+    )
 
 
 class InferenceComponentMetrics:
@@ -176,7 +101,9 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
         """
         :param copy_count: copies at creation (and in every later template; see `auto_scale_copy_count`).
         :param instance_scaling: the instances the endpoint may run, against which autoscaling's
-            maximum copies are checked.
+            maximum copies are checked. With more than one instance type (instance pools) the
+            component gets one specification per type (``Specifications``), each with that type's
+            reservation; with one, the singular ``Specification`` with `compute`.
         :param container: the container block (its metrics endpoint; image and environment come
             from the model). Default: none.
         :param scheduling: copy placement (`cdk_adapters.copy_placement`). Default: SageMaker's.
@@ -189,29 +116,49 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
         self.copy_count = copy_count
         self.instance_scaling = instance_scaling
         self.copy_scaling: ScalableCopyCount | None = None
+        ic = sagemaker.CfnInferenceComponent
+        startup_parameters = ic.InferenceComponentStartupParametersProperty(
+            model_data_download_timeout_in_seconds=download,
+            container_startup_health_check_timeout_in_seconds=health,
+        )
+        reservations = instance_scaling.reservations if instance_scaling is not None else ()
+        single = len(reservations) <= 1
         self.resource = sagemaker.CfnInferenceComponent(
             self,
             "Resource",
             inference_component_name=inference_component_name,
             endpoint_name=endpoint_name,
             variant_name=variant_name,
-            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+            specification=ic.InferenceComponentSpecificationProperty(
                 model_name=model_name,
-                compute_resource_requirements=sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
-                    min_memory_required_in_mb=compute.min_memory_required_in_mb,
-                    max_memory_required_in_mb=compute.max_memory_required_in_mb,
-                    number_of_accelerator_devices_required=compute.accelerator_devices,
-                    number_of_cpu_cores_required=compute.cpu_cores,
-                ),
-                startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
-                    model_data_download_timeout_in_seconds=download,
-                    container_startup_health_check_timeout_in_seconds=health,
-                ),
+                compute_resource_requirements=_render_compute(compute),
+                startup_parameters=startup_parameters,
                 container=container,
                 scheduling_config=scheduling,
                 data_cache_config=data_cache,
-            ),
-            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
+            )
+            if single
+            else None,
+            # Instance pools: one specification per type, each with that type's reservation.
+            specifications=None
+            if single
+            else [
+                ic.InferenceComponentSpecificationForInstanceTypeProperty(
+                    instance_type=name,
+                    model_name=model_name,
+                    compute_resource_requirements=_render_compute(reservation),
+                    startup_parameters=startup_parameters,
+                    container=ic.InferenceComponentContainerSpecificationForInstanceTypeProperty(
+                        container_metrics_config=container.container_metrics_config
+                    )
+                    if container is not None
+                    else None,
+                    scheduling_config=scheduling,
+                    data_cache_config=data_cache,
+                )
+                for name, reservation in reservations
+            ],
+            runtime_config=ic.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
         )
         self.inference_component_arn = self.resource.ref
 
@@ -224,11 +171,26 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
         Refused at once, with every problem, when the range is wrong or `max_copies` cannot fit on
         the endpoint's ``max_instance_count`` instances.
         """
-        problems = ScalableCopyCount.problems(self, min_copies, max_copies)
+        problems = ScalableCopyCount.problems(
+            inference_component_name=self.inference_component_name,
+            min_copies=min_copies,
+            max_copies=max_copies,
+            copy_count=self.copy_count,
+            instance_scaling=self.instance_scaling,
+        )
         if self.copy_scaling is not None:
             problems.append(Problem(f"base inference component {self.inference_component_name!r}", "auto_scale_copy_count", "is already set; call it once"))
         raise_if_any(problems, heading=f"cannot autoscale {self.inference_component_name!r}")
-        self.copy_scaling = ScalableCopyCount(self, "CopyScaling", min_copies=min_copies, max_copies=max_copies)
+        self.copy_scaling = ScalableCopyCount(
+            self,
+            "CopyScaling",
+            inference_component_name=self.inference_component_name,
+            component=self.resource,
+            min_copies=min_copies,
+            max_copies=max_copies,
+            instance_scaling=self.instance_scaling,
+            no_capacity_failures=self.metric_no_capacity_invocation_failures(period=WAKE_UP_PERIOD, statistic="Maximum"),
+        )
         return self.copy_scaling
 
     def metric_invocations_per_copy(self, **props: Any) -> cloudwatch.Metric:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
+"""The instance type an endpoint and the planner use unless told otherwise: one L4 GPU (24 GB)."""
 CHECKED_ON = "2026-12-01"
 """When the rows below were last compared with their sources."""
 
@@ -125,4 +127,4 @@ def require_instance_type(name: str) -> GpuInstanceType:
     return row
 
 
-__all__ = ["CHECKED_ON", "INSTANCE_TYPES", "GpuInstanceType", "UnknownInstanceType", "instance_type", "require_instance_type"]
+__all__ = ["CHECKED_ON", "DEFAULT_INSTANCE_TYPE", "INSTANCE_TYPES", "GpuInstanceType", "UnknownInstanceType", "instance_type", "require_instance_type"]

@@ -5,7 +5,8 @@ The base component owns the compute; adapters run on its copies, so only the bas
 and aws-sagemaker-alpha's ``autoScaleInstanceCount``). Managed instance scaling on the endpoint
 config then adds or removes instances as copies need room, so the maximum number of copies must fit
 on the maximum number of instances: that is checked at synth from the copy's reservation and the
-instance type's GPUs, vCPUs and memory (`cdk_adapters.instance_types`).
+instance type's GPUs, vCPUs and memory (`cdk_adapters.compute`, one rule with the endpoint's check
+of its initial copies).
 
 Scale to zero needs a wake-up: with no copy running, requests fail and record
 ``NoCapacityInvocationFailures``, and only a step-scaling policy on an alarm on that metric brings
@@ -29,7 +30,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
 import jsii
 from aws_cdk import Duration, Stack
@@ -37,13 +37,11 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
-from constructs import Construct, IValidation
+from constructs import Construct, IDependable, IValidation
 
-from cdk_adapters.instance_types import UnknownInstanceType, instance_type
+from cdk_adapters.compute import InstanceScaling, copies_fit_problems, whole_seconds_problems
+from cdk_adapters.instance_types import UnknownInstanceType
 from cdk_adapters.problems import Problem, raise_if_any
-
-if TYPE_CHECKING:
-    from cdk_adapters.inference_component import BaseInferenceComponent, ComputeRequirements
 
 COPY_COUNT_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 """Application Auto Scaling's dimension for an inference component's copies."""
@@ -84,36 +82,6 @@ class WakeUpScope(Enum):
 
 
 @dataclass(frozen=True)
-class InstanceScaling:
-    """The instances managed instance scaling may run: what the copies' ceiling must fit into."""
-
-    instance_type: str
-    min_instance_count: int
-    max_instance_count: int
-
-    def copies_per_instance(self, compute: "ComputeRequirements") -> tuple[int, str]:
-        """How many copies of `compute` one instance holds, and the resource that limits it.
-
-        Raises `UnknownInstanceType` when the instance type is not in the table. Host memory is
-        AWS's published figure; SageMaker keeps some for itself, so this is an upper bound and the
-        check refuses only what certainly cannot fit.
-        """
-        row = instance_type(self.instance_type)
-        if row is None:
-            raise UnknownInstanceType(self.instance_type)
-        limits = {
-            f"{row.gpu_count} GPU(s), {compute.accelerator_devices} per copy": row.gpu_count // compute.accelerator_devices,
-            f"{row.host_memory_gib:g} GiB host memory, {compute.min_memory_required_in_mb} MiB per copy": int(
-                row.host_memory_gib * 1024 // (compute.min_memory_required_in_mb or 1)
-            ),
-        }
-        if compute.cpu_cores:
-            limits[f"{row.vcpus} vCPUs, {compute.cpu_cores:g} per copy"] = int(row.vcpus // compute.cpu_cores)
-        reason, count = min(limits.items(), key=lambda item: item[1])
-        return count, reason
-
-
-@dataclass(frozen=True)
 class WakeUp:
     """What `ScalableCopyCount.scale_to_zero` created."""
 
@@ -130,13 +98,34 @@ class ScalableCopyCount(Construct):
     """
 
     def __init__(
-        self, scope: "BaseInferenceComponent", id: str, *, min_copies: int, max_copies: int
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        inference_component_name: str,
+        component: IDependable,
+        min_copies: int,
+        max_copies: int,
+        instance_scaling: InstanceScaling | None,
+        no_capacity_failures: cloudwatch.Metric,
     ) -> None:
-        """Use `BaseInferenceComponent.auto_scale_copy_count`, which checks the arguments first."""
+        """Use `BaseInferenceComponent.auto_scale_copy_count`, which checks the arguments first
+        (`problems`).
+
+        :param inference_component_name: the component whose copies scale.
+        :param component: its resource; the scalable target is registered after it.
+        :param min_copies: the floor (0 allows `scale_to_zero`).
+        :param max_copies: the ceiling.
+        :param instance_scaling: the endpoint's instances; `scale_to_zero` needs their floor at 0.
+        :param no_capacity_failures: the component's ``NoCapacityInvocationFailures`` metric at
+            the wake-up's period and statistic (``WakeUpScope.BASE_COMPONENT`` alarms on it).
+        """
         super().__init__(scope, id)
-        self.component = scope
+        self.inference_component_name = inference_component_name
         self.min_copies = min_copies
         self.max_copies = max_copies
+        self.instance_scaling = instance_scaling
+        self._no_capacity_failures = no_capacity_failures
         self.tracked: dict[CopyScalingMetric, float] = {}
         self.wake_up: WakeUp | None = None
         self.wake_up_scope: WakeUpScope | None = None
@@ -150,7 +139,7 @@ class ScalableCopyCount(Construct):
             self,
             "Target",
             service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
-            resource_id=f"inference-component/{scope.inference_component_name}",
+            resource_id=f"inference-component/{inference_component_name}",
             scalable_dimension=COPY_COUNT_DIMENSION,
             min_capacity=min_copies,
             max_capacity=max_copies,
@@ -158,13 +147,21 @@ class ScalableCopyCount(Construct):
         )
         # The resource id is only a name: without this, CloudFormation may register the target
         # before the component exists (and deregister it after the component is gone).
-        self.scalable_target.node.add_dependency(scope.resource)
+        self.scalable_target.node.add_dependency(component)
         self.node.add_validation(_ScalingValidation(self))
 
     @staticmethod
-    def problems(component: "BaseInferenceComponent", min_copies: object, max_copies: object) -> list[Problem]:
-        """Everything wrong with autoscaling `component` between `min_copies` and `max_copies`."""
-        subject = _subject(component)
+    def problems(
+        *,
+        inference_component_name: str,
+        min_copies: object,
+        max_copies: object,
+        copy_count: int,
+        instance_scaling: InstanceScaling | None,
+    ) -> list[Problem]:
+        """Everything wrong with autoscaling a component created with `copy_count` copies between
+        `min_copies` and `max_copies` on `instance_scaling`'s instances."""
+        subject = _subject(inference_component_name)
         found: list[Problem] = []
         for field, value, low in (("min_copies", min_copies, 0), ("max_copies", max_copies, 1)):
             if not _is_int(value) or value < low:  # type: ignore[operator]
@@ -174,7 +171,7 @@ class ScalableCopyCount(Construct):
         assert isinstance(min_copies, int) and isinstance(max_copies, int)
         if min_copies > max_copies:
             return [Problem(subject, "min_copies", f"({min_copies}) must not exceed max_copies ({max_copies})")]
-        copies = component.copy_count
+        copies = copy_count
         if not max(min_copies, 1) <= copies <= max_copies:
             found.append(
                 Problem(
@@ -185,7 +182,7 @@ class ScalableCopyCount(Construct):
                     "once and leave it: changing it updates the base component and resets an autoscaled count",
                 )
             )
-        found += _capacity_problems(component, subject, max_copies)
+        found += _capacity_problems(instance_scaling, subject, max_copies)
         return found
 
     # ------------------------------------------------------------------ target tracking
@@ -239,7 +236,7 @@ class ScalableCopyCount(Construct):
         scale_out_cooldown: Duration | None,
     ) -> appscaling.TargetTrackingScalingPolicy:
         method = "scale_on_concurrent_requests" if metric is CopyScalingMetric.CONCURRENT_REQUESTS_PER_COPY else "scale_on_invocations"
-        subject = _subject(self.component)
+        subject = _subject(self.inference_component_name)
         scale_in = scale_in_cooldown or Duration.minutes(5)
         scale_out = scale_out_cooldown or Duration.minutes(1)
         problems = []
@@ -249,7 +246,7 @@ class ScalableCopyCount(Construct):
         problems += _cooldown_problems(subject, f"{method}.scale_out_cooldown", scale_out)
         if metric in self.tracked:
             problems.append(Problem(subject, method, "is already set; call it once (one policy per metric)"))
-        raise_if_any(problems, heading=f"cannot autoscale {self.component.inference_component_name!r}")
+        raise_if_any(problems, heading=f"cannot autoscale {self.inference_component_name!r}")
         self.tracked[metric] = float(target)
         return self.scalable_target.scale_to_track_metric(
             metric.name.title().replace("_", ""),
@@ -280,14 +277,14 @@ class ScalableCopyCount(Construct):
             cold start adds a copy per minute. Default 10 minutes.
         :param scope: which failures wake it. Default `WakeUpScope.ANY_COMPONENT_IN_REGION`.
         """
-        subject = _subject(self.component)
+        subject = _subject(self.inference_component_name)
         cooldown = wake_up_cooldown or Duration.minutes(10)
         problems = _cooldown_problems(subject, "scale_to_zero.wake_up_cooldown", cooldown)
         if self.min_copies != 0:
             problems.append(
                 Problem(subject, "min_copies", f"is {self.min_copies}; scale_to_zero needs auto_scale_copy_count(min_copies=0, ...)")
             )
-        scaling = self.component.instance_scaling
+        scaling = self.instance_scaling
         if scaling is None or scaling.min_instance_count != 0:
             found = "unknown" if scaling is None else scaling.min_instance_count
             problems.append(
@@ -302,7 +299,7 @@ class ScalableCopyCount(Construct):
             problems.append(Problem(subject, "scale_to_zero.scope", f"must be a WakeUpScope, got {scope!r}"))
         if self.wake_up is not None:
             problems.append(Problem(subject, "scale_to_zero", "is already set; call it once"))
-        raise_if_any(problems, heading=f"cannot scale {self.component.inference_component_name!r} to zero")
+        raise_if_any(problems, heading=f"cannot scale {self.inference_component_name!r} to zero")
 
         action = appscaling.StepScalingAction(
             self,
@@ -324,7 +321,7 @@ class ScalableCopyCount(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=(
-                f"Wakes {self.component.inference_component_name} from zero copies: a request found no capacity "
+                f"Wakes {self.inference_component_name} from zero copies: a request found no capacity "
                 f"({scope.value}); adds one copy"
             ),
         )
@@ -335,14 +332,14 @@ class ScalableCopyCount(Construct):
 
     def _wake_up_metric(self, scope: WakeUpScope) -> cloudwatch.IMetric:
         if scope is WakeUpScope.BASE_COMPONENT:
-            return self.component.metric_no_capacity_invocation_failures(period=WAKE_UP_PERIOD, statistic="Maximum")
+            return self._no_capacity_failures
         return cloudwatch.MathExpression(
             expression=WAKE_UP_QUERY, using_metrics={}, period=WAKE_UP_PERIOD, label="NoCapacityInvocationFailures"
         )
 
 
-def _subject(component: "BaseInferenceComponent") -> str:
-    return f"base inference component {component.inference_component_name!r}"
+def _subject(inference_component_name: str) -> str:
+    return f"base inference component {inference_component_name!r}"
 
 
 def _is_int(value: object) -> bool:
@@ -350,39 +347,21 @@ def _is_int(value: object) -> bool:
 
 
 def _cooldown_problems(subject: str, field: str, cooldown: object) -> list[Problem]:
-    low, high = COOLDOWN_RANGE_SECONDS
-    if not isinstance(cooldown, Duration):
-        return [Problem(subject, field, f"must be a Duration (e.g. Duration.minutes(5)), got {cooldown!r}")]
-    seconds = cooldown.to_milliseconds() / 1000
-    if seconds != int(seconds) or not low <= seconds <= high:
-        return [Problem(subject, field, f"is {seconds:g} s; must be whole seconds from {low} to {high}")]
-    return []
+    return whole_seconds_problems(subject, field, cooldown, COOLDOWN_RANGE_SECONDS, "Duration.minutes(5)")
 
 
-def _capacity_problems(component: "BaseInferenceComponent", subject: str, max_copies: int) -> list[Problem]:
-    """Managed instance scaling must be able to place `max_copies` copies."""
-    scaling = component.instance_scaling
+def _capacity_problems(scaling: InstanceScaling | None, subject: str, max_copies: int) -> list[Problem]:
+    """Managed instance scaling must be able to place `max_copies` copies (on the pool that holds
+    fewest, when the endpoint has instance pools)."""
     if scaling is None:
         return [Problem(subject, "instance_scaling", "is unknown; create the component through MultiAdapterEndpoint")]
     try:
-        per_instance, reason = scaling.copies_per_instance(component.compute)
+        return copies_fit_problems(
+            subject, scaling, copies=max_copies, copies_field="max_copies",
+            instance_count=scaling.max_instance_count, count_field="max_instance_count",
+        )
     except UnknownInstanceType as error:
         return [Problem(subject, "instance_type", f"{error}; autoscaling needs its GPUs and memory to check that max_copies fit")]
-    if per_instance < 1:
-        return [Problem(subject, "compute", f"one copy does not fit on a {scaling.instance_type} ({reason})")]
-    room = per_instance * scaling.max_instance_count
-    if max_copies <= room:
-        return []
-    needed = math.ceil(max_copies / per_instance)
-    return [
-        Problem(
-            subject,
-            "max_copies",
-            f"({max_copies}) does not fit: a {scaling.instance_type} holds {per_instance} copies ({reason}), so "
-            f"max_instance_count={scaling.max_instance_count} holds {room}; raise max_instance_count to {needed} "
-            f"or lower max_copies to {room}",
-        )
-    ]
 
 
 @jsii.implements(IValidation)
@@ -394,7 +373,7 @@ class _ScalingValidation:
 
     def validate(self) -> list[str]:
         copies = self._copies
-        subject = _subject(copies.component)
+        subject = _subject(copies.inference_component_name)
         found = []
         if not copies.tracked:
             found.append(
@@ -412,7 +391,6 @@ class _ScalingValidation:
 __all__ = [
     "COPY_COUNT_DIMENSION",
     "CopyScalingMetric",
-    "InstanceScaling",
     "ScalableCopyCount",
     "WAKE_UP_QUERY",
     "WakeUp",

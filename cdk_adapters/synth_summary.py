@@ -1,7 +1,8 @@
 """``python -m cdk_adapters.synth_summary cdk.out``: what ``cdk synth`` produced, in a few lines.
 
 Prints each stack with its resource count, the nested stacks its adapters are spread over (with
-theirs), the adapters, how instances and base-model copies scale (and how a scaled-to-zero
+theirs), the adapters, the instance types (instance pools in priority order, with what a copy
+reserves on each), how instances and base-model copies scale (and how a scaled-to-zero
 endpoint wakes up), and the policy-validation (cdk-nag) result. Exits non-zero when the cloud assembly is missing or incomplete, or when the validation
 report lists any violation, so ``make synth`` fails loudly instead of summarising a broken build.
 """
@@ -112,7 +113,14 @@ def describe_scaling(resources: dict) -> list[str]:
             if managed.get("Status") == "ENABLED":
                 low, high = managed.get("MinInstanceCount"), managed.get("MaxInstanceCount")
                 zero = " (may scale to zero)" if low == 0 else ""
-                lines.append(f"  instances: {variant.get('InstanceType')} x {low}..{high}, managed instance scaling{zero}")
+                wait = variant.get("VariantInstanceProvisionTimeoutInSeconds")
+                waits = f"; waits up to {wait} s for capacity before the next pool or failing" if wait is not None else ""
+                lines.append(f"  instances: {_instance_types(variant)} x {low}..{high}, managed instance scaling{zero}{waits}")
+    for resource in resources.values():
+        properties = resource.get("Properties", {})
+        if resource["Type"] == COMPONENT_TYPE and properties.get("Specifications"):
+            per_type = "; ".join(_reservation(spec) for spec in properties["Specifications"])
+            lines.append(f"  copy of {properties.get('InferenceComponentName')} reserves, per pool: {per_type}")
     targets = {
         logical_id: resource["Properties"]
         for logical_id, resource in resources.items()
@@ -144,6 +152,22 @@ def describe_scaling(resources: dict) -> list[str]:
                 parts.append("scale to zero, " + _wake_up(resources, policy_id))
         lines.append(f"  copies of {name}: {target['MinCapacity']}..{target['MaxCapacity']}, " + ("; ".join(parts) or "no policy"))
     return lines
+
+
+def _instance_types(variant: dict) -> str:
+    """One type, or the instance pools in priority order."""
+    pools = sorted(variant.get("InstancePools") or [], key=lambda pool: pool.get("Priority", 0))
+    if not pools:
+        return str(variant.get("InstanceType"))
+    return "pools " + ", then ".join(str(pool.get("InstanceType")) for pool in pools)
+
+
+def _reservation(spec: dict) -> str:
+    compute = spec.get("ComputeResourceRequirements", {})
+    parts = [f"{compute.get('NumberOfAcceleratorDevicesRequired', 0)} GPU(s)", f"{compute.get('MinMemoryRequiredInMb')} MiB"]
+    if "NumberOfCpuCoresRequired" in compute:
+        parts.append(f"{compute['NumberOfCpuCoresRequired']:g} vCPUs")
+    return f"{spec.get('InstanceType')} {', '.join(parts)}"
 
 
 def _wake_up(resources: dict, policy_id: str) -> str:

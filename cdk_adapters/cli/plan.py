@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, manifest_path
+from cdk_adapters.instance_types import DEFAULT_INSTANCE_TYPE
 from cdk_adapters.problems import ConfigurationError, Problem
-
-DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -27,7 +26,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         ),
     )
     plan.add_argument("--manifest", type=Path, help="manifest to plan (default: manifests/example.yaml)")
-    plan.add_argument("--instance-type", default=DEFAULT_INSTANCE_TYPE, help=f"SageMaker instance type (default: {DEFAULT_INSTANCE_TYPE})")
+    plan.add_argument(
+        "--instance-type", action="append", metavar="TYPE",
+        help=f"SageMaker instance type (default: {DEFAULT_INSTANCE_TYPE}); give it 2 to 5 times for instance pools, "
+        "first tried first: each pool is planned and the worst case reported",
+    )
     prices = plan.add_mutually_exclusive_group()
     prices.add_argument("--price-per-hour", type=float, metavar="USD", help="price of one instance-hour")
     prices.add_argument("--price-file", type=Path, metavar="CSV", help="CSV with columns instance_type,usd_per_hour[,source]")
@@ -102,6 +105,19 @@ def _check_ranges(args: argparse.Namespace) -> list[Problem]:
     ]
 
 
+def _pool_flag_problems(args: argparse.Namespace, names: list[str]) -> list[Problem]:
+    """Instance pools: 1 to 5 types, each once; one --price-per-hour cannot price several types."""
+    found = []
+    if len(names) > 5:
+        found.append(Problem("plan", "--instance-type", f"is given {len(names)} times; an endpoint takes at most 5 instance pools"))
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        found.append(Problem("plan", "--instance-type", f"names {', '.join(repeated)} more than once; each pool once"))
+    if len(set(names)) > 1 and args.price_per_hour is not None:
+        found.append(Problem("plan", "--price-per-hour", "prices one instance type; for pools use the shipped table or --price-file"))
+    return found
+
+
 def _cache_smaller_than_slots(args: argparse.Namespace, max_loras: int, max_cpu_loras: int, manifest: Path) -> Problem:
     """vLLM refuses max_cpu_loras < max_loras; say where each value came from and what to pass."""
     loras_from = "--max-loras" if args.max_loras else f"serving.max_loras in {manifest}"
@@ -123,6 +139,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     from cdk_adapters.planner.manifest_inputs import adapter_sizes, base_shapes
     from cdk_adapters.planner.prices import resolve_price
     from cdk_adapters.planner.recommendation import recommend
+    from cdk_adapters.planner.pools import PoolsPlan
     from cdk_adapters.planner.report import PlanReport, to_json, to_table
     from cdk_adapters.planner.throughput import given_throughput, instance_throughput
     from cdk_adapters.planner.traffic import identical_tenants, manifest_tenants
@@ -132,12 +149,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         manifest_plan = plan_manifest_file(manifest_path(args.manifest))
     except ConfigurationError as error:
         raise Failure(list(error.problems) + problems, f"{error.heading}: nothing was planned") from None
-    try:
-        instance = require_instance_type(args.instance_type)
-    except UnknownInstanceType as error:
-        problems.append(Problem(f"instance type '{args.instance_type}'", "--instance-type", str(error)))
-        instance = None
-    price = _collect(problems, lambda: resolve_price(args.instance_type, price_per_hour=args.price_per_hour, price_file=args.price_file))
+    names = args.instance_type or [DEFAULT_INSTANCE_TYPE]
+    problems += _pool_flag_problems(args, names)
+    instances, prices = [], []
+    for name in dict.fromkeys(names):
+        try:
+            instances.append(require_instance_type(name))
+        except UnknownInstanceType as error:
+            problems.append(Problem(f"instance type '{name}'", "--instance-type", str(error)))
+        prices.append(_collect(problems, lambda name=name: resolve_price(name, price_per_hour=args.price_per_hour, price_file=args.price_file)))
     if args.tenants is not None:
         tenants = _collect(
             problems,
@@ -152,66 +172,73 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     else:
         tenants = _collect(problems, lambda: manifest_tenants(manifest_plan.manifest.adapters))
     base = _collect(problems, lambda: base_shapes(manifest_plan, num_layers=args.num_layers, base_model_dir=args.base_model_dir))
-    if problems or instance is None or price is None or tenants is None or base is None:
+    if problems or len(instances) != len(set(names)) or None in prices or tenants is None or base is None:
         raise Failure(problems, f"{len(problems)} problem(s) found; nothing was planned")
 
-    throughput = (
-        given_throughput(instance.name, args.throughput)
-        if args.throughput is not None
-        else instance_throughput(instance, base.parameters)
-    )
-    inputs = cost_model.CostInputs(
-        price_per_hour=price.usd_per_hour,
-        throughput=throughput.tokens_per_second,
-        hours=args.hours,
-        swap_headroom=args.swap_headroom,
-        min_instances=args.min_instances,
-        shared_instances=args.shared_instances,
-    )
-    comparison = cost_model.compare(tenants, inputs)
     max_loras = args.max_loras or manifest_plan.max_loras
     max_cpu_loras = args.max_cpu_loras or manifest_plan.max_cpu_loras or max_loras
     if max_cpu_loras < max_loras:
         raise Failure([_cache_smaller_than_slots(args, max_loras, max_cpu_loras, manifest_plan.loaded.path)],
                       "1 problem(s) found; nothing was planned")
-    memory = plan_memory(
-        MemoryInputs(
-            instance=instance,
-            dtype=args.dtype,
-            base_weight_bytes=base.weight_bytes(args.dtype),
-            slot_bytes=gpu_bytes_per_slot(base, manifest_plan.max_lora_rank, args.dtype),
-            kv_bytes_per_token=base.kv_bytes_per_token(args.dtype, manifest_plan.manifest.base_model.hidden_size),
-            max_loras=max_loras,
-            max_cpu_loras=max_cpu_loras,
-            max_lora_rank=manifest_plan.max_lora_rank,
-            adapters=adapter_sizes(manifest_plan, base, args.dtype),
-            active_adapters=args.active_adapters or sum(1 for t in tenants if t.requests_per_minute > 0),
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_model_len=args.max_model_len,
-            host_reserve_gib=args.host_reserve_gib,
+
+    def plan_one(instance, price) -> PlanReport:
+        throughput = (
+            given_throughput(instance.name, args.throughput)
+            if args.throughput is not None
+            else instance_throughput(instance, base.parameters)
         )
-    )
-    report = PlanReport(
-        instance=instance,
-        price=price,
-        throughput=throughput,
-        inputs=inputs,
-        tenants=tuple(tenants),
-        cost=comparison,
-        memory=memory,
-        recommendation=recommend(comparison, memory, instance.name, min_instances=args.min_instances),
-        base_source=base.source,
-    )
-    if args.json:
-        out.write(json.dumps(to_json(report), indent=2) + "\n")
+        inputs = cost_model.CostInputs(
+            price_per_hour=price.usd_per_hour,
+            throughput=throughput.tokens_per_second,
+            hours=args.hours,
+            swap_headroom=args.swap_headroom,
+            min_instances=args.min_instances,
+            shared_instances=args.shared_instances,
+        )
+        comparison = cost_model.compare(tenants, inputs)
+        memory = plan_memory(
+            MemoryInputs(
+                instance=instance,
+                dtype=args.dtype,
+                base_weight_bytes=base.weight_bytes(args.dtype),
+                slot_bytes=gpu_bytes_per_slot(base, manifest_plan.max_lora_rank, args.dtype),
+                kv_bytes_per_token=base.kv_bytes_per_token(args.dtype, manifest_plan.manifest.base_model.hidden_size),
+                max_loras=max_loras,
+                max_cpu_loras=max_cpu_loras,
+                max_lora_rank=manifest_plan.max_lora_rank,
+                adapters=adapter_sizes(manifest_plan, base, args.dtype),
+                active_adapters=args.active_adapters or sum(1 for t in tenants if t.requests_per_minute > 0),
+                gpu_memory_utilization=args.gpu_memory_utilization,
+                max_model_len=args.max_model_len,
+                host_reserve_gib=args.host_reserve_gib,
+            )
+        )
+        return PlanReport(
+            instance=instance,
+            price=price,
+            throughput=throughput,
+            inputs=inputs,
+            tenants=tuple(tenants),
+            cost=comparison,
+            memory=memory,
+            recommendation=recommend(comparison, memory, instance.name, min_instances=args.min_instances),
+            base_source=base.source,
+        )
+
+    reports = [plan_one(instance, price) for instance, price in zip(instances, prices)]
+    if len(reports) == 1:
+        [report] = reports
+        out.write(json.dumps(to_json(report), indent=2) + "\n" if args.json else to_table(report))
     else:
-        out.write(to_table(report))
+        pools = PoolsPlan(tuple(reports))
+        out.write(json.dumps(pools.to_json(), indent=2) + "\n" if args.json else pools.to_table())
+    report = reports[0]
     if args.chart is not None:
         from cdk_adapters.planner.chart import render_cost_chart
 
         try:
             path = render_cost_chart(
-                args.chart, cost_model.average_tenant(tenants), inputs, tenants=len(tenants), instance_type=instance.name
+                args.chart, cost_model.average_tenant(tenants), report.inputs, tenants=len(tenants), instance_type=report.instance.name
             )
         except ImportError as error:
             raise Failure(
@@ -219,5 +246,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
                 "no chart was written",
             ) from None
         err.write(f"{PROG}: wrote {path}\n")
-    if memory.problems:
-        raise Failure(list(memory.problems), f"the adapters do not fit on {instance.name}")
+    unfit = [r for r in reports if r.memory is not None and r.memory.problems]
+    if unfit:
+        where = ", ".join(r.instance.name for r in unfit)
+        raise Failure([problem for r in unfit for problem in r.memory.problems], f"the adapters do not fit on {where}")

@@ -104,6 +104,12 @@ class AdapterClient:
         a trailing ``*`` makes one a prefix (``"prod-chat-*"``). A record naming any other endpoint
         raises `UnexpectedEndpoint`, at construction or when a re-read record changes, and nothing
         is sent. Default: accept whatever the record names.
+    :param stable_prefix: send every body with the conversation first (``prompt`` or ``messages``,
+        each message ``role`` then ``content``) and the parameters after it in sorted order, so
+        requests that share a start (a long system prompt, few-shot examples) share their leading
+        bytes, which an endpoint with ``PREFIX_AWARE`` routing compares. The JSON means the same.
+        Default False: parameters first, in the order given (the bodies of earlier releases). That
+        it improves cache hits is inferred (`cdk_adapters.client.payload.stable_prefix_body`).
     """
 
     def __init__(
@@ -118,8 +124,10 @@ class AdapterClient:
         record_source: Callable[[], DiscoveryRecord] | None = None,
         record_max_age_s: float = 60.0,
         accept_endpoints: Sequence[str] | str | None = None,
+        stable_prefix: bool = False,
     ) -> None:
         self._accepted = _accepted_patterns(accept_endpoints)
+        self.stable_prefix = stable_prefix
         self._check_endpoints(record, "the discovery record")
         self.record = record
         self.runtime = runtime
@@ -215,7 +223,9 @@ class AdapterClient:
         """One whole answer: a completion of `prompt`, or a chat over `messages` (or `prompt` with
         `images`). `parameters` go into the body (``max_tokens``, ``temperature``, ...)."""
         target = self.resolve(adapter, base_model=base_model)
-        request = build_request(prompt=prompt, messages=messages, images=images, parameters=parameters)
+        request = build_request(
+            prompt=prompt, messages=messages, images=images, parameters=parameters, stable_prefix=self.stable_prefix
+        )
 
         def attempt() -> dict[str, Any]:
             return self.runtime.invoke_endpoint(**self._call(target, request.body, request.route))
@@ -238,7 +248,7 @@ class AdapterClient:
         `StreamInterrupted`."""
         target = self.resolve(adapter, base_model=base_model)
         request = build_request(
-            prompt=prompt, messages=messages, images=images, stream=True, parameters=parameters
+            prompt=prompt, messages=messages, images=images, stream=True, parameters=parameters, stable_prefix=self.stable_prefix
         )
 
         def attempt() -> dict[str, Any]:

@@ -62,10 +62,16 @@ def build_request(
     stream: bool = False,
     parameters: Mapping[str, Any] | None = None,
     limit: int = INVOKE_ENDPOINT_MAX_BYTES,
+    stable_prefix: bool = False,
 ) -> Request:
     """The body for a completion (`prompt`) or a chat (`messages`; a `prompt` with `images` becomes one
     user message); raises `PayloadTooLarge` when the encoded body is over `limit`. The body names no
-    ``model``: the component header names the adapter, and the container writes it in."""
+    ``model``: the component header names the adapter, and the container writes it in.
+
+    With `stable_prefix` the body starts with the conversation (`prompt`, or `messages` with each
+    message's ``role`` and ``content`` first), and the parameters follow in sorted order: equal
+    conversations then give equal leading bytes whatever the per-request parameters, or the order a
+    caller wrote them in, which is what ``PREFIX_AWARE`` routing compares (`stable_prefix_body`)."""
     if (prompt is None) == (messages is None):
         raise ValueError("give either prompt (a completion) or messages (a chat), not both")
     document: dict[str, Any] = dict(parameters or {})
@@ -80,10 +86,47 @@ def build_request(
         route = COMPLETIONS_ROUTE
     if stream:
         document["stream"] = True
+    if stable_prefix:
+        document = stable_prefix_body(document)
     body = json.dumps(document, separators=(",", ":")).encode()
     if len(body) > limit:
         raise PayloadTooLarge(len(body), limit)
     return Request(body=body, route=route)
+
+
+CONVERSATION_KEYS = ("prompt", "messages")
+MESSAGE_LEADING_KEYS = ("role", "content")
+
+
+def stable_prefix_body(document: Mapping[str, Any]) -> dict[str, Any]:
+    """`document` reordered so its serialized bytes start with the conversation.
+
+    SageMaker's ``PREFIX_AWARE`` routing compares the first ``prefix_length`` bytes of an
+    InvokeEndpoint body (1,024 at least). Python keeps insertion order, so a body built as
+    parameters-then-conversation starts with ``{"max_tokens":...,"temperature":...``, and two
+    requests with one long system prompt route apart whenever their parameters differ. Only the
+    order of keys changes: the JSON means the same to the container.
+
+    Why it should help is *inferred, not documented*: requests routed together land on the same
+    copy, whose vLLM prefix cache may already hold the KV blocks of that start; vLLM keys that cache
+    by adapter too, so the gain is between requests to the same adapter, and whether SageMaker's
+    router also keys on the invoked component is undocumented.
+    """
+    ordered: dict[str, Any] = {}
+    for key in CONVERSATION_KEYS:
+        if key in document:
+            value = document[key]
+            ordered[key] = [_message_first(message) for message in value] if key == "messages" else value
+    for key in sorted(k for k in document if k not in CONVERSATION_KEYS):
+        ordered[key] = document[key]
+    return ordered
+
+
+def _message_first(message: Any) -> Any:
+    if not isinstance(message, Mapping):
+        return message
+    leading = {key: message[key] for key in MESSAGE_LEADING_KEYS if key in message}
+    return {**leading, **{key: message[key] for key in sorted(message) if key not in MESSAGE_LEADING_KEYS}}
 
 
 def _with_images(messages: list[dict[str, Any]], images: Sequence[Image]) -> list[dict[str, Any]]:

@@ -83,3 +83,21 @@ def test_base_component_options_change_the_base_component_only(feature, baseline
     [change] = diff.lines()
     assert change.startswith("[~] AWS::SageMaker::InferenceComponent") and "BaseComponent" in change, change
     assert change.endswith("{Specification}"), change
+
+
+def test_switching_to_instance_pools_changes_the_endpoint_config_and_the_base_component_only(baseline, tmp_path):
+    """One type to pools of two: the variant's InstanceType becomes InstancePools (the config is
+    replaced), the base component's Specification becomes Specifications; no adapter shard changes."""
+    from cdk_adapters.instance_pools import InstancePool
+
+    pools = [InstancePool("ml.g6.2xlarge"), InstancePool("ml.g5.2xlarge")]
+    options = {"instance_pools": pools, "instance_provisioning_timeout": cdk.Duration.minutes(15)}
+    diff = diff_assemblies(baseline, synth(tmp_path / "cdk.out", **options), STACK, tmp_path / "scratch")
+    assert diff.added == [] and diff.removed == [] and list(diff.changed) == [f"{STACK}.template.json"]
+    assert len(diff.unchanged) == 3, "each adapter shard template is unchanged"
+    assert changed_types(diff.lines()) == ["AWS::SageMaker::EndpointConfig", "AWS::SageMaker::InferenceComponent"], diff.lines()
+    config = next(line for line in diff.lines() if " AWS::SageMaker::EndpointConfig " in line)
+    assert " replace " in config and "ProductionVariants" in config, config
+    base = next(line for line in diff.lines() if " AWS::SageMaker::InferenceComponent " in line)
+    assert "BaseComponent" in base and "Specification" in base and "Specifications" in base, base
+    assert all("Adapters" not in line for line in diff.lines()), "no adapter component changes"

@@ -45,9 +45,45 @@ def test_environments_differ_in_size_and_scaling():
             r for r in synth_environment(name)["Resources"].values() if r["Type"] == "AWS::SageMaker::EndpointConfig"
         )
         variants[name] = config["Properties"]["ProductionVariants"][0]
-    assert variants["dev"]["InstanceType"] != variants["prod"]["InstanceType"]
+    assert variants["dev"]["InstanceType"] == "ml.g6.2xlarge" and "InstancePools" not in variants["dev"]
     assert variants["dev"]["ManagedInstanceScaling"] != variants["prod"]["ManagedInstanceScaling"]
     assert variants["prod"]["InitialInstanceCount"] == 2
+
+
+def base_component(resources) -> dict:
+    [base] = [
+        r["Properties"]
+        for r in resources
+        if r["Type"] == "AWS::SageMaker::InferenceComponent"
+        and "BaseInferenceComponentName" not in r["Properties"].get("Specification", {})
+    ]
+    return base
+
+
+def test_prod_launches_g6_then_g5_and_its_base_component_has_a_specification_per_pool():
+    """prod's instance pools (cdk.json says why): the variant names the pools in priority order and
+    how long SageMaker waits for capacity, in place of one instance type; the base component has one
+    specification per pool with the reservation a copy takes there (one GPU, 24 GiB, each type holding
+    one copy), in place of the singular specification. dev keeps one type and the singular form."""
+    resources = synth_environment("prod")["Resources"].values()
+    [config] = [r["Properties"] for r in resources if r["Type"] == "AWS::SageMaker::EndpointConfig"]
+    [variant] = config["ProductionVariants"]
+    assert "InstanceType" not in variant
+    assert variant["InstancePools"] == [
+        {"InstanceType": "ml.g6.2xlarge", "Priority": 1},
+        {"InstanceType": "ml.g5.2xlarge", "Priority": 2},
+    ]
+    assert variant["VariantInstanceProvisionTimeoutInSeconds"] == 900
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 2, "MaxInstanceCount": 8}
+    base = base_component(resources)
+    assert "Specification" not in base
+    assert [spec["InstanceType"] for spec in base["Specifications"]] == ["ml.g6.2xlarge", "ml.g5.2xlarge"]
+    for spec in base["Specifications"]:
+        assert spec["ComputeResourceRequirements"] == {"MinMemoryRequiredInMb": 24576, "NumberOfAcceleratorDevicesRequired": 1}
+        assert spec["StartupParameters"] == {"ModelDataDownloadTimeoutInSeconds": 1200, "ContainerStartupHealthCheckTimeoutInSeconds": 1200}
+    assert "instance_pools" in app_environments()["prod"]["reasons"]
+    dev = base_component(synth_environment("dev")["Resources"].values())
+    assert "Specifications" not in dev and "InstanceType" not in dev["Specification"]
 
 
 def test_serving_image_asset_hash_is_deterministic():
@@ -85,18 +121,16 @@ def test_prod_spreads_copies_across_zones_and_caches_model_data_and_dev_does_not
         resources = synth_environment(name)["Resources"].values()
         [config] = [r["Properties"] for r in resources if r["Type"] == "AWS::SageMaker::EndpointConfig"]
         assert config["MetricsConfig"] == {"EnableDetailedObservability": False}
-        [base] = [
-            r["Properties"]["Specification"]
-            for r in resources
-            if r["Type"] == "AWS::SageMaker::InferenceComponent" and "BaseInferenceComponentName" not in r["Properties"]["Specification"]
-        ]
-        if placed:
-            assert base["SchedulingConfig"] == {
-                "PlacementStrategy": "SPREAD",
-                "AvailabilityZoneBalance": {"EnforcementMode": "PERMISSIVE", "MaxImbalance": 0},
-            }
-            assert base["DataCacheConfig"] == {"EnableCaching": True}
-        else:
-            assert "SchedulingConfig" not in base and "DataCacheConfig" not in base
+        component = base_component(resources)
+        specifications = component.get("Specifications") or [component["Specification"]]  # prod: one per pool
+        for base in specifications:
+            if placed:
+                assert base["SchedulingConfig"] == {
+                    "PlacementStrategy": "SPREAD",
+                    "AvailabilityZoneBalance": {"EnforcementMode": "PERMISSIVE", "MaxImbalance": 0},
+                }
+                assert base["DataCacheConfig"] == {"EnableCaching": True}
+            else:
+                assert "SchedulingConfig" not in base and "DataCacheConfig" not in base
     reasons = app_environments()["prod"]["reasons"]
     assert {"copy_placement", "data_cache"} <= set(reasons) and all(len(reason) > 60 for reason in reasons.values())

@@ -47,7 +47,10 @@ def test_dev_scales_to_zero_and_says_how_it_wakes(assemblies):
 
 def test_prod_keeps_two_copies_with_target_tracking(assemblies):
     [stack] = summary_of(assemblies["prod"]).stacks
-    assert stack.scaling[0] == "  instances: ml.g6.12xlarge x 2..4, managed instance scaling"
+    assert stack.scaling[0] == (
+        "  instances: pools ml.g6.2xlarge, then ml.g5.2xlarge x 2..8, managed instance scaling; "
+        "waits up to 900 s for capacity before the next pool or failing"
+    )
     [copies] = [line for line in stack.scaling if line.startswith("  copies of")]
     assert copies.endswith(": 2..8, target tracking SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution at 4")
     assert "scale to zero" not in copies
@@ -58,7 +61,8 @@ def test_the_summary_prints_each_environments_scaling(assemblies, capsys):
         assert synth_summary.main([str(assemblies[name])]) == 0
     printed = capsys.readouterr().out
     assert printed.count("  scaling:\n") == 2
-    assert "0..1, managed instance scaling (may scale to zero)" in printed and "2..4, managed instance scaling\n" in printed
+    assert "0..1, managed instance scaling (may scale to zero)" in printed and "2..8, managed instance scaling;" in printed
+    assert "reserves, per pool: ml.g6.2xlarge 1 GPU(s), 24576 MiB; ml.g5.2xlarge 1 GPU(s), 24576 MiB" in printed
 
 
 def test_a_malformed_copy_scaling_entry_is_refused_by_field():
@@ -76,8 +80,9 @@ def test_a_malformed_copy_scaling_entry_is_refused_by_field():
 
 def test_a_copy_ceiling_the_environments_instances_cannot_hold_is_refused():
     context = app_context("prod")
-    context["environments"]["prod"]["copy_scaling"]["max_copies"] = 17  # 4 instances x 4 GPUs = 16
+    context["environments"]["prod"]["copy_scaling"]["max_copies"] = 9  # 8 instances x 1 GPU = 8, on either pool
     with pytest.raises(ConfigurationError) as caught:
         example_app.build(cdk.App(context=context))
     [problem] = caught.value.problems
-    assert problem.field == "max_copies" and "raise max_instance_count to 5 or lower max_copies to 16" in problem.message
+    assert problem.field == "max_copies" and "raise max_instance_count to 9 or lower max_copies to 8" in problem.message
+    assert "the pool that holds fewest, a ml.g6.2xlarge, holds 1 copies" in problem.message
