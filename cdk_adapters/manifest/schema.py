@@ -7,7 +7,6 @@ modules, base identity) live in the compatibility gate, not here.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, field_validator, model_validator
@@ -16,7 +15,6 @@ from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 
-S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>\S*)$")
 MANIFEST_VERSION = 1
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -51,9 +49,10 @@ class BaseModelSpec(_Strict):
     @field_validator("artifact")
     @classmethod
     def _artifact_is_s3(cls, value: str) -> str:
-        match = S3_URI.match(value)
-        if not match or not match["key"]:
-            raise ValueError("must be s3://<bucket>/<prefix>/ or s3://<bucket>/<key>.tar.gz")
+        try:
+            parse_s3_url(value)
+        except S3UrlError as error:
+            raise ValueError(f"must be s3://<bucket>/<prefix>/ or s3://<bucket>/<key>.tar.gz: {error}") from None
         if not (value.endswith("/") or value.endswith(".tar.gz")):
             raise ValueError("must end with '/' (an uncompressed S3 prefix) or '.tar.gz' (one archive)")
         return value
@@ -250,9 +249,13 @@ class AdapterRow(_Strict):
     @classmethod
     def _source_form(cls, value: str) -> str:
         if value.startswith("s3://"):
-            match = S3_URI.match(value)
-            if not match or not match["key"].endswith(".tar.gz"):
-                raise ValueError("an S3 source must be s3://<bucket>/<key>.tar.gz (what cdk-adapters publish prints)")
+            shape = "an S3 source must be s3://<bucket>/<key>.tar.gz (what cdk-adapters publish prints)"
+            try:
+                url = parse_s3_url(value)
+            except S3UrlError as error:
+                raise ValueError(f"{shape}: {error}") from None
+            if not url.key.endswith(".tar.gz"):
+                raise ValueError(shape)
         elif "://" in value:
             raise ValueError("must be s3://<bucket>/<key>.tar.gz or a local directory path")
         return value
