@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cdk_adapters import serving_env
+from cdk_adapters.contract import serving_env
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.instance_storage import has_local_instance_storage
 from cdk_adapters.names import (

@@ -39,7 +39,6 @@ IMAGE_FILES = (
     "cdk_adapters/__init__.py",
     "cdk_adapters/problems.py",
     "cdk_adapters/names.py",
-    "cdk_adapters/serving_env.py",
     "cdk_adapters/serving_image.py",
 )
 
