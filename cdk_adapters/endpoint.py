@@ -36,6 +36,7 @@ from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.capacity_reservation import CapacityReservation
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.copy_placement import CopyPlacement, data_cache_problems, render_data_cache
+from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN, adapter_component_name, adapter_name_key
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.data_capture import REASON_CAPTURE_PREFIX, DataCapture
 from cdk_adapters.deployment import RollingUpdate
@@ -386,7 +387,7 @@ class MultiAdapterEndpoint(Construct):
         self.adapter_alarms: dict[str, dict[str, cloudwatch.Alarm]] = {}
         """Adapter name -> its alarms by kind, for adapters that opted in."""
         self._alarmed: set[str] = set()
-        self._opted_in = frozenset(name.lower() for name in self._opted_in_names())
+        self._opted_in = frozenset(adapter_name_key(name) for name in self._opted_in_names())
         self.fleet = AdapterFleet(
             self,
             "Adapters",
@@ -486,11 +487,11 @@ class MultiAdapterEndpoint(Construct):
             what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
-        component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
+        component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact)
         if limits is not None:
             self._limits_by_adapter[name] = limits
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
-        if name.lower() in self._opted_in:
+        if adapter_name_key(name) in self._opted_in:
             self.add_adapter_alarms(name)
         config = component.artifact_config
         if config.asset_object_arn is not None:
@@ -523,7 +524,7 @@ class MultiAdapterEndpoint(Construct):
         unknown = sorted(set(overrides or {}) - set(monitoring_alarms.THRESHOLD_FIELDS))
         for key in unknown:
             problems.append(Problem(subject, f"alarms.{key}", f"is not an alarm setting; known: {', '.join(monitoring_alarms.THRESHOLD_FIELDS)}"))
-        if adapter.lower() in self._alarmed:
+        if adapter_name_key(adapter) in self._alarmed:
             problems.append(Problem(subject, "alarms", "are already added"))
         raise_if_any(problems, heading=f"cannot add alarms to adapter {adapter!r}")
         assert self.alarm_settings is not None
@@ -542,7 +543,7 @@ class MultiAdapterEndpoint(Construct):
             topic=self.alarm_settings.topic,
         )
         self.adapter_alarms[component.adapter_name] = created
-        self._alarmed.add(adapter.lower())
+        self._alarmed.add(adapter_name_key(adapter))
         self.fleet.reserve(adapter, len(created))
         return created
 
@@ -581,7 +582,7 @@ class MultiAdapterEndpoint(Construct):
             Problem(subject, "name", message)
             for message in _alias_name_problems(alias)
         ] + [Problem(subject, "targets", message) for _, message in alias_problems({alias: weighted})]
-        if isinstance(alias, str) and alias.lower() in {known.lower() for known in self.aliases}:
+        if isinstance(alias, str) and adapter_name_key(alias) in {adapter_name_key(known) for known in self.aliases}:
             problems.append(Problem(subject, "name", "is already added"))
         raise_if_any(problems, heading=f"cannot add alias {alias!r}")
         self.aliases[alias] = weighted
@@ -736,7 +737,7 @@ class MultiAdapterEndpoint(Construct):
     def _opted_in_alarm_count(self, name: str) -> int:
         """Alarms an adapter opted in by name gets with its component (checked together, so a
         refusal creates nothing)."""
-        if self.alarm_settings is None or name.lower() not in self._opted_in:
+        if self.alarm_settings is None or adapter_name_key(name) not in self._opted_in:
             return 0
         return len(self.alarm_settings.adapters.enabled)
 
@@ -959,7 +960,7 @@ class MultiAdapterEndpoint(Construct):
 
 
 def _alias_name_problems(alias: object) -> list[str]:
-    if not isinstance(alias, str) or not names.SAGEMAKER_NAME_PATTERN.match(alias):
+    if not isinstance(alias, str) or not SAGEMAKER_NAME_PATTERN.match(alias):
         return ["must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens)"]
     return []
 
@@ -974,12 +975,12 @@ class _AdapterAlarmValidation:
 
     def validate(self) -> list[str]:
         endpoint = self._endpoint
-        known = {name.lower() for name in endpoint.adapters}
+        known = {adapter_name_key(name) for name in endpoint.adapters}
         found = [
             f"MultiAdapterEndpoint {endpoint.node.path!r}: alarms.adapter_names: {name!r} is not an adapter of this "
             "endpoint (alarms on an adapter that does not exist would never see a request)"
             for name in endpoint._opted_in_names()
-            if name.lower() not in known
+            if adapter_name_key(name) not in known
         ]
         canary = endpoint._canary_endpoint
         if canary is not None:
@@ -989,7 +990,7 @@ class _AdapterAlarmValidation:
             found += [
                 f"MultiAdapterEndpoint {endpoint.node.path!r}: canary: {name!r} is served by the canary but not by this endpoint"
                 for name in served
-                if name.lower() not in known
+                if adapter_name_key(name) not in known
             ]
         return found
 

@@ -24,6 +24,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_name_key
+
 RECORD_KIND = "cdk-adapters/discovery"
 RECORD_VERSION = 1
 """The major version this module writes and reads."""
@@ -33,15 +35,6 @@ SERVING_VERSION = 1
 
 class DiscoveryRecordError(ValueError):
     """The text is not a discovery record this version of cdk-adapters can read."""
-
-
-def adapter_component_name(prefix: str, adapter_name: str) -> str:
-    """The one naming rule: ``<prefix>-<adapter, lower-cased>``.
-
-    SageMaker compares inference component names case-insensitively and IAM ARNs carry them
-    lower-cased, so the adapter part is lower-cased.
-    """
-    return f"{prefix}-{adapter_name.lower()}"
 
 
 @dataclass(frozen=True)
@@ -59,7 +52,7 @@ class CanaryRecord:
     """Share of those adapters' calls meant for the canary, 1 to 50."""
 
     def serves(self, adapter_name: str) -> bool:
-        return adapter_name.lower() in {name.lower() for name in self.adapters}
+        return adapter_name_key(adapter_name) in {adapter_name_key(name) for name in self.adapters}
 
     def component_name(self, adapter_name: str) -> str:
         """The canary's component for `adapter_name` (same naming rule, its own prefix)."""
@@ -363,7 +356,7 @@ def alias_problems(
     With `adapters` (the endpoint's adapter names), every target must be one of them and no alias
     may shadow one: names compare case-insensitively, as SageMaker's do.
     """
-    known = None if adapters is None else {name.lower() for name in adapters}
+    known = None if adapters is None else {adapter_name_key(name) for name in adapters}
     found: list[tuple[str, str]] = []
     for alias, targets in aliases.items():
         if not isinstance(targets, Mapping) or not targets:
@@ -375,9 +368,9 @@ def alias_problems(
         elif sum(weights) != 100:
             found.append((alias, f"weights must sum to 100, got {sum(weights)} ({dict(targets)})"))
         if known is not None:
-            if alias.lower() in known:
+            if adapter_name_key(alias) in known:
                 found.append((alias, "shadows the adapter of the same name; pick an alias name no adapter has"))
-            unknown = sorted(target for target in targets if target.lower() not in known)
+            unknown = sorted(target for target in targets if adapter_name_key(target) not in known)
             if unknown:
                 found.append((alias, f"targets {', '.join(map(repr, unknown))}, which is not an adapter of this endpoint"))
     return found
@@ -385,7 +378,7 @@ def alias_problems(
 
 def _lookup(aliases: Mapping[str, Mapping[str, int]], name: str) -> Mapping[str, int] | None:
     for alias, targets in aliases.items():
-        if alias.lower() == name.lower():
+        if adapter_name_key(alias) == adapter_name_key(name):
             return targets
     return None
 

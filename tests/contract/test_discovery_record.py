@@ -23,7 +23,7 @@ from cdk_adapters.contract.discovery import (
     ServingReference,
     alias_problems,
 )
-from cdk_adapters.names import adapter_component_name
+from cdk_adapters.contract.adapter_names import adapter_component_name
 
 RECORD = DiscoveryRecord("fleet-1a2b3c4d", "fleet-1a2b3c4d-base", "fleet-1a2b3c4d", allow_base_model=False)
 
