@@ -22,8 +22,7 @@ from typing import Mapping, Sequence
 
 from adapter_server import vllm_flags
 from adapter_server.settings import ServingSettings
-from cdk_adapters import serving_image
-from cdk_adapters.contract import reserved_config, serving_env
+from cdk_adapters.contract import reserved_config, serving_env, serving_image
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import ConfigurationError, Problem
 

@@ -24,7 +24,7 @@ from cdk_adapters.model_data import ModelData
 from cdk_adapters.nag_acknowledgments import flatten_reference
 from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
+from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.vllm_options import VllmOptions
 from cdk_adapters.packaging import package_adapter
 from tests.constructs.conftest import DIGEST_IMAGE, build_endpoint, new_stack, real_archives
