@@ -27,7 +27,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
-from cdk_adapters import discovery, names, serving_reference
+from cdk_adapters import discovery_parameter, names, serving_reference
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.compat import Acknowledgment, BaseModelFacts, Reference
@@ -248,7 +248,7 @@ class MultiAdapterEndpoint(Construct):
         self.prefix = self._derive_prefix()
         self.endpoint_name = self.prefix
         self.base_component_name = names.base_component_name(self.prefix)
-        self.discovery_parameter_name = discovery_parameter_name or discovery.discovery_parameter_name(self.prefix)
+        self.discovery_parameter_name = discovery_parameter_name or discovery_parameter.discovery_parameter_name(self.prefix)
         self.request_metric_settings = request_metrics or RequestMetrics()
         self.alarm_settings = alarms
         self.deployment = deployment
@@ -396,7 +396,7 @@ class MultiAdapterEndpoint(Construct):
             endpoint_name=self.endpoint.attr_endpoint_name,
             prerequisites=[self.permissions.policy.node.default_child],  # type: ignore[list-item]
         )
-        self.discovery_parameter = discovery.publish_discovery(
+        self.discovery_parameter = discovery_parameter.publish_discovery(
             self,
             parameter_name=self.discovery_parameter_name,
             endpoint_name=self.endpoint.attr_endpoint_name,
