@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_name_key
+from cdk_adapters.contract.s3_url import S3UrlError, parse_s3_url
 
 RECORD_KIND = "cdk-adapters/discovery"
 RECORD_VERSION = 1
@@ -235,8 +236,14 @@ class ServingReference:
         if not isinstance(document.get("allow_vision_modules", False), bool):
             problems.append("serving.allow_vision_modules must be true or false")
         locations = document.get("adapter_locations", [])
-        if not isinstance(locations, list) or not all(isinstance(url, str) and url.startswith("s3://") for url in locations):
+        if not isinstance(locations, list):
             problems.append("serving.adapter_locations must be a list of s3:// URLs")
+        else:
+            for url in locations:
+                try:
+                    parse_s3_url(url, key_required=False)
+                except S3UrlError as error:
+                    problems.append(f"serving.adapter_locations: {error}")
         base = None
         if document.get("base_model") is not None:
             base, base_problems = ServedBaseModel.from_document(document["base_model"])

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cdk_adapters.compat.adapter_facts import AdapterFacts
 from cdk_adapters.problems import ConfigurationError, Problem
-from cdk_adapters.s3_url import S3Url, S3UrlError, parse_s3_url
+from cdk_adapters.contract.s3_url import S3Url, S3UrlError, parse_s3_url
 
 LOCK_VERSION = 2
 """2: the gate's facts sit under ``facts`` exactly as `AdapterFacts` defines them (1 repeated them flat)."""

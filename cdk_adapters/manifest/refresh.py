@@ -24,7 +24,7 @@ from cdk_adapters.manifest.lock import BaseModelPin, LockEntry, LockFile
 from cdk_adapters.manifest.plan import manifest_reference
 from cdk_adapters.problems import Problem
 from cdk_adapters.s3_checksum import StoredObject, from_response
-from cdk_adapters.s3_url import parse_s3_url
+from cdk_adapters.contract.s3_url import parse_s3_url
 
 _CHUNK = 1024 * 1024
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraint
 
 from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
-from cdk_adapters.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
+from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 
 MANIFEST_VERSION = 1
 

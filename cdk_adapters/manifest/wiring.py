@@ -32,7 +32,7 @@ from cdk_adapters.manifest.schema import BaseModelSpec
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.packaging import package_adapter
-from cdk_adapters.s3_url import parse_s3_url
+from cdk_adapters.contract.s3_url import parse_s3_url
 from cdk_adapters.vllm_options import VllmOptions
 
 DEFAULT_PACKAGE_DIR = Path(tempfile.gettempdir()) / "cdk-adapters-packages"
