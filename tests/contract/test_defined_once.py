@@ -9,6 +9,8 @@ spelling only one side refuses, fails here.
 from __future__ import annotations
 
 import ast
+import graphlib
+import sys
 import re
 from collections import Counter
 from pathlib import Path
@@ -129,3 +131,32 @@ def test_every_refused_variable_is_refused_by_both_sides(variable, tmp_path):
     _, problems = ServingPolicy(environment={variable: "x"}).render(VllmOptions(), "endpoint")
     assert [problem.field for problem in problems] == [f"environment.{variable}"]
     assert _launcher_refuses({variable: "x"}, tmp_path) == [variable]
+
+
+
+def _imports(path: Path) -> set[str]:
+    """What `path` imports: ``from a.b import c`` counts ``a.b`` and ``a.b.c`` (a module or a name in it)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return found
+
+
+def test_the_contract_imports_only_the_standard_library_itself_and_the_error_type():
+    """What lets the image copy the folder whole and a client import it with boto3 alone; and no cycle."""
+    modules = {f"cdk_adapters.contract.{path.stem}": path for path in CONTRACT.glob("*.py") if path.stem != "__init__"}
+    own = {*modules, "cdk_adapters.contract", "cdk_adapters.problems"}
+    graph = {}
+    for module, path in modules.items():
+        imported = _imports(path)
+        foreign = sorted(
+            name for name in imported
+            if name.split(".")[0] not in sys.stdlib_module_names | {"__future__"}
+            and name not in own and name.rsplit(".", 1)[0] not in own
+        )
+        assert foreign == [], f"{module} imports {foreign}"
+        graph[module] = (imported & set(modules)) - {module}
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError naming the cycle
