@@ -1,7 +1,7 @@
 """What the serving container admits and how it identifies the base model: one group of props.
 
-Rendered into the model's container environment beside the vLLM options (see
-`cdk_adapters.contract.serving_env`, which the container decodes it with). Standard library only.
+Rendered into the model's container environment beside the vLLM options by the codec in
+`cdk_adapters.contract.serving_env`, which the container decodes it with. Standard library only.
 """
 
 from __future__ import annotations

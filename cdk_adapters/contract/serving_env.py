@@ -118,10 +118,11 @@ def decode_extra_args(environ: Mapping[str, str]) -> tuple[list[str], list[Probl
 # --------------------------------------------------------------------------------- policy codec
 
 
-def revision_problem(base_model_id: str | None, base_model_revision: str | None) -> str | None:
-    """The revision rule: a revision is a revision *of* a model, so it needs the model's id."""
+def revision_problem(base_model_id: str | None, base_model_revision: str | None, id_name: str) -> str | None:
+    """The revision rule: a revision is a revision *of* a model, so it needs the model's id
+    (`id_name`: what the id is called where it is missing, a prop or a variable)."""
     if base_model_revision and not base_model_id:
-        return f"revision {base_model_revision!r} pins nothing without the base model id it is a revision of; set both or neither"
+        return f"revision {base_model_revision!r} pins nothing without {id_name}, the model it is a revision of; set both or neither"
     return None
 
 
@@ -136,7 +137,7 @@ class PolicySettings:
 
     def problems(self, subject: str) -> list[Problem]:
         """Every problem with these settings, each naming `subject` and the prop."""
-        revision = revision_problem(self.base_model_id, self.base_model_revision)
+        revision = revision_problem(self.base_model_id, self.base_model_revision, "base_model_id")
         return [Problem(subject, "base_model_revision", revision)] if revision else []
 
     def environment(self) -> dict[str, str]:
@@ -161,7 +162,7 @@ def decode_policy(environ: Mapping[str, str]) -> tuple[PolicySettings, list[Prob
         base_model_id=environ.get(BASE_MODEL_ID, "").strip() or None,
         base_model_revision=environ.get(BASE_MODEL_REVISION, "").strip() or None,
     )
-    revision = revision_problem(settings.base_model_id, settings.base_model_revision)
+    revision = revision_problem(settings.base_model_id, settings.base_model_revision, BASE_MODEL_ID)
     if revision:
-        problems.append(Problem(BASE_MODEL_REVISION, "value", f"{revision} (with {BASE_MODEL_ID})"))
+        problems.append(Problem(BASE_MODEL_REVISION, "value", revision))
     return settings, problems

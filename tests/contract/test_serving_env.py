@@ -37,15 +37,18 @@ def test_what_the_construct_renders_the_container_reads_back(policy):
 
 
 def test_a_revision_needs_an_id_on_both_sides_by_the_same_rule():
-    rule = serving_env.revision_problem(None, "0123abc")
-    assert rule and "set both or neither" in rule
     _, problems = ServingPolicy(base_model_revision="0123abc").render(VllmOptions(), "endpoint")
-    assert [(p.subject, p.field, p.message) for p in problems] == [("endpoint", "base_model_revision", rule)]
+    assert [(p.subject, p.field, p.message) for p in problems] == [
+        ("endpoint", "base_model_revision", serving_env.revision_problem(None, "0123abc", "base_model_id"))
+    ]
+    assert "without base_model_id, the model it is a revision of; set both or neither" in problems[0].message
     _, problems = ServingSettings.from_environ({serving_env.BASE_MODEL_REVISION: "0123abc"})
-    assert [(p.subject, p.field) for p in problems] == [(serving_env.BASE_MODEL_REVISION, "value")]
-    assert problems[0].message.startswith(rule)
+    assert [(p.subject, p.field, p.message) for p in problems] == [
+        (serving_env.BASE_MODEL_REVISION, "value", serving_env.revision_problem(None, "0123abc", serving_env.BASE_MODEL_ID))
+    ]
+    assert serving_env.BASE_MODEL_ID in problems[0].message
     for identity in [(None, None), ("org/base", None), ("org/base", "0123abc")]:
-        assert serving_env.revision_problem(*identity) is None
+        assert serving_env.revision_problem(*identity, "base_model_id") is None
 
 
 def test_every_typed_option_has_one_variable_and_the_launcher_reads_it_as_its_flag(tmp_path):
