@@ -38,7 +38,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks._timing import interleaved_medians, print_table
-from cdk_adapters import serving_env
+from cdk_adapters.contract import serving_env
 from tests.support import tiny_models as tm
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

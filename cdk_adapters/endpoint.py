@@ -27,7 +27,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
-from cdk_adapters import discovery, names, serving_reference
+from cdk_adapters import discovery_parameter, names, serving_reference
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.compat import Acknowledgment, BaseModelFacts, Reference
@@ -36,6 +36,7 @@ from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.capacity_reservation import CapacityReservation
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.copy_placement import CopyPlacement, data_cache_problems, render_data_cache
+from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN, adapter_component_name, adapter_name_key
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.data_capture import REASON_CAPTURE_PREFIX, DataCapture
 from cdk_adapters.deployment import RollingUpdate
@@ -60,7 +61,7 @@ from cdk_adapters.networking import EndpointNetworking, VpcPlacement
 from cdk_adapters.observability import Observability
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.routing import Routing
-from cdk_adapters.serving_image import INFERENCE_AMI_VERSION
+from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.contract import tenant_limits
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
@@ -258,7 +259,7 @@ class MultiAdapterEndpoint(Construct):
         self.prefix = self._derive_prefix()
         self.endpoint_name = self.prefix
         self.base_component_name = names.base_component_name(self.prefix)
-        self.discovery_parameter_name = discovery_parameter_name or discovery.discovery_parameter_name(self.prefix)
+        self.discovery_parameter_name = discovery_parameter_name or discovery_parameter.discovery_parameter_name(self.prefix)
         self.request_metric_settings = request_metrics or RequestMetrics()
         self.alarm_settings = alarms
         self.deployment = deployment
@@ -398,7 +399,7 @@ class MultiAdapterEndpoint(Construct):
         self.adapter_alarms: dict[str, dict[str, cloudwatch.Alarm]] = {}
         """Adapter name -> its alarms by kind, for adapters that opted in."""
         self._alarmed: set[str] = set()
-        self._opted_in = frozenset(name.lower() for name in self._opted_in_names())
+        self._opted_in = frozenset(adapter_name_key(name) for name in self._opted_in_names())
         self.fleet = AdapterFleet(
             self,
             "Adapters",
@@ -407,7 +408,7 @@ class MultiAdapterEndpoint(Construct):
             endpoint_name=self.endpoint.attr_endpoint_name,
             prerequisites=[self.permissions.policy.node.default_child],  # type: ignore[list-item]
         )
-        self.discovery_parameter = discovery.publish_discovery(
+        self.discovery_parameter = discovery_parameter.publish_discovery(
             self,
             parameter_name=self.discovery_parameter_name,
             endpoint_name=self.endpoint.attr_endpoint_name,
@@ -498,11 +499,11 @@ class MultiAdapterEndpoint(Construct):
             what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
-        component = self.fleet.add(name, names.adapter_component_name(self.prefix, name), artifact)
+        component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact)
         if limits is not None:
             self._limits_by_adapter[name] = limits
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
-        if name.lower() in self._opted_in:
+        if adapter_name_key(name) in self._opted_in:
             self.add_adapter_alarms(name)
         config = component.artifact_config
         if config.asset_object_arn is not None:
@@ -535,7 +536,7 @@ class MultiAdapterEndpoint(Construct):
         unknown = sorted(set(overrides or {}) - set(monitoring_alarms.THRESHOLD_FIELDS))
         for key in unknown:
             problems.append(Problem(subject, f"alarms.{key}", f"is not an alarm setting; known: {', '.join(monitoring_alarms.THRESHOLD_FIELDS)}"))
-        if adapter.lower() in self._alarmed:
+        if adapter_name_key(adapter) in self._alarmed:
             problems.append(Problem(subject, "alarms", "are already added"))
         raise_if_any(problems, heading=f"cannot add alarms to adapter {adapter!r}")
         assert self.alarm_settings is not None
@@ -554,7 +555,7 @@ class MultiAdapterEndpoint(Construct):
             topic=self.alarm_settings.topic,
         )
         self.adapter_alarms[component.adapter_name] = created
-        self._alarmed.add(adapter.lower())
+        self._alarmed.add(adapter_name_key(adapter))
         self.fleet.reserve(adapter, len(created))
         return created
 
@@ -593,7 +594,7 @@ class MultiAdapterEndpoint(Construct):
             Problem(subject, "name", message)
             for message in _alias_name_problems(alias)
         ] + [Problem(subject, "targets", message) for _, message in alias_problems({alias: weighted})]
-        if isinstance(alias, str) and alias.lower() in {known.lower() for known in self.aliases}:
+        if isinstance(alias, str) and adapter_name_key(alias) in {adapter_name_key(known) for known in self.aliases}:
             problems.append(Problem(subject, "name", "is already added"))
         raise_if_any(problems, heading=f"cannot add alias {alias!r}")
         self.aliases[alias] = weighted
@@ -748,7 +749,7 @@ class MultiAdapterEndpoint(Construct):
     def _opted_in_alarm_count(self, name: str) -> int:
         """Alarms an adapter opted in by name gets with its component (checked together, so a
         refusal creates nothing)."""
-        if self.alarm_settings is None or name.lower() not in self._opted_in:
+        if self.alarm_settings is None or adapter_name_key(name) not in self._opted_in:
             return 0
         return len(self.alarm_settings.adapters.enabled)
 
@@ -1024,7 +1025,7 @@ def _seconds(duration: Duration | None) -> int | None:
 
 
 def _alias_name_problems(alias: object) -> list[str]:
-    if not isinstance(alias, str) or not names.SAGEMAKER_NAME_PATTERN.match(alias):
+    if not isinstance(alias, str) or not SAGEMAKER_NAME_PATTERN.match(alias):
         return ["must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens)"]
     return []
 
@@ -1039,12 +1040,12 @@ class _AdapterAlarmValidation:
 
     def validate(self) -> list[str]:
         endpoint = self._endpoint
-        known = {name.lower() for name in endpoint.adapters}
+        known = {adapter_name_key(name) for name in endpoint.adapters}
         found = [
             f"MultiAdapterEndpoint {endpoint.node.path!r}: alarms.adapter_names: {name!r} is not an adapter of this "
             "endpoint (alarms on an adapter that does not exist would never see a request)"
             for name in endpoint._opted_in_names()
-            if name.lower() not in known
+            if adapter_name_key(name) not in known
         ]
         canary = endpoint._canary_endpoint
         if canary is not None:
@@ -1054,7 +1055,7 @@ class _AdapterAlarmValidation:
             found += [
                 f"MultiAdapterEndpoint {endpoint.node.path!r}: canary: {name!r} is served by the canary but not by this endpoint"
                 for name in served
-                if name.lower() not in known
+                if adapter_name_key(name) not in known
             ]
         return found
 

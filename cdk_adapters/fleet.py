@@ -31,7 +31,7 @@ from constructs import Construct, IValidation
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.inference_component import AdapterInferenceComponent, BaseInferenceComponent
-from cdk_adapters.names import adapter_name_key
+from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.problems import Problem
 
 CLOUDFORMATION_RESOURCE_LIMIT = 500

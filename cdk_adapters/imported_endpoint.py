@@ -40,6 +40,7 @@ from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.compat import Acknowledgment, Reference
 from cdk_adapters.compat.gate import new_adapter_name_problems
+from cdk_adapters.contract import adapter_names
 from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError, ServingReference
 from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count
 from cdk_adapters.iam_conditions import kms_via_s3, s3_owned_by
@@ -100,7 +101,7 @@ class ImportedMultiAdapterEndpoint(Construct):
             ("base_component_name", record.base_inference_component_name),
             ("component_prefix", record.component_prefix),
         ):
-            problems += [Problem(p.subject, field, p.message) for p in names.validate_component_name(value, self._subject)]
+            problems += [Problem(p.subject, field, p.message) for p in adapter_names.validate_component_name(value, self._subject)]
         if discovery_parameter_name is not None and (not isinstance(discovery_parameter_name, str) or not discovery_parameter_name.startswith("/")):
             problems.append(Problem(self._subject, "discovery_parameter_name", f"must be an SSM parameter name starting with '/', got {discovery_parameter_name!r}"))
         locations = list(adapter_locations or ())
@@ -244,7 +245,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         subject = f"adapter {name!r} of {self._subject}"
         problems = names.validate_adapter_name(name, subject)
         problems += new_adapter_name_problems(self.adapters, name, acknowledge, subject)
-        if isinstance(name, str) and names.adapter_name_key(name) in self._components:
+        if isinstance(name, str) and adapter_names.adapter_name_key(name) in self._components:
             problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
         problems += artifact.problems(subject)
         if not problems:
@@ -264,7 +265,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         if config.asset_object_arn is not None:
             policy = self._grant_archive(config.asset_object_arn, config.asset_kms_key_arn)
             component.resource.add_resource_dependency(policy.node.default_child)  # type: ignore[arg-type]
-        self._components[names.adapter_name_key(name)] = component
+        self._components[adapter_names.adapter_name_key(name)] = component
         return component
 
     def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
@@ -356,7 +357,7 @@ class ImportedMultiAdapterEndpoint(Construct):
 
 def _targets(aliases: Mapping[str, Mapping[str, int]], name: str) -> list[str] | None:
     for alias, targets in aliases.items():
-        if alias.lower() == name.lower():
+        if adapter_names.adapter_name_key(alias) == adapter_names.adapter_name_key(name):
             return list(targets)
     return None
 

@@ -21,6 +21,8 @@ from aws_cdk import IListProducer, IResolveContext, Lazy, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IValidation
 
+from cdk_adapters.contract.adapter_names import adapter_name_key
+
 if TYPE_CHECKING:
     from cdk_adapters.endpoint import MultiAdapterEndpoint
 
@@ -70,7 +72,7 @@ class InvokeGrants:
         endpoint = self._endpoint
         if endpoint.fleet.component(name) is not None:
             return [name]
-        targets = next((t for alias, t in endpoint.aliases.items() if alias.lower() == name.lower()), None)
+        targets = next((t for alias, t in endpoint.aliases.items() if adapter_name_key(alias) == adapter_name_key(name)), None)
         return None if targets is None else list(targets)
 
     def resources(self, grant: _Grant) -> list[str]:

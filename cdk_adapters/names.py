@@ -9,21 +9,18 @@ The scheme: ``<prefix>-<adapter>``, where the prefix is a truncated, lower-cased
 short hash of (stack name, endpoint construct path). Stack names are unique per account and region,
 construct paths are unique per stack, so two endpoints never clash, and the same code always
 produces the same names. The base component is ``<prefix>-base``; the endpoint itself is ``<prefix>``.
-Standard-library only: the manifest gate validates adapter names without aws-cdk-lib.
+Standard-library only: the manifest gate validates adapter names without aws-cdk-lib. How names
+compare (`adapter_name_key`) and the SageMaker name rule are shared with the container and the
+client, so they live in `cdk_adapters.contract.adapter_names`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Iterable
 
-from cdk_adapters.contract import discovery
+from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, SAGEMAKER_NAME_PATTERN, adapter_name_key
 from cdk_adapters.problems import Problem
-
-SAGEMAKER_NAME_MAX_LENGTH = 63
-SAGEMAKER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-"""SageMaker's pattern for endpoint and inference component names."""
 
 STACK_PART_MAX_LENGTH = 14
 HASH_LENGTH = 8
@@ -66,63 +63,10 @@ def validate_adapter_name(name: object, subject: str | None = None) -> list[Prob
                 "no dots, underscores or spaces)",
             )
         )
-    if name.lower() in RESERVED_ADAPTER_NAMES:
+    if adapter_name_key(name) in RESERVED_ADAPTER_NAMES:
         problems.append(
             Problem(about, "name", f"{name!r} is reserved for the base inference component")
         )
-    return problems
-
-
-def validate_component_name(name: object, subject: str) -> list[Problem]:
-    """Every problem with `name` as a SageMaker inference component name (empty when it is fine).
-
-    What the serving container accepts as a registered adapter's name: SageMaker registers each
-    adapter component under a name this rule allows, so anything else did not come from SageMaker.
-    Looser than `validate_adapter_name`, which leaves room for the endpoint prefix.
-    """
-    if not isinstance(name, str) or not name:
-        return [Problem(subject, "name", "must be a non-empty string")]
-    problems: list[Problem] = []
-    if len(name) > SAGEMAKER_NAME_MAX_LENGTH:
-        problems.append(Problem(subject, "name", f"is {len(name)} characters; SageMaker names are at most {SAGEMAKER_NAME_MAX_LENGTH}"))
-    if not SAGEMAKER_NAME_PATTERN.fullmatch(name):  # fullmatch: "$" alone would let a final newline through
-        problems.append(
-            Problem(
-                subject,
-                "name",
-                "must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens; "
-                "no slashes, dots, underscores or spaces)",
-            )
-        )
-    return problems
-
-
-def adapter_name_key(name: str) -> str:
-    """What two adapter names are compared by: SageMaker compares inference component names
-    case-insensitively (and `adapter_component_name` lower-cases them), so ``SupportEN-v1`` and
-    ``supporten-v1`` would be one component."""
-    return name.lower()
-
-
-def duplicate_adapter_names(names: Iterable[str]) -> list[Problem]:
-    """One problem per adapter name that is given more than once, ignoring case: the rule every
-    gate uses (the manifest gate, the CLI and the construct)."""
-    spellings: dict[str, list[str]] = {}
-    for name in names:
-        spellings.setdefault(adapter_name_key(name), []).append(name)
-    problems = []
-    for given in spellings.values():
-        if len(given) < 2:
-            continue
-        distinct = list(dict.fromkeys(given))
-        if len(distinct) == 1:
-            message = f"is listed {len(given)} times; each adapter name must be unique"
-        else:
-            message = (
-                f"is listed {len(given)} times as {', '.join(map(repr, distinct))}; adapter names are compared "
-                "ignoring case (SageMaker's inference component names are), so each must be unique ignoring case"
-            )
-        problems.append(Problem(f"adapter '{given[0]}'", "name", message))
     return problems
 
 
@@ -135,11 +79,6 @@ def component_prefix(stack_name: str, construct_path: str) -> str:
     stack_part = re.sub(r"[^a-z0-9]+", "-", stack_name.lower()).strip("-")[:STACK_PART_MAX_LENGTH]
     stack_part = stack_part.strip("-") or "ep"
     return f"{stack_part}-{digest}"
-
-
-def adapter_component_name(prefix: str, adapter_name: str) -> str:
-    """``<prefix>-<adapter>``, lower-cased: the rule the discovery record publishes to clients."""
-    return discovery.adapter_component_name(prefix, adapter_name)
 
 
 def base_component_name(prefix: str) -> str:

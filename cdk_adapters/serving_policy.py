@@ -1,7 +1,7 @@
 """What the serving container admits and how it identifies the base model: one group of props.
 
-Rendered into the model's container environment beside the vLLM options (see
-`cdk_adapters.serving_env` for the names the container reads). Standard library only.
+Rendered into the model's container environment beside the vLLM options by the codec in
+`cdk_adapters.contract.serving_env`, which the container decodes it with. Standard library only.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from cdk_adapters import serving_env
-from cdk_adapters.contract import reserved_config
+from cdk_adapters.contract import reserved_config, serving_env
 from cdk_adapters.problems import Problem
 from cdk_adapters.vllm_options import VllmOptions
 
@@ -36,24 +35,23 @@ class ServingPolicy:
 
     def render(self, vllm: VllmOptions, subject: str) -> tuple[dict[str, str], list[Problem]]:
         """The container environment, and every problem with it."""
-        problems: list[Problem] = []
+        policy = serving_env.PolicySettings(
+            allow_base_model=self.allow_base_model,
+            allow_vision_modules=self.allow_vision_modules,
+            base_model_id=self.base_model_id,
+            base_model_revision=self.base_model_revision,
+        )
+        problems = policy.problems(subject)
         env = vllm.environment()
-        env[serving_env.ALLOW_BASE_MODEL] = "true" if self.allow_base_model else "false"
-        env[serving_env.ALLOW_VISION_MODULES] = "true" if self.allow_vision_modules else "false"
+        env.update(policy.environment())
         if self.allow_vision_modules and vllm.enable_tower_connector_lora is None:
             # Admitting tower/connector adapters means serving them: vLLM ignores those weights without the flag.
-            env[serving_env.VLLM_FLAG_PREFIX + "ENABLE_TOWER_CONNECTOR_LORA"] = "true"
-        if self.base_model_id is not None:
-            env[serving_env.BASE_MODEL_ID] = self.base_model_id
-        if self.base_model_revision is not None:
-            if self.base_model_id is None:
-                problems.append(Problem(subject, "base_model_revision", "needs base_model_id as well"))
-            env[serving_env.BASE_MODEL_REVISION] = self.base_model_revision
+            env[serving_env.flag_variable("--enable-tower-connector-lora")] = "true"
         for key, value in self.environment.items():
             refused = reserved_config.refused_variable(key)
             if refused is not None:
                 problems.append(Problem(subject, f"environment.{key}", f"is refused by the serving container: {refused}"))
-            elif key in env or key.startswith(("CDK_ADAPTERS_", serving_env.SAGEMAKER_VLLM_FLAG_PREFIX)):
+            elif key in env or key.startswith((serving_env.VARIABLE_PREFIX, serving_env.SAGEMAKER_VLLM_FLAG_PREFIX)):
                 problems.append(Problem(subject, f"environment.{key}", "is managed by the construct; use the typed option instead"))
             elif not isinstance(value, str):
                 problems.append(Problem(subject, f"environment.{key}", f"must be a string, got {value!r}"))

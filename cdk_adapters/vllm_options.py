@@ -1,20 +1,18 @@
 """Typed vLLM engine options, rendered into the serving container's environment.
 
 The container turns each ``CDK_ADAPTERS_VLLM_<FLAG>`` variable into ``--<flag>`` (see
-`cdk_adapters.serving_env`). Typing the options here means a wrong rank or a cache smaller than the
+`cdk_adapters.contract.serving_env`). Typing the options here means a wrong rank or a cache smaller than the
 active set fails at synth, not an hour into an endpoint deployment. Standard-library only.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, fields
 from typing import Mapping
 
-from cdk_adapters import serving_env
 from cdk_adapters.compat import ALLOWED_MAX_LORA_RANKS
-from cdk_adapters.contract import reserved_config
+from cdk_adapters.contract import reserved_config, serving_env
 from cdk_adapters.problems import Problem
 
 @dataclass(frozen=True)
@@ -127,24 +125,14 @@ class VllmOptions:
             value = getattr(self, option.name)
             if option.name == "extra_args":
                 if value:
-                    env[serving_env.EXTRA_ARGS] = json.dumps(list(value))
+                    env[serving_env.EXTRA_ARGS] = serving_env.encode_extra_args(value)
                 continue
             if value is None:
                 continue
-            env[serving_env.VLLM_FLAG_PREFIX + option.name.upper()] = _encode(value)
+            env[serving_env.flag_variable(option.name)] = serving_env.encode_flag_value(value)
         return env
 
 
 def _flag(option_name: str) -> str:
     return option_name.replace("_", "-")
 
-
-def _encode(value: object) -> str:
-    """The value encoding `cdk_adapters.serving_env` documents."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float, str)):
-        return str(value)
-    if isinstance(value, Mapping):
-        return json.dumps(dict(value), sort_keys=True, separators=(",", ":"))
-    return json.dumps(value)

@@ -26,7 +26,8 @@ from typing import TextIO
 from cdk_adapters.cli.common import PROG, Failure, UsageError, manifest_path
 from cdk_adapters.contract import runtime_api
 from cdk_adapters.contract.runtime_api import is_loopback
-from cdk_adapters.names import adapter_name_key, duplicate_adapter_names, validate_adapter_name
+from cdk_adapters.contract.adapter_names import adapter_name_key, duplicate_adapter_names
+from cdk_adapters.names import validate_adapter_name
 from cdk_adapters.problems import Problem
 
 EPILOG = (
@@ -235,7 +236,7 @@ def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tup
         overrides[name] = Path(path)
     adapters, skipped = [], []
     rows = {row.name: row for row in loaded.manifest.adapters}
-    # One name rule (names.adapter_name_key): --adapter Support-EN-v1=... replaces row support-en-v1.
+    # One name rule (adapter_name_key): --adapter Support-EN-v1=... replaces row support-en-v1.
     by_key = {adapter_name_key(name): name for name in rows}
     overrides = {by_key.get(adapter_name_key(name), name): path for name, path in overrides.items()}
     problems += duplicate_adapter_names(list(rows) + [name for name in overrides if name not in rows])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdk_adapters import serving_image
+from cdk_adapters.contract import serving_image
 
 
 @dataclass(frozen=True)

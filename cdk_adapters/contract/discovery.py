@@ -1,7 +1,7 @@
 """The discovery record: how a client finds the endpoint and the component that serves an adapter.
 
 `MultiAdapterEndpoint` publishes one record per endpoint (an SSM parameter, see
-`cdk_adapters.discovery`); a runtime client reads it and never needs the construct. The record
+`cdk_adapters.discovery_parameter`); a runtime client reads it and never needs the construct. The record
 holds the endpoint, the base component and the *rule* that maps an adapter name to its component
 name, not a per-adapter listing, so its size does not depend on the adapter count: a fleet of a
 thousand adapters has the same record as a fleet of one, and adding an adapter never changes it.
@@ -24,6 +24,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_name_key
+from cdk_adapters.contract.s3_url import S3UrlError, parse_s3_url
+
 RECORD_KIND = "cdk-adapters/discovery"
 RECORD_VERSION = 1
 """The major version this module writes and reads."""
@@ -33,15 +36,6 @@ SERVING_VERSION = 1
 
 class DiscoveryRecordError(ValueError):
     """The text is not a discovery record this version of cdk-adapters can read."""
-
-
-def adapter_component_name(prefix: str, adapter_name: str) -> str:
-    """The one naming rule: ``<prefix>-<adapter, lower-cased>``.
-
-    SageMaker compares inference component names case-insensitively and IAM ARNs carry them
-    lower-cased, so the adapter part is lower-cased.
-    """
-    return f"{prefix}-{adapter_name.lower()}"
 
 
 @dataclass(frozen=True)
@@ -59,7 +53,7 @@ class CanaryRecord:
     """Share of those adapters' calls meant for the canary, 1 to 50."""
 
     def serves(self, adapter_name: str) -> bool:
-        return adapter_name.lower() in {name.lower() for name in self.adapters}
+        return adapter_name_key(adapter_name) in {adapter_name_key(name) for name in self.adapters}
 
     def component_name(self, adapter_name: str) -> str:
         """The canary's component for `adapter_name` (same naming rule, its own prefix)."""
@@ -242,8 +236,14 @@ class ServingReference:
         if not isinstance(document.get("allow_vision_modules", False), bool):
             problems.append("serving.allow_vision_modules must be true or false")
         locations = document.get("adapter_locations", [])
-        if not isinstance(locations, list) or not all(isinstance(url, str) and url.startswith("s3://") for url in locations):
+        if not isinstance(locations, list):
             problems.append("serving.adapter_locations must be a list of s3:// URLs")
+        else:
+            for url in locations:
+                try:
+                    parse_s3_url(url, key_required=False)
+                except S3UrlError as error:
+                    problems.append(f"serving.adapter_locations: {error}")
         base = None
         if document.get("base_model") is not None:
             base, base_problems = ServedBaseModel.from_document(document["base_model"])
@@ -363,7 +363,7 @@ def alias_problems(
     With `adapters` (the endpoint's adapter names), every target must be one of them and no alias
     may shadow one: names compare case-insensitively, as SageMaker's do.
     """
-    known = None if adapters is None else {name.lower() for name in adapters}
+    known = None if adapters is None else {adapter_name_key(name) for name in adapters}
     found: list[tuple[str, str]] = []
     for alias, targets in aliases.items():
         if not isinstance(targets, Mapping) or not targets:
@@ -375,9 +375,9 @@ def alias_problems(
         elif sum(weights) != 100:
             found.append((alias, f"weights must sum to 100, got {sum(weights)} ({dict(targets)})"))
         if known is not None:
-            if alias.lower() in known:
+            if adapter_name_key(alias) in known:
                 found.append((alias, "shadows the adapter of the same name; pick an alias name no adapter has"))
-            unknown = sorted(target for target in targets if target.lower() not in known)
+            unknown = sorted(target for target in targets if adapter_name_key(target) not in known)
             if unknown:
                 found.append((alias, f"targets {', '.join(map(repr, unknown))}, which is not an adapter of this endpoint"))
     return found
@@ -385,7 +385,7 @@ def alias_problems(
 
 def _lookup(aliases: Mapping[str, Mapping[str, int]], name: str) -> Mapping[str, int] | None:
     for alias, targets in aliases.items():
-        if alias.lower() == name.lower():
+        if adapter_name_key(alias) == adapter_name_key(name):
             return targets
     return None
 

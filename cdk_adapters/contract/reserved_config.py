@@ -39,30 +39,29 @@ class ReservedFlag:
         return names
 
 
-FIXED_FLAGS: tuple[ReservedFlag, ...] = (
-    ReservedFlag("--enable-lora", "the container serves LoRA adapters registered at run time", boolean=True),
-    ReservedFlag(
-        "--api-server-count",
-        "each API server process keeps its own adapter list, so runtime registration needs exactly one",
-        aliases=("-asc",),
-        fixed_value="1",
-    ),
+ENABLE_LORA = ReservedFlag("--enable-lora", "the container serves LoRA adapters registered at run time", boolean=True)
+API_SERVER_COUNT = ReservedFlag(
+    "--api-server-count",
+    "each API server process keeps its own adapter list, so runtime registration needs exactly one",
+    aliases=("-asc",),
+    fixed_value="1",
 )
+FIXED_FLAGS: tuple[ReservedFlag, ...] = (ENABLE_LORA, API_SERVER_COUNT)
 """Flags the container always sets; configuration may repeat the container's value, never another."""
 
-CONTAINER_FLAGS: tuple[ReservedFlag, ...] = FIXED_FLAGS + (
-    ReservedFlag("--port", "SageMaker always sends requests to port 8080"),
-    ReservedFlag("--host", "the container listens where SageMaker connects"),
-    ReservedFlag("--model", "the model is where SageMaker puts it (or CDK_ADAPTERS_VLLM_MODEL in local runs)"),
-    ReservedFlag("--served-model-name", "the base model is served under CDK_ADAPTERS_BASE_MODEL_ID"),
-    ReservedFlag(
-        "--middleware",
-        "the container installs its own middleware (the adapter contract and tenant boundary); more would run "
-        "code named by configuration in front of it",
-    ),
-    ReservedFlag("--config", "a config file would set flags past these checks"),
+PORT = ReservedFlag("--port", "SageMaker always sends requests to port 8080")
+HOST = ReservedFlag("--host", "the container listens where SageMaker connects")
+MODEL = ReservedFlag("--model", "the model is where SageMaker puts it (or CDK_ADAPTERS_VLLM_MODEL in local runs)")
+SERVED_MODEL_NAME = ReservedFlag("--served-model-name", "the base model is served under CDK_ADAPTERS_BASE_MODEL_ID")
+MIDDLEWARE = ReservedFlag(
+    "--middleware",
+    "the container installs its own middleware (the adapter contract and tenant boundary); more would run "
+    "code named by configuration in front of it",
 )
-"""Every flag the container sets or owns, in no configurable form."""
+CONFIG = ReservedFlag("--config", "a config file would set flags past these checks")
+
+CONTAINER_FLAGS: tuple[ReservedFlag, ...] = FIXED_FLAGS + (PORT, HOST, MODEL, SERVED_MODEL_NAME, MIDDLEWARE, CONFIG)
+"""Every flag the container sets or owns, in no configurable form (the launcher sets them by these names)."""
 
 CODE_LOADING_FLAGS: tuple[ReservedFlag, ...] = (
     ReservedFlag("--trust-remote-code", "it runs Python code shipped with the model files"),

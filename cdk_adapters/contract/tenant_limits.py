@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from cdk_adapters.contract.env_values import parse_bool
-from cdk_adapters.names import adapter_name_key
+from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.problems import Problem
 
 FAIR_SHARE_ENV = "CDK_ADAPTERS_FAIR_SHARE"

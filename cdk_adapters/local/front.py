@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Mapping
 import httpx
 
 from cdk_adapters.contract import runtime_api
+from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 from cdk_adapters.local import event_stream
@@ -62,11 +63,11 @@ class RuntimeFront:
     def __init__(self, record: DiscoveryRecord, backend_url: str, *, adapters: Mapping[str, str] | None = None) -> None:
         self.record = record
         self.backend_url = backend_url
-        self._adapters = {name.lower(): name for name in (adapters or {})}
+        self._adapters = {adapter_name_key(name): name for name in (adapters or {})}
         self._client: httpx.AsyncClient | None = None
 
     def add_adapter(self, name: str) -> None:
-        self._adapters[name.lower()] = name
+        self._adapters[adapter_name_key(name)] = name
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -126,7 +127,7 @@ class RuntimeFront:
         suffix = component[len(prefix):]
         # A component whose adapter is not registered still reaches the container, which answers
         # 404 naming it, as an adapter component whose adapter the container lost would.
-        return self._adapters.get(suffix.lower(), suffix)
+        return self._adapters.get(adapter_name_key(suffix), suffix)
 
     def _backend_headers(self, invocation: Invocation) -> dict[str, str]:
         headers = {"content-type": invocation.headers.get("content-type", "application/json"),

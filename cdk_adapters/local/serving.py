@@ -22,7 +22,7 @@ from typing import Mapping
 
 import httpx
 
-from cdk_adapters import serving_env
+from cdk_adapters.contract import serving_env
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.problems import Problem
 
@@ -101,7 +101,7 @@ class AdapterServer:
 
     def environment(self) -> dict[str, str]:
         s = self.settings
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CDK_ADAPTERS_", "SM_VLLM_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith((serving_env.VARIABLE_PREFIX, serving_env.SAGEMAKER_VLLM_FLAG_PREFIX))}
         flags = {"MODEL": str(s.base_model_dir), "MAX_LORAS": str(s.max_loras), "MAX_LORA_RANK": str(s.max_lora_rank)}
         if s.max_cpu_loras is not None:
             flags["MAX_CPU_LORAS"] = str(s.max_cpu_loras)
@@ -111,16 +111,19 @@ class AdapterServer:
             flags["DTYPE"] = s.dtype
         if s.allow_vision_modules:
             flags["ENABLE_TOWER_CONNECTOR_LORA"] = "true"
-        env.update({serving_env.VLLM_FLAG_PREFIX + key: value for key, value in flags.items()})
+        env.update({serving_env.flag_variable(key): value for key, value in flags.items()})
+        env.update(serving_env.PolicySettings(
+            allow_base_model=s.allow_base_model,
+            allow_vision_modules=s.allow_vision_modules,
+            base_model_id=s.base_model_id,
+            base_model_revision=s.base_model_revision or None,
+        ).environment())
         env.update({
-            serving_env.BASE_MODEL_ID: s.base_model_id,
             serving_env.STATE_DIR: str(s.work_dir / "state"),
-            serving_env.ALLOW_BASE_MODEL: "true" if s.allow_base_model else "false",
-            serving_env.ALLOW_VISION_MODULES: "true" if s.allow_vision_modules else "false",
             # Loopback only, so OpenAI clients may name the adapter in the body's `model` here.
             serving_env.LOCAL_BODY_NAMES_ADAPTER: "true",
-            "CDK_ADAPTERS_LISTEN_HOST": "127.0.0.1",
-            "CDK_ADAPTERS_LISTEN_PORT": str(self.port),
+            serving_env.LISTEN_HOST: "127.0.0.1",
+            serving_env.LISTEN_PORT: str(self.port),
             "VLLM_CPU_KVCACHE_SPACE": str(s.kv_cache_gib),
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), str(CONTAINER_DIR), env.get("PYTHONPATH", "")) if p),
             "HF_HUB_OFFLINE": "1",
@@ -128,8 +131,6 @@ class AdapterServer:
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
         })
-        if s.base_model_revision:
-            env[serving_env.BASE_MODEL_REVISION] = s.base_model_revision
         env.update(s.extra_env)
         return env
 

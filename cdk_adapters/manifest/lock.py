@@ -15,10 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cdk_adapters.compat.adapter_facts import AdapterFacts
 from cdk_adapters.problems import ConfigurationError, Problem
+from cdk_adapters.contract.s3_url import S3Url, S3UrlError, parse_s3_url
 
 LOCK_VERSION = 2
 """2: the gate's facts sit under ``facts`` exactly as `AdapterFacts` defines them (1 repeated them flat)."""
 LOCK_SUFFIX = ".lock.json"
+
+
+def _s3_url(value: str) -> S3Url:
+    """`value` parsed by the one S3 URL rule, its fault as a validation error."""
+    try:
+        return parse_s3_url(value)
+    except S3UrlError as error:
+        raise ValueError(str(error)) from None
 
 
 class LockEntry(BaseModel):
@@ -30,10 +39,18 @@ class LockEntry(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    uri: str = Field(pattern=r"^s3://[^/]+/.+\.tar\.gz$")
+    uri: str
+    """``s3://bucket/key.tar.gz``."""
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size: int = Field(gt=0)
     facts: AdapterFacts
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_is_an_archive(cls, value: str) -> str:
+        if not _s3_url(value).key.endswith(".tar.gz"):
+            raise ValueError(f"{value!r} must name an s3://<bucket>/<key>.tar.gz archive")
+        return value
 
 
 class PinnedObject(BaseModel):
@@ -55,10 +72,16 @@ class BaseModelPin(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    uri: str = Field(pattern=r"^s3://[^/]+/.+$")
+    uri: str
     """The manifest's ``base_model.artifact`` that was pinned."""
     objects: dict[str, PinnedObject] = Field(min_length=1)
     """Key (relative to a prefix artifact; the archive's own key for an archive) -> its size and checksum."""
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_is_s3(cls, value: str) -> str:
+        _s3_url(value)
+        return value
 
 
 class LockFile(BaseModel):

@@ -14,9 +14,9 @@ from botocore.exceptions import ClientError
 
 from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
 from cdk_adapters.manifest.loader import LoadedManifest
-from cdk_adapters.manifest.schema import S3_URI
 from cdk_adapters.problems import Problem
 from cdk_adapters.s3_checksum import denied_reason, stored_object
+from cdk_adapters.contract.s3_url import parse_s3_url
 
 REPUBLISH = "publish the content under a new version name with `cdk-adapters publish`, or restore the locked object"
 
@@ -39,13 +39,12 @@ def check_lock_against_s3(loaded: LoadedManifest, s3_client: Any, *, expected_bu
             )
     for name, entry in sorted(loaded.lock.adapters.items()):
         subject = f"adapter '{name}'"
-        match = S3_URI.match(entry.uri)
-        assert match  # LockEntry's pattern
+        url = parse_s3_url(entry.uri)  # LockEntry accepted it
         locked = f"the lock records sha256 {entry.sha256[:12]}..., {entry.size} bytes"
         try:
-            stored = stored_object(s3_client, match["bucket"], match["key"], expected_bucket_owner=expected_bucket_owner)
+            stored = stored_object(s3_client, url.bucket, url.key, expected_bucket_owner=expected_bucket_owner)
         except ClientError as error:
-            reason = denied_reason(error, match["bucket"], expected_bucket_owner) or str(error)
+            reason = denied_reason(error, url.bucket, expected_bucket_owner) or str(error)
             problems.append(Problem(subject, "source", f"cannot read {entry.uri}: {reason}"))
             continue
         if stored is None:

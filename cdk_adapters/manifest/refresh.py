@@ -22,9 +22,9 @@ from cdk_adapters.manifest.loader import LoadedManifest
 from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
 from cdk_adapters.manifest.lock import BaseModelPin, LockEntry, LockFile
 from cdk_adapters.manifest.plan import manifest_reference
-from cdk_adapters.manifest.schema import S3_URI
 from cdk_adapters.problems import Problem
 from cdk_adapters.s3_checksum import StoredObject, from_response
+from cdk_adapters.contract.s3_url import parse_s3_url
 
 _CHUNK = 1024 * 1024
 
@@ -63,11 +63,10 @@ def refresh_lock(
             if not row.is_s3:
                 continue
             subject = f"adapter '{row.name}'"
-            match = S3_URI.match(row.source)
-            assert match
+            url = parse_s3_url(row.source)  # the schema accepted it
             local = Path(scratch) / f"{row.name}.tar.gz"
             try:
-                sha256, size, stored = _download(s3_client, match["bucket"], match["key"], local, expected_bucket_owner)
+                sha256, size, stored = _download(s3_client, url.bucket, url.key, local, expected_bucket_owner)
             except Exception as error:  # botocore errors carry the reason in their message
                 problems.append(Problem(subject, "source", f"cannot read {row.source}: {error}"))
                 continue

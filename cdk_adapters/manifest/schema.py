@@ -7,7 +7,6 @@ modules, base identity) live in the compatibility gate, not here.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from pydantic import (
@@ -17,9 +16,8 @@ from pydantic import (
 from cdk_adapters.compat import vlm_traps
 from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
-from cdk_adapters.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
+from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 
-S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>\S*)$")
 MANIFEST_VERSION = 1
 _VISION_FACTS = ("architecture", "vision_tower_type", "vision_feature_select_strategy")
 _NEEDED_FOR = {
@@ -70,9 +68,10 @@ class BaseModelSpec(_Strict):
     @field_validator("artifact")
     @classmethod
     def _artifact_is_s3(cls, value: str) -> str:
-        match = S3_URI.match(value)
-        if not match or not match["key"]:
-            raise ValueError("must be s3://<bucket>/<prefix>/ or s3://<bucket>/<key>.tar.gz")
+        try:
+            parse_s3_url(value)
+        except S3UrlError as error:
+            raise ValueError(f"must be s3://<bucket>/<prefix>/ or s3://<bucket>/<key>.tar.gz: {error}") from None
         if not (value.endswith("/") or value.endswith(".tar.gz")):
             raise ValueError("must end with '/' (an uncompressed S3 prefix) or '.tar.gz' (one archive)")
         return value
@@ -295,9 +294,13 @@ class AdapterRow(_Strict):
     @classmethod
     def _source_form(cls, value: str) -> str:
         if value.startswith("s3://"):
-            match = S3_URI.match(value)
-            if not match or not match["key"].endswith(".tar.gz"):
-                raise ValueError("an S3 source must be s3://<bucket>/<key>.tar.gz (what cdk-adapters publish prints)")
+            shape = "an S3 source must be s3://<bucket>/<key>.tar.gz (what cdk-adapters publish prints)"
+            try:
+                url = parse_s3_url(value)
+            except S3UrlError as error:
+                raise ValueError(f"{shape}: {error}") from None
+            if not url.key.endswith(".tar.gz"):
+                raise ValueError(shape)
         elif "://" in value:
             raise ValueError("must be s3://<bucket>/<key>.tar.gz or a local directory path")
         return value

@@ -28,10 +28,11 @@ from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.inference_component import AdapterInferenceComponent
 from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest_file
-from cdk_adapters.manifest.schema import S3_URI, BaseModelSpec
+from cdk_adapters.manifest.schema import BaseModelSpec
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.packaging import package_adapter
+from cdk_adapters.contract.s3_url import parse_s3_url
 from cdk_adapters.vllm_options import VllmOptions
 
 DEFAULT_PACKAGE_DIR = Path(tempfile.gettempdir()) / "cdk-adapters-packages"
@@ -40,12 +41,11 @@ DEFAULT_PACKAGE_DIR = Path(tempfile.gettempdir()) / "cdk-adapters-packages"
 
 def model_data_for(scope: Construct, spec: BaseModelSpec, *, id: str = "BaseModelWeights") -> ModelData:
     """`ModelData` for the manifest's ``base_model.artifact`` (an S3 prefix or a ``.tar.gz``)."""
-    match = S3_URI.match(spec.artifact)
-    assert match, "the schema accepts only s3:// artifacts"
-    bucket = s3.Bucket.from_bucket_name(scope, id, match["bucket"])
+    url = parse_s3_url(spec.artifact)  # the schema accepts only s3:// artifacts
+    bucket = s3.Bucket.from_bucket_name(scope, id, url.bucket)
     if spec.artifact.endswith(".tar.gz"):
-        return ModelData.from_s3_archive(bucket, match["key"])
-    return ModelData.from_s3_prefix(bucket, match["key"])
+        return ModelData.from_s3_archive(bucket, url.key)
+    return ModelData.from_s3_prefix(bucket, url.key)
 
 
 def endpoint_from_manifest(

@@ -27,7 +27,7 @@ from adapter_server.invocation_request import (
 from adapter_server.readiness import Readiness
 from adapter_server.response_usage import StreamObserver, usage_from_body
 from adapter_server.serving_context import ServingContext
-from cdk_adapters import serving_env
+from cdk_adapters.contract import serving_env
 from cdk_adapters.contract import error_kinds
 
 

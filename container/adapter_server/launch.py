@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from adapter_server import settings as local_settings
 from adapter_server import vllm_flags
-from cdk_adapters import serving_env, serving_image
-from cdk_adapters.contract import reserved_config
+from adapter_server.settings import ServingSettings
+from cdk_adapters.contract import reserved_config, serving_env, serving_image
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import ConfigurationError, Problem
 
@@ -73,7 +72,7 @@ def resolve_launch(
     `model_dir` is where SageMaker puts the model, served when no model is configured.
     """
     problems: list[Problem] = []
-    _, settings_problems = local_settings.ServingSettings.from_environ(environ)
+    _, settings_problems = ServingSettings.from_environ(environ)
     problems.extend(settings_problems)
 
     _check_variables(environ, problems)
@@ -88,7 +87,7 @@ def resolve_launch(
     if flags.pop(vllm_flags.SERVED_MODEL_NAME_FLAG, None) is not None:
         problems.append(
             Problem(
-                serving_env.VLLM_FLAG_PREFIX + "SERVED_MODEL_NAME",
+                serving_env.flag_variable(vllm_flags.SERVED_MODEL_NAME_FLAG),
                 "name",
                 f"the container serves the base model under {serving_env.BASE_MODEL_ID}; set that instead",
             )
@@ -102,7 +101,7 @@ def resolve_launch(
     extra = _extra_args(environ, problems)
 
     port = _listen_port(environ, problems)
-    host = environ.get(local_settings.LISTEN_HOST, "").strip()
+    host = environ.get(serving_env.LISTEN_HOST, "").strip()
     state_dir = environ.get(serving_env.STATE_DIR, "").strip()
     if state_dir:
         _check_writable_dir(Path(state_dir), serving_env.STATE_DIR, problems)
@@ -150,14 +149,14 @@ def _flags_from_environment(
     flags: dict[str, list[str]] = {}
     for prefix in (serving_env.SAGEMAKER_VLLM_FLAG_PREFIX, serving_env.VLLM_FLAG_PREFIX):
         for variable in sorted(key for key in environ if key.startswith(prefix)):
-            name = variable[len(prefix) :].lower().replace("_", "-")
-            if not _FLAG_NAME.match(name):
+            flag = serving_env.variable_flag(variable, prefix)
+            if not _FLAG_NAME.match(flag[2:]):
                 problems.append(Problem(variable, "name", f"does not name a vLLM flag (expected {prefix}<FLAG_NAME>)"))
                 continue
-            tokens = _flag_tokens("--" + name, environ[variable], variable, problems)
+            tokens = _flag_tokens(flag, environ[variable], variable, problems)
             if tokens is not None:
-                flags["--" + name] = tokens
-                sources["--" + name] = variable
+                flags[flag] = tokens
+                sources[flag] = variable
     return flags
 
 
@@ -202,7 +201,7 @@ def _number_problem(flag: str, value: str) -> str | None:
 def _check_model(model: str, *, configured: bool, environ: Mapping[str, str], problems: list[Problem]) -> None:
     """A model directory that is not there would reach vLLM as a Hugging Face repo id, and fail
     a minute later in a long transformers traceback; say what is missing instead."""
-    variable = serving_env.VLLM_FLAG_PREFIX + "MODEL"
+    variable = serving_env.flag_variable(vllm_flags.MODEL_FLAG)
     if not configured:
         if not Path(model).is_dir():
             problems.append(
@@ -214,8 +213,9 @@ def _check_model(model: str, *, configured: bool, environ: Mapping[str, str], pr
                 )
             )
         return
-    if serving_env.SAGEMAKER_VLLM_FLAG_PREFIX + "MODEL" in environ and variable not in environ:
-        variable = serving_env.SAGEMAKER_VLLM_FLAG_PREFIX + "MODEL"
+    sagemaker_variable = serving_env.flag_variable(vllm_flags.MODEL_FLAG, serving_env.SAGEMAKER_VLLM_FLAG_PREFIX)
+    if sagemaker_variable in environ and variable not in environ:
+        variable = sagemaker_variable
     looks_local = model.startswith(("/", ".", "~")) or "\\" in model
     if looks_local and not Path(model).expanduser().exists():
         problems.append(Problem(variable, "value", f"{model} does not exist; give the model's directory"))
@@ -225,7 +225,7 @@ def _check_port(tokens: list[str] | None, problems: list[Problem]) -> None:
     if tokens is not None and tokens[1:] != [str(serving_image.SERVING_PORT)]:
         problems.append(
             Problem(
-                serving_env.VLLM_FLAG_PREFIX + "PORT",
+                serving_env.flag_variable(vllm_flags.PORT_FLAG),
                 "value",
                 f"SageMaker always sends requests to port {serving_image.SERVING_PORT}; remove this setting",
             )
@@ -235,23 +235,14 @@ def _check_port(tokens: list[str] | None, problems: list[Problem]) -> None:
 def _check_fixed(fixed: reserved_config.ReservedFlag, tokens: list[str] | None, problems: list[Problem]) -> None:
     expected = [fixed.flag] if fixed.fixed_value is None else [fixed.flag, fixed.fixed_value]
     if tokens is not None and tokens != expected:
-        variable = serving_env.VLLM_FLAG_PREFIX + fixed.flag[2:].upper().replace("-", "_")
+        variable = serving_env.flag_variable(fixed.flag)
         shown = "true" if fixed.fixed_value is None else fixed.fixed_value
         problems.append(Problem(variable, "value", f"is fixed at {shown}: {fixed.reason}"))
 
 
 def _extra_args(environ: Mapping[str, str], problems: list[Problem]) -> list[str]:
-    raw = environ.get(serving_env.EXTRA_ARGS, "").strip()
-    if not raw:
-        return []
-    try:
-        extra = json.loads(raw)
-    except json.JSONDecodeError as error:
-        problems.append(Problem(serving_env.EXTRA_ARGS, "value", f"is not JSON ({error}); expected a list of strings"))
-        return []
-    if not isinstance(extra, list) or not all(isinstance(token, str) for token in extra):
-        problems.append(Problem(serving_env.EXTRA_ARGS, "value", "must be a JSON list of strings"))
-        return []
+    extra, found = serving_env.decode_extra_args(environ)
+    problems.extend(found)
     for token in extra:
         reserved = reserved_config.refused_flag(token)
         if reserved is not None:
@@ -266,12 +257,12 @@ def _extra_args(environ: Mapping[str, str], problems: list[Problem]) -> list[str
 
 
 def _listen_port(environ: Mapping[str, str], problems: list[Problem]) -> int:
-    raw = environ.get(local_settings.LISTEN_PORT, "").strip()
+    raw = environ.get(serving_env.LISTEN_PORT, "").strip()
     if not raw:
         return serving_image.SERVING_PORT
     if raw.isdigit() and 0 < int(raw) < 65536:
         return int(raw)
-    problems.append(Problem(local_settings.LISTEN_PORT, "value", f"must be a TCP port number, got {raw!r}"))
+    problems.append(Problem(serving_env.LISTEN_PORT, "value", f"must be a TCP port number, got {raw!r}"))
     return serving_image.SERVING_PORT
 
 
@@ -293,13 +284,13 @@ def _empty_dir_for_standards_library(
     ``None`` when none is configured: the caller makes a fresh one once nothing else is wrong.
     """
     configured = given
-    if configured is None and environ.get(local_settings.NO_CUSTOM_CODE_DIR, "").strip():
-        configured = Path(environ[local_settings.NO_CUSTOM_CODE_DIR].strip())
+    if configured is None and environ.get(serving_env.NO_CUSTOM_CODE_DIR, "").strip():
+        configured = Path(environ[serving_env.NO_CUSTOM_CODE_DIR].strip())
     if configured is None:
         return None
     if not configured.is_dir() or any(configured.iterdir()):
         problems.append(
-            Problem(local_settings.NO_CUSTOM_CODE_DIR, "value", f"{configured} must be an existing empty directory")
+            Problem(serving_env.NO_CUSTOM_CODE_DIR, "value", f"{configured} must be an existing empty directory")
         )
     return configured
 

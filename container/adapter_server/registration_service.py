@@ -24,7 +24,7 @@ from adapter_server.readiness import Readiness
 from adapter_server.registrations import DigestRefused, Registration, adapter_digest
 from adapter_server.serving_context import ServingContext
 from cdk_adapters.compat import check_adapter_dir
-from cdk_adapters.names import SAGEMAKER_NAME_MAX_LENGTH, validate_component_name
+from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, validate_component_name
 from cdk_adapters.contract import error_kinds
 from cdk_adapters.problems import Problem
 
@@ -228,7 +228,7 @@ def registration_request(scope: Scope, body: bytes) -> tuple[str, str]:
     """``name`` and ``src`` from a JSON body or, as SageMaker may send them, the query string.
 
     Both forms at once are fine when they agree. The name must be one SageMaker could have given
-    an inference component (`names.validate_component_name`): it becomes a file name, a metrics
+    an inference component (`adapter_names.validate_component_name`): it becomes a file name, a metrics
     label and a log field, so nothing else gets that far.
     """
     try:

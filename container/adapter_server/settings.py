@@ -1,8 +1,8 @@
 """Run-time settings the middleware reads from the environment, parsed once and strictly.
 
-The variable names are the shared contract in `cdk_adapters.serving_env` (the construct renders
-them); the two listen-address variables exist only for local runs and tests, because SageMaker
-always talks to port 8080.
+The variable names and the policy codec are the shared contract in
+`cdk_adapters.contract.serving_env` (the construct renders them); the two listen-address variables
+exist only for local runs and tests, because SageMaker always talks to port 8080.
 """
 
 from __future__ import annotations
@@ -12,22 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from cdk_adapters import serving_env
-from cdk_adapters.contract import request_metrics
+from cdk_adapters.contract import request_metrics, serving_env
 from cdk_adapters.contract.env_values import parse_bool
 from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.contract import tenant_limits as limits_contract
 from cdk_adapters.problems import Problem
-
-LISTEN_PORT = "CDK_ADAPTERS_LISTEN_PORT"
-"""Local runs and tests only: the port to listen on instead of SageMaker's 8080."""
-
-LISTEN_HOST = "CDK_ADAPTERS_LISTEN_HOST"
-"""Local runs and tests only: the interface to bind (default: all interfaces)."""
-
-NO_CUSTOM_CODE_DIR = "CDK_ADAPTERS_NO_CUSTOM_CODE_DIR"
-"""An empty directory the SageMaker standards library is pointed at instead of the model
-directory, so a `model.py` inside model artifacts is never imported (see docs/container.md)."""
 
 @dataclass(frozen=True)
 class ServingSettings:
@@ -53,34 +42,28 @@ class ServingSettings:
         environ = os.environ if environ is None else environ
         problems: list[Problem] = []
         state_dir = environ.get(serving_env.STATE_DIR, "").strip()
+        policy, policy_problems = serving_env.decode_policy(environ)
+        problems.extend(policy_problems)
         metrics, metrics_problems = request_metrics.decode(environ)
         problems.extend(metrics_problems)
         limits, limits_problems = limits_contract.decode(environ)
         problems.extend(limits_problems)
         settings = cls(
-            allow_base_model=parse_bool(environ, serving_env.ALLOW_BASE_MODEL, False, problems),
-            base_model_id=environ.get(serving_env.BASE_MODEL_ID, "").strip() or None,
-            base_model_revision=environ.get(serving_env.BASE_MODEL_REVISION, "").strip() or None,
-            allow_vision_modules=parse_bool(environ, serving_env.ALLOW_VISION_MODULES, False, problems),
+            allow_base_model=policy.allow_base_model,
+            base_model_id=policy.base_model_id,
+            base_model_revision=policy.base_model_revision,
+            allow_vision_modules=policy.allow_vision_modules,
             body_names_adapter=parse_bool(environ, serving_env.LOCAL_BODY_NAMES_ADAPTER, False, problems),
             state_dir=Path(state_dir) if state_dir else None,
             metrics=metrics,
             tenant_limits=limits,
         )
-        if settings.base_model_revision and not settings.base_model_id:
-            problems.append(
-                Problem(
-                    serving_env.BASE_MODEL_REVISION,
-                    "value",
-                    f"a revision without {serving_env.BASE_MODEL_ID} pins nothing; set both or neither",
-                )
-            )
-        if settings.body_names_adapter and not is_loopback(environ.get(LISTEN_HOST, "")):
+        if settings.body_names_adapter and not is_loopback(environ.get(serving_env.LISTEN_HOST, "")):
             problems.append(
                 Problem(
                     serving_env.LOCAL_BODY_NAMES_ADAPTER,
                     "value",
-                    f"is for local runs only and needs {LISTEN_HOST} set to a loopback address (127.0.0.1): "
+                    f"is for local runs only and needs {serving_env.LISTEN_HOST} set to a loopback address (127.0.0.1): "
                     "on an endpoint the adapter is the inference component SageMaker names, never the body's model",
                 )
             )

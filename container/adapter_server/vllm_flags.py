@@ -50,11 +50,11 @@ FIXED_FLAGS = reserved_config.FIXED_FLAGS
 """Flags the launcher always sets (the contract's list); the port is handled separately because
 tests may move it."""
 
-PORT_FLAG = "--port"
-HOST_FLAG = "--host"
-MODEL_FLAG = "--model"
-SERVED_MODEL_NAME_FLAG = "--served-model-name"
+PORT_FLAG = reserved_config.PORT.flag
+HOST_FLAG = reserved_config.HOST.flag
+MODEL_FLAG = reserved_config.MODEL.flag
+SERVED_MODEL_NAME_FLAG = reserved_config.SERVED_MODEL_NAME.flag
 """Set to ``CDK_ADAPTERS_BASE_MODEL_ID`` when given, so base requests name the model by its pinned id."""
-MIDDLEWARE_FLAG = "--middleware"
+MIDDLEWARE_FLAG = reserved_config.MIDDLEWARE.flag
 PER_REQUEST_METRICS_FLAG = "--enable-per-request-metrics"
 """On by default: vLLM then reports time to first token in each response, which the request log uses."""

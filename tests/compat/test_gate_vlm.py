@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cdk_adapters import serving_image
+from cdk_adapters.contract import serving_image
 from cdk_adapters.compat import BaseModelFacts, vlm_traps
 from cdk_adapters.compat.checks import RULES
 from cdk_adapters.compat.gate import check_adapter_dir

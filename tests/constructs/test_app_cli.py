@@ -75,6 +75,13 @@ def test_image_asset_builds_as_staged(cli_dev_assembly: Path, tmp_path):
     (listing,) = staged_image.check_buildable(cli_dev_assembly, tmp_path).values()
     assert "container/Dockerfile" in listing and "container/adapter_server/middleware.py" in listing
     assert not [name for name in listing if name.startswith(("tests/", ".venv/")) or name == "cdk_adapters/endpoint.py"]
+    # The contract and the gate travel as whole folders; of the rest of cdk_adapters only its marker and error type.
+    staged = {name for name in listing if name.startswith("cdk_adapters/")}
+    assert {name for name in staged if not name.startswith(("cdk_adapters/contract/", "cdk_adapters/compat/"))} == {
+        "cdk_adapters/__init__.py", "cdk_adapters/problems.py"}
+    for folder in ("contract", "compat"):
+        checkout = {path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "cdk_adapters" / folder).rglob("*.py")}
+        assert checkout <= staged, sorted(checkout - staged)
 
 
 def test_adding_then_removing_an_adapter_touches_no_other_resource(cli_dev_assembly: Path, tmp_path):

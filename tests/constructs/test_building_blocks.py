@@ -6,17 +6,11 @@ import json
 
 import pytest
 
-from cdk_adapters import serving_env
+from cdk_adapters.contract import serving_env
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.instance_storage import has_local_instance_storage
-from cdk_adapters.names import (
-    MAX_ADAPTER_NAME_LENGTH,
-    SAGEMAKER_NAME_MAX_LENGTH,
-    SAGEMAKER_NAME_PATTERN,
-    adapter_component_name,
-    component_prefix,
-    validate_adapter_name,
-)
+from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, SAGEMAKER_NAME_PATTERN, adapter_component_name
+from cdk_adapters.names import MAX_ADAPTER_NAME_LENGTH, component_prefix, validate_adapter_name
 from cdk_adapters.synth_summary import main as summary_main
 from cdk_adapters.vllm_options import VllmOptions
 

@@ -14,7 +14,7 @@ import yaml
 from aws_cdk.assertions import Template
 
 import app as example_app
-from cdk_adapters import serving_env
+from cdk_adapters.contract import serving_env
 from tests.constructs.conftest import REPO_ROOT, app_context, app_environments
 
 MANIFEST = yaml.safe_load((REPO_ROOT / "manifests" / "example.yaml").read_text())

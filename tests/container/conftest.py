@@ -21,7 +21,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from cdk_adapters import serving_env
+from cdk_adapters.contract import serving_env
 from cdk_adapters.local.serving import stop_process_group
 from cdk_adapters.contract import error_kinds, request_metrics, tenant_limits
 from tests.compat.zoo import AdapterZoo, session_zoo

@@ -17,7 +17,7 @@ from adapter_server.invocation_request import (
 )
 from adapter_server.settings import ServingSettings
 from cdk_adapters.contract.runtime_api import is_loopback
-from cdk_adapters import serving_env
+from cdk_adapters.contract import serving_env
 
 BASE = frozenset({"org/base"})
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cdk_adapters import serving_image
+from cdk_adapters.contract import serving_image
 from tests.support import staged_image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

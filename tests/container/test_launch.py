@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from adapter_server.launch import LaunchPlan, resolve_launch
-from cdk_adapters import serving_env, serving_image
+from cdk_adapters.contract import serving_image
+from cdk_adapters.contract import serving_env
 from cdk_adapters.problems import ConfigurationError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from cdk_adapters.contract.discovery import (
     ServingReference,
     alias_problems,
 )
-from cdk_adapters.names import adapter_component_name
+from cdk_adapters.contract.adapter_names import adapter_component_name
 
 RECORD = DiscoveryRecord("fleet-1a2b3c4d", "fleet-1a2b3c4d-base", "fleet-1a2b3c4d", allow_base_model=False)
 
@@ -141,3 +141,13 @@ def test_a_malformed_serving_reference_names_every_field():
         DiscoveryRecord.from_json(json.dumps(document))
     for field in ("serving.max_lora_rank", "serving.adapter_locations", "serving.base_model.hidden_size", "serving.base_model.module_names"):
         assert field in str(caught.value)
+
+
+def test_a_serving_references_locations_are_read_by_the_one_s3_url_parser():
+    document = json.loads(DiscoveryRecord(**{**RECORD.__dict__, "serving": SERVING}).to_json())
+    document["serving"]["adapter_locations"] = ["s3://adapters/team/", "s3://Team_Bucket/adapters/", "s3://"]
+    with pytest.raises(DiscoveryRecordError) as caught:
+        DiscoveryRecord.from_json(json.dumps(document))
+    assert "serving.adapter_locations: 's3://Team_Bucket/adapters/': bucket 'Team_Bucket' may hold only lower-case" in str(caught.value)
+    assert "serving.adapter_locations: 's3://' names no bucket" in str(caught.value)
+    assert "'s3://adapters/team/'" not in str(caught.value)

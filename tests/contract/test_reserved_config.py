@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from adapter_server.launch import resolve_launch
-from cdk_adapters import serving_env
+from cdk_adapters.contract import serving_env
 from cdk_adapters.contract import reserved_config
 from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.serving_policy import ServingPolicy
 from cdk_adapters.vllm_options import VllmOptions
 
-REFUSED_ARGS = ["--no-enable-lora", "--middleware", "--trust-remote-code", "--trust_remote_code", "--config",
+REFUSED_ARGS = ["--no-enable-lora", "--no_enable_lora", "--middleware", "--trust-remote-code", "--trust_remote_code", "--config",
                 "--api-server-count=2", "-asc", "--port", "--tool-parser-plugin", "--worker-cls", "--middlew"]
 REFUSED_VARIABLES = ["CUSTOM_SCRIPT_FILENAME", "CUSTOM_FASTAPI_PING_HANDLER", "CUSTOM_PRE_PROCESS", "VLLM_SERVER_DEV_MODE",
                      "VLLM_LORA_RESOLVER_CACHE_DIR", "VLLM_PLUGINS", "SAGEMAKER_TRANSFORMS_X"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cdk_adapters.manifest import load_manifest, parse_manifest
@@ -68,6 +70,44 @@ def test_bad_values_are_all_reported(tmp_path):
     assert "must be s3://<bucket>/<key>.tar.gz or a local directory path" in found[("adapter 'triage-v1'", "source")]
     assert "an S3 source must be s3://<bucket>/<key>.tar.gz" in found[("adapter 'billing-v1'", "source")]
     assert "include_tokenizer applies to local sources only" in found[("adapter 'legal-v1'", "(row)")]
+
+
+def test_s3_urls_are_read_by_the_one_parser_and_say_what_is_wrong(tmp_path):
+    path = write_manifest(
+        tmp_path,
+        [
+            {"name": "triage-v1", "source": "s3://Adapters_Bucket/triage-v1/adapter.tar.gz"},
+            {"name": "billing-v1", "source": "s3://adapters/billing v1/adapter.tar.gz"},
+            {"name": "legal-v1", "source": "s3://adapters"},
+        ],
+        base={"artifact": "s3://mo/llama/"},
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        load_manifest(path)
+    found = {(p.subject, p.field): p.message for p in caught.value.problems}
+    assert "bucket 'Adapters_Bucket' may hold only lower-case letters" in found[("adapter 'triage-v1'", "source")]
+    assert "the key contains white space" in found[("adapter 'billing-v1'", "source")]
+    assert "names no object key after the bucket" in found[("adapter 'legal-v1'", "source")]
+    assert all(message.startswith("an S3 source must be s3://<bucket>/<key>.tar.gz")
+               for (subject, _), message in found.items() if subject.startswith("adapter"))
+    artifact = found[(f"manifest '{path}'", "base_model.artifact")]
+    assert "bucket 'mo' is 2 character(s); S3 bucket names are 3 to 63" in artifact
+
+
+def test_a_lock_entry_uri_is_read_by_the_same_parser(tmp_path):
+    from cdk_adapters.manifest.lock import load_lock
+
+    lock = tmp_path / "adapters.lock.json"
+    facts = {"rank": 8}
+    lock.write_text(json.dumps({"version": 2, "adapters": {
+        "triage-v1": {"uri": "s3://Bad_Bucket/a.tar.gz", "sha256": "0" * 64, "size": 1, "facts": facts},
+        "billing-v1": {"uri": "s3://adapters/billing-v1/", "sha256": "0" * 64, "size": 1, "facts": facts},
+    }}))
+    with pytest.raises(ConfigurationError) as caught:
+        load_lock(lock)
+    found = {p.field: p.message for p in caught.value.problems if p.field.endswith(".uri")}
+    assert "bucket 'Bad_Bucket' may hold only lower-case letters" in found["adapters.triage-v1.uri"]
+    assert "must name an s3://<bucket>/<key>.tar.gz archive" in found["adapters.billing-v1.uri"]
 
 
 def test_cache_smaller_than_resident_set(tmp_path):

@@ -38,9 +38,6 @@ IMAGE_FILES = (
     "container/Dockerfile",
     "cdk_adapters/__init__.py",
     "cdk_adapters/problems.py",
-    "cdk_adapters/names.py",
-    "cdk_adapters/serving_env.py",
-    "cdk_adapters/serving_image.py",
 )
 
 USER_APP = textwrap.dedent(

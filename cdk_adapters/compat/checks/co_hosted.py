@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from cdk_adapters.compat.checks.base import with_rule
-from cdk_adapters.names import duplicate_adapter_names
+from cdk_adapters.contract.adapter_names import adapter_name_key, duplicate_adapter_names
 from cdk_adapters.problems import Problem
 
 VERSION_SUFFIX = re.compile(r"^(?P<family>.+)-v(?P<version>[1-9][0-9]*)$", re.IGNORECASE)
@@ -46,7 +46,7 @@ class CoHostedCheck:
 
 
 def _version_suffix(adapters: Sequence[CoHostedAdapter]) -> Iterable[Problem]:
-    taken = {adapter.name.lower() for adapter in adapters}
+    taken = {adapter_name_key(adapter.name) for adapter in adapters}
     for adapter in adapters:
         if not VERSION_SUFFIX.match(adapter.name):
             yield Problem(
@@ -61,7 +61,7 @@ def _suggested(name: str, taken: set[str]) -> str:
     """``<family>-v<N>`` with the lowest N whose name no co-hosted adapter has, ignoring case."""
     family = _PARTIAL_SUFFIX.sub("", name) or name
     version = 1
-    while f"{family}-v{version}".lower() in taken:
+    while adapter_name_key(f"{family}-v{version}") in taken:
         version += 1
     return f"{family}-v{version}"
 

@@ -1,7 +1,8 @@
 """The one parser for ``s3://bucket/key`` URLs, with messages that say what is wrong.
 
-Adapter artifacts, adapter locations and the manifest all take S3 URLs; each used to carry its own
-regular expression and a generic "is not an s3:// URL" message. Standard library only.
+Adapter artifacts, adapter locations, the manifest and its lock file, and the discovery record's
+serving reference (which a tenant's import reads) all take S3 URLs and read them with this one
+parser. Standard library only.
 """
 
 from __future__ import annotations
