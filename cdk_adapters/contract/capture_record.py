@@ -31,6 +31,8 @@ RECORD_VERSION = 1
 
 REDACTED = "[redacted]"
 DEFAULT_MAX_BYTES = 16384
+MIN_MAX_BYTES = 1024
+"""A record's metadata alone (adapter, time, route, counts) takes a few hundred bytes."""
 MAX_MAX_BYTES = 200_000
 """CloudWatch Logs takes events up to 256 KiB; a record stays well under it."""
 
@@ -51,6 +53,10 @@ class CaptureSettings:
 
     def to_document(self) -> dict[str, Any]:
         return {"sample_rate": self.sample_rate, "max_bytes": self.max_bytes, "redact": list(self.redact)}
+
+    def problems(self, subject: str, field_name: str) -> list[Problem]:
+        """What is out of range (the rules `settings_problems` applies to the rendered document)."""
+        return settings_problems(self.to_document(), subject, field_name)[1]
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,8 @@ def settings_problems(document: object, subject: str, field_name: str) -> tuple[
         problems.append(Problem(subject, f"{field_name}.sample_rate", f"must be a number above 0 and at most 1, got {rate!r}"))
         rate = 1.0
     size = document.get("max_bytes", DEFAULT_MAX_BYTES)
-    if isinstance(size, bool) or not isinstance(size, int) or not 256 <= size <= MAX_MAX_BYTES:
-        problems.append(Problem(subject, f"{field_name}.max_bytes", f"must be an integer from 256 to {MAX_MAX_BYTES}, got {size!r}"))
+    if isinstance(size, bool) or not isinstance(size, int) or not MIN_MAX_BYTES <= size <= MAX_MAX_BYTES:
+        problems.append(Problem(subject, f"{field_name}.max_bytes", f"must be an integer from {MIN_MAX_BYTES} to {MAX_MAX_BYTES}, got {size!r}"))
         size = DEFAULT_MAX_BYTES
     redact = document.get("redact", [])
     if not isinstance(redact, list) or any(item not in REDACTABLE for item in redact):
