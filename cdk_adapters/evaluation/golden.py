@@ -149,11 +149,13 @@ def case_from_document(
     expected = document.get("expected")
     if expected is not None and not isinstance(expected, str):
         bad("expected", f"must be a string, got {type(expected).__name__}")
-    contains = document.get("contains", [])
-    if isinstance(contains, str):
+    contains = document.get("contains")
+    if contains is None:
+        contains = ()
+    elif isinstance(contains, str) and contains:
         contains = (contains,)
-    elif not isinstance(contains, list) or not all(isinstance(item, str) and item for item in contains) or contains == [] and "contains" in document:
-        bad("contains", "must be a non-empty string or a list of them")
+    elif not isinstance(contains, list) or not contains or not all(isinstance(item, str) and item for item in contains):
+        bad("contains", "must be a non-empty string or a non-empty list of them")
         contains = ()
     regex = document.get("regex")
     if regex is not None:
