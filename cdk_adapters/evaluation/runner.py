@@ -71,7 +71,7 @@ class TargetResult:
     def summary(self) -> dict[str, Any]:
         latencies = sorted(case.latency_ms for case in self.cases)
         return {
-            "pass_rate": {name: (p / n if n else 0.0) for name, (p, n) in self.rates().items()},
+            "pass_rate": {name: (round(p / n, 4) if n else 0.0) for name, (p, n) in self.rates().items()},
             "passed": {name: [p, n] for name, (p, n) in self.rates().items()},
             "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
             "tokens": {

@@ -5,6 +5,8 @@ adapter is a 404 naming it, so nothing silently falls back to the base model. Th
 rewritten (`invocation_request`) and forwarded to vLLM, streams included; on the way back its
 answer is observed for one log line (an EMF document: per-adapter CloudWatch metrics) and the
 per-adapter Prometheus metrics. Both count a request under the same adapter label, refusals too.
+Where capture is on for the adapter, a sampled copy of the request and its answer follows the log
+line (`capture`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Awaitable, Callable
 
 from adapter_server import observability, sagemaker_contract
 from adapter_server.admission import CallerGone, FairAdmission
-from adapter_server.capture import Capture
 from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_error
+from adapter_server.capture import Capture
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation_request import (
     chosen_adapter,
