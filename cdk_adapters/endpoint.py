@@ -62,7 +62,7 @@ from cdk_adapters.observability import Observability
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.routing import Routing
 from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
-from cdk_adapters.contract import tenant_limits
+from cdk_adapters.contract import capture_record, tenant_limits
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
 from cdk_adapters.vllm_options import VllmOptions
@@ -121,6 +121,7 @@ class MultiAdapterEndpoint(Construct):
         dashboard_top_n: int = DEFAULT_TOP_N,
         deployment: RollingUpdate | None = None,
         adapter_limits: AdapterLimits | None = None,
+        adapter_capture: capture_record.CaptureSettings | None = None,
         fair_share: bool = True,
         logs: EndpointLogs | None = None,
         observability: Observability | None = None,
@@ -202,6 +203,10 @@ class MultiAdapterEndpoint(Construct):
         :param adapter_limits: what every adapter may take from the shared engine (weight, places
             held, waiting requests, wait time; over a limit the caller gets 429 with Retry-After),
             unless `add_adapter` gives it its own. Default None: no limit, equal weights.
+        :param adapter_capture: capture a sampled copy of every adapter's requests and answers to
+            the endpoint's log (one JSON line each, for drift checks and ``cdk-adapters eval
+            --from-capture``), unless `add_adapter` gives the adapter its own. Default None: nothing
+            is captured. Prompts and answers then sit in CloudWatch Logs: see docs/evaluation.md.
         :param fair_share: let at most the engine's batch (``vllm.max_num_seqs``) into vLLM and queue
             the rest per adapter, released fairly, so one tenant's burst never queues ahead of
             another's. Default True; False sends requests to vLLM as they come (first come, first served).
@@ -266,6 +271,8 @@ class MultiAdapterEndpoint(Construct):
         self.fair_share = fair_share
         self.adapter_limits = adapter_limits
         self._limits_by_adapter: dict[str, AdapterLimits] = {}
+        self.adapter_capture = adapter_capture
+        self._capture_by_adapter: dict[str, capture_record.CaptureSettings] = {}
         self.log_settings = logs or EndpointLogs()
         self.observability = observability or Observability()
         self.routing = routing or Routing()
@@ -298,6 +305,8 @@ class MultiAdapterEndpoint(Construct):
         problems += self.vllm.problems(self._subject)
         if adapter_limits is not None:
             problems += self._limits_problems(adapter_limits, self._subject, "adapter_limits")
+        if adapter_capture is not None:
+            problems += adapter_capture.problems(self._subject, "adapter_capture")
         problems += self.image.problems(self._subject)
         problems += model_data.problems(self._subject)
         for index, location in enumerate(adapter_locations or ()):
@@ -466,7 +475,7 @@ class MultiAdapterEndpoint(Construct):
 
     def add_adapter(
         self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None,
-        limits: AdapterLimits | None = None,
+        limits: AdapterLimits | None = None, capture: capture_record.CaptureSettings | None = None,
     ) -> AdapterInferenceComponent:
         """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
 
@@ -478,6 +487,8 @@ class MultiAdapterEndpoint(Construct):
         `limits` bounds what this adapter takes from the shared engine (default: the endpoint's
         `adapter_limits`). Limits are serving configuration: setting or changing one changes the
         model's environment, so the base component rolls to a new model (adapters are untouched).
+        `capture` samples this adapter's requests and answers into the endpoint's log (default: the
+        endpoint's `adapter_capture`); it is serving configuration too, with the same effect.
 
         Adds exactly one resource (the component) and changes no other: its construct ID derives
         from `name` alone, its placement from `name` and the fixed shard count, and the role
@@ -492,6 +503,8 @@ class MultiAdapterEndpoint(Construct):
         problems += artifact.problems(subject)
         if limits is not None:
             problems += self._limits_problems(limits, subject, "limits")
+        if capture is not None:
+            problems += capture.problems(subject, "capture")
         if not problems:
             problems += artifact.compatibility_problems(name, self.compatibility_reference)
             problems += self._location_problems(artifact, subject)
@@ -502,6 +515,8 @@ class MultiAdapterEndpoint(Construct):
         component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact)
         if limits is not None:
             self._limits_by_adapter[name] = limits
+        if capture is not None:
+            self._capture_by_adapter[name] = capture
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
         if adapter_name_key(name) in self._opted_in:
             self.add_adapter_alarms(name)
@@ -702,6 +717,12 @@ class MultiAdapterEndpoint(Construct):
         """The container variables for fair share and adapter limits (rendered at synth)."""
         return tenant_limits.environment(
             fair_share=self.fair_share, default=self.adapter_limits, adapters=self._limits_by_adapter
+        )
+
+    def capture_environment(self) -> dict[str, str]:
+        """The container variable for per-adapter capture (rendered at synth; empty when off)."""
+        return capture_record.environment(
+            capture_record.CapturePolicy(default=self.adapter_capture, adapters=dict(self._capture_by_adapter))
         )
 
     def _limits_problems(self, limits: AdapterLimits, subject: str, field: str) -> list[Problem]:
@@ -1085,7 +1106,7 @@ class _ServingEnvironment:
         self._base = base
 
     def produce(self) -> dict[str, str]:
-        return {**self._base, **self._endpoint.tenant_limits_environment()}
+        return {**self._base, **self._endpoint.tenant_limits_environment(), **self._endpoint.capture_environment()}
 
 
 @jsii.implements(IValidation)
@@ -1097,10 +1118,18 @@ class _LimitsSizeValidation:
 
     def validate(self) -> list[str]:
         value = self._endpoint.tenant_limits_environment().get(tenant_limits.LIMITS_ENV, "")
-        if len(value) <= ENVIRONMENT_VALUE_MAX_LENGTH:
-            return []
-        return [
-            f"MultiAdapterEndpoint {self._endpoint.node.path!r}: limits: the adapters' own limits take {len(value)} "
-            f"characters in {tenant_limits.LIMITS_ENV}; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH} per variable. "
-            "Set common limits once with adapter_limits= and give only the exceptions their own"
-        ]
+        captured = self._endpoint.capture_environment().get(capture_record.CAPTURE_ENV, "")
+        problems = []
+        if len(value) > ENVIRONMENT_VALUE_MAX_LENGTH:
+            problems.append(
+                f"MultiAdapterEndpoint {self._endpoint.node.path!r}: limits: the adapters' own limits take {len(value)} "
+                f"characters in {tenant_limits.LIMITS_ENV}; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH} per variable. "
+                "Set common limits once with adapter_limits= and give only the exceptions their own"
+            )
+        if len(captured) > ENVIRONMENT_VALUE_MAX_LENGTH:
+            problems.append(
+                f"MultiAdapterEndpoint {self._endpoint.node.path!r}: capture: the adapters' own capture settings take "
+                f"{len(captured)} characters in {capture_record.CAPTURE_ENV}; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH} "
+                "per variable. Set common settings once with adapter_capture= and give only the exceptions their own"
+            )
+        return problems

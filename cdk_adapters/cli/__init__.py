@@ -28,6 +28,8 @@ COMMANDS = (
     "cdk_adapters.cli.fix_torchvision",
     "cdk_adapters.cli.invoke",
     "cdk_adapters.cli.plan",
+    "cdk_adapters.cli.eval",
+    "cdk_adapters.cli.promote",
 )
 """Modules with a ``register(commands)`` function, one per sub-command."""
 

@@ -64,6 +64,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     local.set_defaults(handler=run)
 
 
+def _capture_environment(manifest) -> dict[str, str]:
+    """The rows' ``capture:`` settings, as an endpoint would render them (capture lines go to the server log)."""
+    from cdk_adapters.contract.capture_record import CapturePolicy, environment
+
+    return environment(CapturePolicy(adapters={row.name: row.capture.to_settings() for row in manifest.adapters if row.capture is not None}))
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -123,6 +130,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         max_loras=serving.max_loras, max_cpu_loras=serving.max_cpu_loras, max_lora_rank=_max_lora_rank(manifest),
         max_model_len=args.max_model_len, dtype=args.dtype, allow_base_model=args.allow_base_model,
         allow_vision_modules=manifest.base_model.allow_vision_modules, kv_cache_gib=args.kv_cache_gib,
+        extra_env=_capture_environment(manifest),
     ))
     # SIGTERM must run the `finally` below, or the adapter server (its own process group) outlives us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

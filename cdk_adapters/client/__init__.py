@@ -13,6 +13,8 @@ from cdk_adapters.client.errors import (
     AdapterNotFound,
     AdapterRequired,
     AdapterThrottled,
+    AnswerNotJson,
+    AnswerSchemaMismatch,
     BaseModelNotAllowed,
     DeadlineExceeded,
     DiscoveryError,
@@ -21,15 +23,18 @@ from cdk_adapters.client.errors import (
     InvocationFailed,
     PayloadTooLarge,
     StreamInterrupted,
+    StructuredOutputError,
     UnexpectedEndpoint,
 )
 from cdk_adapters.client.payload import image_data_url
 from cdk_adapters.client.retrying import RetryPolicy, botocore_config
 from cdk_adapters.client.sse import chunk_text
+from cdk_adapters.client.structured import response_format, validate_answer
 
 __all__ = [
     "AdapterClient", "AdapterClientError", "AdapterLoadFailed", "AdapterNotFound", "AdapterRequired", "AdapterThrottled",
-    "BaseModelNotAllowed", "Completion", "DeadlineExceeded", "DiscoveryError", "EndpointWaking",
+    "AnswerNotJson", "AnswerSchemaMismatch", "BaseModelNotAllowed", "Completion", "DeadlineExceeded", "DiscoveryError", "EndpointWaking",
     "InvalidImage", "InvocationFailed", "PayloadTooLarge", "RetryPolicy", "Stream", "StreamInterrupted",
-    "Target", "UnexpectedEndpoint", "botocore_config", "chunk_text", "image_data_url", "local_runtime_client",
+    "StructuredOutputError", "Target", "UnexpectedEndpoint", "botocore_config", "chunk_text", "image_data_url", "local_runtime_client",
+    "response_format", "validate_answer",
 ]

@@ -30,6 +30,7 @@ from cdk_adapters.client.errors import (
 from cdk_adapters.client.payload import Image, build_request
 from cdk_adapters.client.retrying import Retrier, RetryPolicy, botocore_config
 from cdk_adapters.client.sse import chunk_text, parse_events, payload_bytes
+from cdk_adapters.client.structured import parse_json, response_format, validate_answer
 from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
 from cdk_adapters.contract import runtime_api
 from cdk_adapters.contract.runtime_api import route_attribute
@@ -67,6 +68,17 @@ class Completion:
         choice = (self.body.get("choices") or [{}])[0]
         message = choice.get("message")
         return (message.get("content") or "") if isinstance(message, dict) else (choice.get("text") or "")
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """``prompt_tokens`` and ``completion_tokens`` as the server counted them (0 when it did not say)."""
+        usage = self.body.get("usage") if isinstance(self.body.get("usage"), dict) else {}
+        return {key: int(usage.get(key) or 0) for key in ("prompt_tokens", "completion_tokens")}
+
+    def json(self, schema: Mapping[str, Any] | None = None) -> Any:
+        """The answer's JSON value, checked against `schema` when given: raises `AnswerNotJson` or
+        `AnswerSchemaMismatch` (asking for JSON does not guarantee it; see `client.structured`)."""
+        return parse_json(self.text) if schema is None else validate_answer(self.text, schema)
 
 
 @dataclass
@@ -218,11 +230,16 @@ class AdapterClient:
         messages: Sequence[Mapping[str, Any]] | None = None,
         images: Sequence[Image] = (),
         base_model: bool = False,
+        json_schema: Mapping[str, Any] | None = None,
         **parameters: Any,
     ) -> Completion:
         """One whole answer: a completion of `prompt`, or a chat over `messages` (or `prompt` with
-        `images`). `parameters` go into the body (``max_tokens``, ``temperature``, ...)."""
+        `images`). `parameters` go into the body (``max_tokens``, ``temperature``, ...).
+        `json_schema` asks vLLM's structured outputs for an answer following that schema; check
+        it with ``completion.json(schema)``, since a truncated answer can still break it."""
         target = self.resolve(adapter, base_model=base_model)
+        if json_schema is not None:
+            parameters = {**parameters, "response_format": response_format(json_schema)}
         request = build_request(
             prompt=prompt, messages=messages, images=images, parameters=parameters, stable_prefix=self.stable_prefix
         )

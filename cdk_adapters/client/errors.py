@@ -109,6 +109,27 @@ class InvocationFailed(AdapterClientError):
         self.code, self.status = code, status
 
 
+class StructuredOutputError(AdapterClientError, ValueError):
+    """An answer asked for as JSON that is not what was asked for (checked on the client side:
+    the container never inspects answers). `text` is the answer as received."""
+
+    def __init__(self, message: str, *, text: str) -> None:
+        super().__init__(message)
+        self.text = text
+
+
+class AnswerNotJson(StructuredOutputError):
+    """The answer does not parse as JSON (free text, or JSON cut off by ``max_tokens``)."""
+
+
+class AnswerSchemaMismatch(StructuredOutputError):
+    """The answer is JSON but does not match the schema; `mismatches` lists each, with its path."""
+
+    def __init__(self, message: str, *, text: str, mismatches: tuple[str, ...]) -> None:
+        super().__init__(message, text=text)
+        self.mismatches = mismatches
+
+
 def error_code(error: Exception) -> str:
     return getattr(error, "response", {}).get("Error", {}).get("Code", "")
 

@@ -7,7 +7,7 @@ modules, base identity) live in the compatibility gate, not here.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, ValidationInfo, field_validator, model_validator,
@@ -243,6 +243,24 @@ class LimitsSpec(_Strict):
     """Seconds a request may wait before it gets 429 (default: as long as it takes)."""
 
 
+class CaptureSpec(_Strict):
+    """Per-adapter capture (`cdk_adapters.contract.capture_record.CaptureSettings`): a sampled copy of
+    requests and answers in the endpoint's log, for drift checks and ``cdk-adapters eval --from-capture``."""
+
+    sample_rate: float = Field(default=1.0, gt=0, le=1)
+    """Share of requests captured (default 1: all)."""
+    max_bytes: int = Field(default=16384, ge=1024, le=200_000)
+    """Longest record written whole; a longer one keeps only its metadata (default 16384)."""
+    redact: list[Literal["prompt", "messages", "response"]] = Field(default_factory=list)
+    """Parts replaced by ``[redacted]`` before the record is written (a redacted record cannot be replayed)."""
+
+    def to_settings(self):
+        """The contract's `CaptureSettings` for this row (what the endpoint renders for the container)."""
+        from cdk_adapters.contract.capture_record import CaptureSettings
+
+        return CaptureSettings(self.sample_rate, self.max_bytes, tuple(dict.fromkeys(self.redact)))
+
+
 class AdapterRow(_Strict):
     """One adapter: a versioned name, where it comes from, and who owns it."""
 
@@ -270,6 +288,10 @@ class AdapterRow(_Strict):
     limits: LimitsSpec | None = None
     """Fair-share limits for this tenant: ``{weight: 2, max_in_flight: 8, max_queue: 32, max_queue_wait_s: 10}``.
     Default: the endpoint's (none unless the app sets ``adapter_limits``)."""
+    capture: CaptureSpec | None = None
+    """Capture a sampled copy of this adapter's requests and answers to the endpoint's log: ``true``
+    (every request, 16 KiB at most each) or ``{sample_rate: 0.05, max_bytes: 8192, redact: [response]}``.
+    Default (or ``false``): the endpoint's (nothing unless the app sets ``adapter_capture``)."""
     canary: bool = False
     """Serve a copy of this adapter on the canary endpoint too (the example app's canary stack),
     where base-model and image upgrades are validated first."""
@@ -288,6 +310,16 @@ class AdapterRow(_Strict):
             return None
         if not isinstance(value, dict):
             raise ValueError(f"must be true, false or a mapping of overrides such as {{latency_p95_ms: 8000}}, got {value!r}")
+        return value
+
+    @field_validator("capture", mode="before")
+    @classmethod
+    def _capture_flag(cls, value: object) -> object:
+        """``true`` is the defaults, ``false`` none."""
+        if value is True:
+            return {}
+        if value is False:
+            return None
         return value
 
     @field_validator("source")

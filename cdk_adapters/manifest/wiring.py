@@ -24,6 +24,7 @@ from constructs import Construct
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.compat import Acknowledgment
+from cdk_adapters.contract.capture_record import CaptureSettings
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.inference_component import AdapterInferenceComponent
@@ -142,7 +143,7 @@ def add_manifest_adapters(
     components = {
         adapter.name: endpoint.add_adapter(
             adapter.name, artifact=_artifact_for(adapter, package_dir), acknowledge=_acknowledgment(adapter),
-            limits=_limits(adapter),
+            limits=_limits(adapter), capture=_capture(adapter),
         )
         for adapter in plan.adapters
     }
@@ -176,6 +177,12 @@ def _limits(adapter: PlannedAdapter) -> AdapterLimits | None:
     """The row's ``limits:``, with the contract's defaults for what it leaves out."""
     given = adapter.row.limits
     return None if given is None else AdapterLimits(**given.model_dump(exclude_none=True))
+
+
+def _capture(adapter: PlannedAdapter) -> CaptureSettings | None:
+    """The row's ``capture:``, with the contract's defaults for what it leaves out."""
+    given = adapter.row.capture
+    return None if given is None else given.to_settings()
 
 
 def _acknowledgment(adapter: PlannedAdapter) -> Acknowledgment | None:

@@ -5,6 +5,8 @@ adapter is a 404 naming it, so nothing silently falls back to the base model. Th
 rewritten (`invocation_request`) and forwarded to vLLM, streams included; on the way back its
 answer is observed for one log line (an EMF document: per-adapter CloudWatch metrics) and the
 per-adapter Prometheus metrics. Both count a request under the same adapter label, refusals too.
+Where capture is on for the adapter, a sampled copy of the request and its answer follows the log
+line (`capture`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Awaitable, Callable
 from adapter_server import observability, sagemaker_contract
 from adapter_server.admission import CallerGone, FairAdmission
 from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_error
+from adapter_server.capture import Capture
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation_request import (
     chosen_adapter,
@@ -82,6 +85,7 @@ class InvocationHandler:
         )
         label: str | None = None  # set on admission; a refusal before it is labelled by `_label`
         published = False
+        capture: Capture | None = None  # set when this adapter's capture samples the request
 
         def publish() -> None:
             # Called before the last byte goes out, so the log line exists when the caller has its answer.
@@ -89,6 +93,9 @@ class InvocationHandler:
             if not published:
                 published = True
                 record.publish(label or self._label(record.adapter), self._request_log())
+                if capture is not None:
+                    capture.publish(status=record.status, prompt_tokens=record.prompt_tokens, completion_tokens=record.output_tokens,
+                                    request_id=record.request_id, write=observability.write_line)
 
         try:
             body = await read_body(scope, receive)
@@ -105,11 +112,12 @@ class InvocationHandler:
             label = self._admit(record)
             forwarded = forwarded_body(document, record.adapter, self._context.base_model_name, target)
             record.stream = forwarded.stream
+            capture = Capture.begin(self._context.settings.capture, record.adapter, target, document)
 
             def forward() -> Awaitable[None]:
                 return self._forward(
-                    forwarded_scope(scope, forwarded.body, target), replaying(forwarded.body, receive), send, record,
-                    started, forwarded.strip_usage, publish,
+                    forwarded_scope(scope, forwarded.body, target), replaying(forwarded.body, receive),
+                    capture.watching(send) if capture is not None else send, record, started, forwarded.strip_usage, publish,
                 )
 
             admission = self._context.admission

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from cdk_adapters.contract import request_metrics, serving_env
+from cdk_adapters.contract import capture_record, request_metrics, serving_env
 from cdk_adapters.contract.env_values import parse_bool
 from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.contract import tenant_limits as limits_contract
@@ -36,6 +36,8 @@ class ServingSettings:
     """What the request log embeds (EMF on/off, namespace, metrics, endpoint); decoded by the contract."""
     tenant_limits: limits_contract.TenantLimits = limits_contract.TenantLimits()
     """Fair share across adapters and each adapter's limits; decoded by the contract."""
+    capture: capture_record.CapturePolicy = capture_record.CapturePolicy()
+    """Which adapters' requests are captured to the log (none by default); decoded by the contract."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> tuple["ServingSettings", list[Problem]]:
@@ -48,6 +50,8 @@ class ServingSettings:
         problems.extend(metrics_problems)
         limits, limits_problems = limits_contract.decode(environ)
         problems.extend(limits_problems)
+        capture, capture_problems = capture_record.decode(environ)
+        problems.extend(capture_problems)
         settings = cls(
             allow_base_model=policy.allow_base_model,
             base_model_id=policy.base_model_id,
@@ -57,6 +61,7 @@ class ServingSettings:
             state_dir=Path(state_dir) if state_dir else None,
             metrics=metrics,
             tenant_limits=limits,
+            capture=capture,
         )
         if settings.body_names_adapter and not is_loopback(environ.get(serving_env.LISTEN_HOST, "")):
             problems.append(

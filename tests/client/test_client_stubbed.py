@@ -19,9 +19,12 @@ from botocore.stub import Stubber
 
 from cdk_adapters.client import (
     AdapterClient,
+    AdapterClientError,
     AdapterLoadFailed,
     AdapterNotFound,
     AdapterRequired,
+    AnswerNotJson,
+    AnswerSchemaMismatch,
     BaseModelNotAllowed,
     DeadlineExceeded,
     DiscoveryError,
@@ -89,6 +92,25 @@ def test_a_completion_names_the_adapters_component_and_the_completions_route(run
     )
     answer = client_for(runtime).invoke("support-en-v4", "Invoices are", max_tokens=2)
     assert (answer.adapter, answer.text, answer.body["usage"]["completion_tokens"]) == ("support-en-v4", " thirty days", 2)
+
+
+def test_json_schema_asks_for_structured_output_and_the_answer_is_checked_on_the_client(runtime):
+    schema = {"type": "object", "properties": {"urgency": {"enum": ["low", "high"]}}, "required": ["urgency"]}
+    asked = {"max_tokens": 16, "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}},
+             "prompt": "Ticket:"}
+    for text in ('{"urgency": "high"}', '{"urgency": "medium"}', '{"urgency": "hi'):
+        runtime.stubber.add_response(
+            "invoke_endpoint", {"Body": body_of({"choices": [{"text": text}]})},
+            expected_call("support-endpoint-support-en-v4", "/v1/completions", asked),
+        )
+    client = client_for(runtime)
+    assert client.invoke("support-en-v4", "Ticket:", max_tokens=16, json_schema=schema).json(schema) == {"urgency": "high"}
+    with pytest.raises(AnswerSchemaMismatch) as mismatch:
+        client.invoke("support-en-v4", "Ticket:", max_tokens=16, json_schema=schema).json(schema)
+    assert mismatch.value.mismatches == ("urgency: 'medium' is not one of ['low', 'high']",)
+    with pytest.raises(AnswerNotJson) as cut:
+        client.invoke("support-en-v4", "Ticket:", max_tokens=16, json_schema=schema).json(schema)
+    assert cut.value.text == '{"urgency": "hi' and isinstance(cut.value, AdapterClientError)
 
 
 def test_a_chat_goes_to_the_chat_route_and_the_component_name_is_lower_cased(runtime):

@@ -22,6 +22,8 @@ from cdk_adapters.packaging import package_adapter
 from tests.support.local_mode import start_local_mode, stop_local_mode
 
 ARCHIVED_ADAPTER = "support-en-v3"
+CAPTURED_ADAPTER = "support-en-v2"
+"""The one row whose requests the served manifest captures (``capture: true``); the others stay off."""
 
 
 def cli(*args: str, **options) -> subprocess.CompletedProcess:
@@ -87,8 +89,11 @@ def local_mode(demo_dir, tmp_path_factory):
     archive = package_adapter(adapter, root / f"{ARCHIVED_ADAPTER}.tar.gz").path
     port = free_port()
     output = root / "local.out"
+    served_manifest = demo_dir / "served-manifest.yaml"  # the demo, with capture on for one row
+    row = f"  - name: {CAPTURED_ADAPTER}\n"
+    served_manifest.write_text((demo_dir / "manifest.yaml").read_text().replace(row, row + "    capture: true\n"))
     process, seconds = start_local_mode(
-        ["--manifest", str(demo_dir / "manifest.yaml"), "--base-model-dir", str(demo_dir / "base"),
+        ["--manifest", str(served_manifest), "--base-model-dir", str(demo_dir / "base"),
          "--work-dir", str(root / "work"), "--adapter", f"{ARCHIVED_ADAPTER}={archive}",
          "--max-model-len", "256", "--dtype", "float32"],
         port, output,
