@@ -18,7 +18,7 @@ import yaml
 from aws_cdk.assertions import Template
 
 import app as example_app
-from cdk_adapters import serving_env, serving_image
+from cdk_adapters.contract import serving_env, serving_image
 from cdk_adapters.cli import main as cli_main
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.fleet import FleetPlacement
