@@ -244,7 +244,9 @@ def failure_message(endpoint: str, failures: Mapping[str, str], checked: int) ->
     return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 40] + f"... (see the function's log)"
 
 
-def runtime_client(settings: Settings) -> Any:
+def runtime_client(settings: Settings, **client_options: Any) -> Any:
+    """A SageMaker runtime client that waits `settings.timeout_seconds` for an answer and never
+    retries on its own (waking is retried by `check_one`; anything else fails the check)."""
     import boto3
     from botocore.config import Config
 
@@ -252,7 +254,7 @@ def runtime_client(settings: Settings) -> Any:
         read_timeout=settings.timeout_seconds, connect_timeout=10, retries={"total_max_attempts": 1},
         max_pool_connections=max(10, settings.concurrency),
     )
-    return boto3.client("sagemaker-runtime", config=config)
+    return boto3.client("sagemaker-runtime", config=config, **client_options)
 
 
 def handle(event: Mapping[str, Any], client: Any, settings: Settings, seconds_left: float, **timing: Any) -> dict[str, Any]:
