@@ -61,14 +61,6 @@ REASON_FUNCTION_LOG_STREAMS = (
     "Lambda creates log streams with generated names at run time; the wildcard covers only the streams of the "
     "function's own log group, created here with a retention"
 )
-REASON_INVOKE_VERSIONS = (
-    "CDK's provider framework grants its function the right to invoke the check function and its versions "
-    "(<function ARN>:*); the wildcard covers versions and aliases of that one function only"
-)
-REASON_FRAMEWORK_RUNTIME = (
-    "the provider framework's function is CDK's own (aws-cdk-lib picks and updates its Node.js runtime); it only "
-    "invokes the check function and posts the result to CloudFormation"
-)
 REASON_NO_CONCURRENCY = (
     "runs once per deployment, invoked by CloudFormation; reserving concurrency would take it from the account's "
     "unreserved pool (new accounts may have none to spare) for a function that never runs concurrently with itself"
@@ -299,7 +291,7 @@ class AdapterDeployCheck(Construct):
             code=lambda_.Code.from_asset(str(HANDLER_DIRECTORY), exclude=["__pycache__", "*.pyc", "__init__.py"]),
             timeout=FUNCTION_TIMEOUT,
             memory_size=256,
-            role=self.role,
+            role=_by_arn(self, "RoleArn", self.role),
             log_group=self.log_group,
             environment=settings.environment(),
             description=f"cdk-adapters deploy check of endpoint {component_prefix}: invokes new or changed adapters once",
@@ -315,15 +307,22 @@ class AdapterDeployCheck(Construct):
         self.framework_log_group = self._log_group("ProviderLogs", log_settings)
         self.framework_policy = framework_policy = iam.Policy(
             self, "ProviderPolicy", roles=[self.framework_role],
-            statements=[iam.PolicyStatement(
-                sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[f"{self.framework_log_group.log_group_arn}:*"],
-            )],
+            statements=[
+                iam.PolicyStatement(
+                    sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[f"{self.framework_log_group.log_group_arn}:*"],
+                ),
+                # What the framework's own grant would add, without its "<function ARN>:*" (it calls the function unqualified).
+                iam.PolicyStatement(
+                    sid="InvokeCheckFunction", actions=["lambda:InvokeFunction", "lambda:GetFunction"], resources=[self.function.function_arn]
+                ),
+            ],
         )
         self.provider = cr.Provider(
-            self, "Provider", on_event_handler=self.function, framework_on_event_role=self.framework_role,
+            self, "Provider", on_event_handler=self.function, framework_on_event_role=_by_arn(self, "ProviderRoleArn", self.framework_role),
             log_group=self.framework_log_group,
         )
+        self.provider.node.find_child("framework-onEvent").node.add_dependency(framework_policy)
         self.resource = CustomResource(
             self,
             "Resource",
@@ -377,9 +376,7 @@ class AdapterDeployCheck(Construct):
             + ([(["*"], REASON_VPC_ENI)] if in_vpc else []),
         )
         nag.acknowledge_wildcards(self.framework_policy, [([f"{self.framework_log_group.log_group_arn}:*"], REASON_FUNCTION_LOG_STREAMS)])
-        framework_grants = self.framework_role.node.find_child("DefaultPolicy")
-        nag.acknowledge_wildcards(framework_grants, [([f"{self.function.function_arn}:*"], REASON_INVOKE_VERSIONS)])
-        for policy in (self.policy, self.framework_policy, framework_grants):
+        for policy in (self.policy, self.framework_policy):
             nag.acknowledge_inline_policy(policy, REASON_INLINE_POLICY)
         for construct in (self.function, self.provider):
             reasons = [("concurrency", REASON_NO_CONCURRENCY), ("dlq", REASON_NO_DLQ)]
@@ -388,6 +385,13 @@ class AdapterDeployCheck(Construct):
             elif not in_vpc:
                 reasons.append(("vpc", REASON_OUTSIDE_VPC_CHECK))
             nag.acknowledge(construct, (Acknowledgment(id=rule, reason=reason) for kind, reason in reasons for rule in LAMBDA_RULES[kind]))
+
+
+def _by_arn(scope: Construct, id: str, role: iam.Role) -> iam.IRole:
+    """`role` as an immutable reference: a function given it neither adds grants to it nor a
+    DependsOn on it (its Role property already orders it; cfn-lint W3005). What the function needs
+    is in this construct's own policies, which the function depends on explicitly."""
+    return iam.Role.from_role_arn(scope, id, role.role_arn, mutable=False)
 
 
 @jsii.implements(IStableAnyProducer)
