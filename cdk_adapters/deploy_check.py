@@ -32,7 +32,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdk_adapters import nag_acknowledgments as nag
-from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
+from cdk_adapters.deploy_check_request import DEFAULT_BODY, body_messages
 from cdk_adapters.endpoint_logs import EndpointLogs
 from cdk_adapters.problems import Problem
 
@@ -41,10 +41,6 @@ if TYPE_CHECKING:
 
 HANDLER_DIRECTORY = Path(__file__).resolve().parent / "deploy_check_handler"
 RESOURCE_TYPE = "Custom::AdapterDeployCheck"
-DEFAULT_BODY: Mapping[str, Any] = {"prompt": "Hello", "max_tokens": 8, "temperature": 0}
-"""A completions request (``/invocations`` takes completions and chat bodies): a few greedy tokens."""
-MAX_BODY_CHARACTERS = 2048
-"""A check request is small: it is one custom-resource property, and each adapter may have its own."""
 FUNCTION_TIMEOUT = Duration.minutes(14)
 """The check function's limit: under the provider framework's own 15 minutes, so a failure is reported."""
 WAIT_BUDGET_SECONDS = 14 * 60 - 60
@@ -192,22 +188,7 @@ def _duration_seconds(value: object) -> float | None:
 
 def body_problems(body: object, subject: str, field_name: str) -> list[Problem]:
     """A check request must be a small JSON object the container can route, asking for one answer."""
-    if not isinstance(body, Mapping) or not body:
-        return [Problem(subject, field_name, f"must be a non-empty JSON object (a completions or chat request), got {body!r}")]
-    found = []
-    try:
-        text = json.dumps(dict(body), sort_keys=True)
-    except (TypeError, ValueError) as error:
-        return [Problem(subject, field_name, f"must be JSON-serializable: {error}")]
-    if len(text) > min(MAX_BODY_CHARACTERS, INVOKE_ENDPOINT_MAX_BYTES):
-        found.append(Problem(subject, field_name, f"is {len(text)} characters as JSON; a check request may have at most {MAX_BODY_CHARACTERS}"))
-    if "prompt" not in body and "messages" not in body:
-        found.append(Problem(subject, field_name, "needs \"prompt\" (completions) or \"messages\" (chat)"))
-    if "model" in body:
-        found.append(Problem(subject, f"{field_name}.model", "must be left out: the adapter is the component the check invokes"))
-    if body.get("stream"):
-        found.append(Problem(subject, f"{field_name}.stream", "must be false: the check reads one whole answer"))
-    return found
+    return [Problem(subject, f"{field_name}.{sub}" if sub else field_name, message) for sub, message in body_messages(body)]
 
 
 def adapter_digest(artifact_url: str, check: AdapterCheck | None, stack: Stack) -> str:

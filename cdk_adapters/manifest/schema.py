@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraint
 
 from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.deploy_check_request import body_messages
 from cdk_adapters.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 
 S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>\S*)$")
@@ -199,6 +200,26 @@ class LimitsSpec(_Strict):
     """Seconds a request may wait before it gets 429 (default: as long as it takes)."""
 
 
+class CheckSpec(_Strict):
+    """This adapter's deploy-check request and expected answer (`cdk_adapters.deploy_check.AdapterCheck`);
+    used when the endpoint has its deploy check on."""
+
+    body: dict[NonEmpty, Any] | None = None
+    """The request (completions ``prompt`` or chat ``messages``, no ``model``). Default: the endpoint's."""
+    expect_text: NonEmpty | None = None
+    """Text the answer must contain."""
+    expect_json_keys: list[NonEmpty] | None = Field(default=None, min_length=1)
+    """The answer must be a JSON object with these keys."""
+
+    @field_validator("body")
+    @classmethod
+    def _body_routable(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        problems = body_messages(value) if value is not None else []
+        if problems:
+            raise ValueError("; ".join(f"{sub}: {message}" if sub else message for sub, message in problems))
+        return value
+
+
 class AdapterRow(_Strict):
     """One adapter: a versioned name, where it comes from, and who owns it."""
 
@@ -226,6 +247,9 @@ class AdapterRow(_Strict):
     limits: LimitsSpec | None = None
     """Fair-share limits for this tenant: ``{weight: 2, max_in_flight: 8, max_queue: 32, max_queue_wait_s: 10}``.
     Default: the endpoint's (none unless the app sets ``adapter_limits``)."""
+    check: CheckSpec | None = None
+    """Deploy check of this adapter: ``{body: {...}, expect_text: ..., expect_json_keys: [...]}``.
+    Default: the endpoint's request, and any answer the adapter itself generated passes."""
     canary: bool = False
     """Serve a copy of this adapter on the canary endpoint too (the example app's canary stack),
     where base-model and image upgrades are validated first."""
