@@ -191,6 +191,8 @@ def check_one(
     from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
     body = json.dumps(target.body).encode()
+    if clock() + settings.timeout_seconds > deadline:
+        return "was not checked: the check's time ran out before its turn (raise deploy_check.concurrency)"
     attempt = 0
     while True:
         attempt += 1

@@ -306,3 +306,20 @@ def test_the_handler_keeps_the_rules_it_shares_with_the_library():
             except Exception as error:  # noqa: BLE001 - every stubbed error is compared
                 seen.append((index.is_waking(error), client_errors.is_waking(error)))
     assert seen == [(True, True), (True, True), (False, False), (False, False), (True, True)]
+
+
+def test_adapters_left_when_the_time_runs_out_fail_instead_of_the_function_dying():
+    client, stubber = runtime()
+    expect_invoke(stubber, "tenant-0000-v1", answer("tenant-0000-v1"))
+    clock = Clock()
+    real_judge = index.judge
+
+    def slow_judge(target, document):
+        clock.now += 400  # the first answer leaves too little time for the next call
+        return real_judge(target, document)
+
+    request = event("Create", properties({"tenant-0000-v1": "a" * 16, "tenant-0001-v1": "b" * 16}))
+    with stubber, pytest.MonkeyPatch.context() as patch, pytest.raises(index.DeployCheckFailed) as raised:
+        patch.setattr(index, "judge", slow_judge)
+        index.handle(request, client, SETTINGS, 420, clock=clock, sleep=clock.sleep)
+    assert "1 of 2 adapter(s) failed: tenant-0001-v1: was not checked: the check's time ran out" in str(raised.value)
