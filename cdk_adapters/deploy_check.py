@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import jsii
-from aws_cdk import Acknowledgment, CustomResource, Duration, IStableAnyProducer, Lazy, NestedStack, Stack, Token
+from aws_cdk import Acknowledgment, Aws, CustomResource, Duration, IStableAnyProducer, Lazy, NestedStack, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -251,6 +251,8 @@ class AdapterDeployCheck(Construct):
             iam.PolicyStatement(sid="InvokeAdapterComponents", actions=[INVOKE_ACTION], resources=[endpoint_arn, component_pattern]),
             iam.PolicyStatement(sid="NeverTheBaseComponent", effect=iam.Effect.DENY, actions=[INVOKE_ACTION], resources=[base_arn]),
             iam.PolicyStatement(sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_streams]),
+            # An update and a rollback look alike to a custom resource; the stack's status tells them apart.
+            iam.PolicyStatement(sid="ReadOwnStackStatus", actions=["cloudformation:DescribeStacks"], resources=[Aws.STACK_ID]),
         ]
         eni_actions = ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
                        "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"]

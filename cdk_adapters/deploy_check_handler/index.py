@@ -6,7 +6,8 @@ CloudFormation roll the deployment back. Standard library and boto3 only (the La
 
 What "new or changed" means comes from the resource's properties: ``Adapters`` maps each adapter
 to a digest of its artifact and its check request. On Create every adapter is checked; on Update
-only those whose digest is new or differs from ``OldResourceProperties``; Delete checks nothing.
+only those whose digest is new or differs from ``OldResourceProperties``; Delete checks nothing,
+and neither does the Update a rollback sends (`rolling_back`).
 
 An adapter passes when InvokeEndpoint on its inference component answers 2xx, within the timeout,
 and the answer's ``model`` names the adapter: the serving container writes the adapter chosen by
@@ -259,14 +260,27 @@ def runtime_client(settings: Settings, **client_options: Any) -> Any:
     return boto3.client("sagemaker-runtime", config=config, **client_options)
 
 
-def handle(event: Mapping[str, Any], client: Any, settings: Settings, seconds_left: float, **timing: Any) -> dict[str, Any]:
+def rolling_back(cloudformation: Any, stack_id: str) -> bool:
+    """Whether the stack is rolling back: CloudFormation then sends this resource an Update back to
+    its previous properties, after reverting the components. Failing then would leave the stack in
+    UPDATE_ROLLBACK_FAILED, so a rollback is never checked."""
+    [stack] = cloudformation.describe_stacks(StackName=stack_id)["Stacks"]
+    return stack["StackStatus"].endswith("ROLLBACK_IN_PROGRESS")
+
+
+def handle(
+    event: Mapping[str, Any], client: Any, settings: Settings, seconds_left: float, *, cloudformation: Any = None, **timing: Any
+) -> dict[str, Any]:
     """The provider framework's onEvent contract: return ``PhysicalResourceId`` (and small ``Data``),
-    or raise to fail the deployment."""
+    or raise to fail the deployment. `cloudformation` tells an update from a rollback."""
     properties = event["ResourceProperties"]
     endpoint = properties["EndpointName"]
     physical = event.get("PhysicalResourceId") or f"deploy-check-{endpoint}"
     if event["RequestType"] == "Delete":
         return {"PhysicalResourceId": physical}
+    if event["RequestType"] == "Update" and cloudformation is not None and rolling_back(cloudformation, event["StackId"]):
+        print(json.dumps({"event": "cdk_adapters.deploy_check", "request": "Update", "endpoint": endpoint, "skipped": "rollback"}))
+        return {"PhysicalResourceId": physical, "Data": {"Checked": "0"}}
     old = event.get("OldResourceProperties") if event["RequestType"] == "Update" else None
     names = changed_adapters(properties, old)
     clock = timing.get("clock", time.monotonic)
@@ -281,5 +295,10 @@ def handle(event: Mapping[str, Any], client: Any, settings: Settings, seconds_le
 
 
 def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    import boto3
+
     settings = Settings.from_environment(os.environ)
-    return handle(event, runtime_client(settings), settings, context.get_remaining_time_in_millis() / 1000)
+    return handle(
+        event, runtime_client(settings), settings, context.get_remaining_time_in_millis() / 1000,
+        cloudformation=boto3.client("cloudformation"),
+    )

@@ -323,3 +323,40 @@ def test_adapters_left_when_the_time_runs_out_fail_instead_of_the_function_dying
         patch.setattr(index, "judge", slow_judge)
         index.handle(request, client, SETTINGS, 420, clock=clock, sleep=clock.sleep)
     assert "1 of 2 adapter(s) failed: tenant-0001-v1: was not checked: the check's time ran out" in str(raised.value)
+
+
+def cloudformation_reporting(status: str):
+    client = boto3.client("cloudformation", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+    stubber = Stubber(client)
+    stack_id = "arn:aws:cloudformation:us-east-1:111122223333:stack/Adapters-prod/guid"
+    stubber.add_response(
+        "describe_stacks",
+        {"Stacks": [{"StackName": "Adapters-prod", "StackId": stack_id, "CreationTime": "2026-01-01T00:00:00Z", "StackStatus": status}]},
+        {"StackName": stack_id},
+    )
+    return client, stubber
+
+
+def test_the_update_a_rollback_sends_checks_nothing():
+    # The failed deploy added tenant-b; rolling back, CloudFormation reverts the components and then
+    # updates this resource back to the old properties. Failing now would leave UPDATE_ROLLBACK_FAILED.
+    good, failed = properties({"tenant-a-v1": "a" * 16, "tenant-c-v1": "1" * 16}), properties({"tenant-a-v1": "a" * 16, "tenant-c-v1": "2" * 16})
+    client, stubber = runtime()
+    cloudformation, cfn_stubber = cloudformation_reporting("UPDATE_ROLLBACK_IN_PROGRESS")
+    clock = Clock()
+    with stubber, cfn_stubber:
+        response = index.handle(event("Update", good, old=failed), client, SETTINGS, 600, cloudformation=cloudformation, clock=clock, sleep=clock.sleep)
+    cfn_stubber.assert_no_pending_responses()
+    assert response == {"PhysicalResourceId": f"deploy-check-{ENDPOINT}", "Data": {"Checked": "0"}}
+
+
+def test_an_ordinary_update_reads_the_stack_status_and_checks_the_change():
+    client, stubber = runtime()
+    expect_invoke(stubber, "tenant-c-v1", answer("tenant-c-v1"))
+    cloudformation, cfn_stubber = cloudformation_reporting("UPDATE_IN_PROGRESS")
+    clock = Clock()
+    old, new = properties({"tenant-c-v1": "1" * 16}), properties({"tenant-c-v1": "2" * 16})
+    with stubber, cfn_stubber:
+        response = index.handle(event("Update", new, old=old), client, SETTINGS, 600, cloudformation=cloudformation, clock=clock, sleep=clock.sleep)
+    stubber.assert_no_pending_responses()
+    assert response["Data"] == {"Checked": "1"}

@@ -75,7 +75,8 @@ def test_the_policy_invokes_only_this_endpoints_adapter_components_never_the_bas
     endpoint = endpoint_with_check(stack)
     document = stack.resolve(Template.from_stack(stack).to_json()["Resources"])
     statements = {s["Sid"]: s for s in check_policy({"Resources": document})["Statement"]}
-    assert set(statements) == {"InvokeAdapterComponents", "NeverTheBaseComponent", "WriteOwnLogs"}
+    assert set(statements) == {"InvokeAdapterComponents", "NeverTheBaseComponent", "WriteOwnLogs", "ReadOwnStackStatus"}
+    assert statements["ReadOwnStackStatus"]["Resource"] == {"Ref": "AWS::StackId"}
 
     def arn_tail(value) -> str:
         return value["Fn::Join"][1][-1]
