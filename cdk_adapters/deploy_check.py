@@ -43,6 +43,8 @@ HANDLER_DIRECTORY = Path(__file__).resolve().parent / "deploy_check_handler"
 RESOURCE_TYPE = "Custom::AdapterDeployCheck"
 FUNCTION_TIMEOUT = Duration.minutes(14)
 """The check function's limit: under the provider framework's own 15 minutes, so a failure is reported."""
+SERVICE_TIMEOUT = Duration.minutes(20)
+"""How long CloudFormation waits for the check's answer: past the framework's 15 minutes."""
 WAIT_BUDGET_SECONDS = 14 * 60 - 60
 """The longest one adapter may be retried while its component wakes, plus its last call's timeout."""
 INVOKE_ACTION = "sagemaker:InvokeEndpoint"
@@ -311,6 +313,8 @@ class AdapterDeployCheck(Construct):
             "Resource",
             service_token=self.provider.service_token,
             resource_type=RESOURCE_TYPE,
+            # CloudFormation waits at most this long for an answer (default an hour), should both functions die silently.
+            service_timeout=SERVICE_TIMEOUT,
             properties={
                 "EndpointName": endpoint_name,
                 "ComponentPrefix": component_prefix,

@@ -59,6 +59,7 @@ def test_one_adapter_gets_a_custom_resource_after_its_component_with_a_least_pri
     assert json.loads(properties["Request"]) == {"prompt": "Hello", "max_tokens": 8, "temperature": 0}
     assert list(properties["Adapters"]) == ["support-en-v1"] and len(properties["Adapters"]["support-en-v1"]) == 16
     assert "Checks" not in properties
+    assert properties["ServiceTimeout"] == "1200"  # CloudFormation stops waiting after 20 minutes, not an hour
     assert {component_id, base_id} <= set(check["DependsOn"])
     _, function = only({"Resources": {k: r for k, r in template["Resources"].items() if "DeployCheckFunction" in k}}, "AWS::Lambda::Function")
     assert function["Properties"]["Runtime"] == "python3.14" and function["Properties"]["Handler"] == "index.on_event"
