@@ -39,6 +39,8 @@ _EXPORTS = {
     "InstanceScaling": "cdk_adapters.scaling",
     "RollingUpdate": "cdk_adapters.deployment",
     "BatchSize": "cdk_adapters.deployment",
+    "DeployCheck": "cdk_adapters.deploy_check",
+    "AdapterCheck": "cdk_adapters.deploy_check",
     "RequestMetrics": "cdk_adapters.monitoring.request_metrics",
     "MonitoringAlarms": "cdk_adapters.monitoring.alarms",
     "AlarmThresholds": "cdk_adapters.monitoring.alarms",
