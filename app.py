@@ -37,6 +37,7 @@ from constructs import Construct
 
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.copy_placement import CopyPlacement
+from cdk_adapters.deploy_check import DeployCheck
 from cdk_adapters.deployment import BatchSize, RollingUpdate
 from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.compute import ComputeRequirements
@@ -154,13 +155,13 @@ def copy_scaling_problems(name: str, scaling: object) -> list[Problem]:
     return found
 
 
-HOSTING_BLOCKS = {"routing": Routing, "observability": Observability, "copy_placement": CopyPlacement}
+HOSTING_BLOCKS = {"routing": Routing, "observability": Observability, "copy_placement": CopyPlacement, "deploy_check": DeployCheck}
 """cdk.json blocks that are one typed option each (field names as keyword arguments)."""
 
 
 def hosting_options(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """cdk.json's "routing", "observability", "copy_placement" and "data_cache"; absent: the
-    construct's defaults. ("reasons" beside them says why an environment sets them; not read.)"""
+    """cdk.json's "routing", "observability", "copy_placement", "deploy_check" and "data_cache";
+    absent: the construct's defaults. ("reasons" beside them says why an environment sets them; not read.)"""
     options: dict[str, Any] = {key: kind(**settings[key]) for key, kind in HOSTING_BLOCKS.items() if key in settings}
     if "data_cache" in settings:
         options["data_cache"] = settings["data_cache"]

@@ -40,6 +40,8 @@ _EXPORTS = {
     "InstancePool": "cdk_adapters.instance_pools",
     "RollingUpdate": "cdk_adapters.deployment",
     "BatchSize": "cdk_adapters.deployment",
+    "DeployCheck": "cdk_adapters.deploy_check",
+    "AdapterCheck": "cdk_adapters.deploy_check",
     "RequestMetrics": "cdk_adapters.monitoring.request_metrics",
     "MonitoringAlarms": "cdk_adapters.monitoring.alarms",
     "AlarmThresholds": "cdk_adapters.monitoring.alarms",

@@ -39,6 +39,7 @@ from cdk_adapters.copy_placement import CopyPlacement, data_cache_problems, rend
 from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN, adapter_component_name, adapter_name_key
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.data_capture import REASON_CAPTURE_PREFIX, DataCapture
+from cdk_adapters.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
 from cdk_adapters.deployment import RollingUpdate
 from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs
 from cdk_adapters.execution_role import ExecutionRolePermissions, sagemaker_principal
@@ -131,6 +132,7 @@ class MultiAdapterEndpoint(Construct):
         ssm_access: SsmAccess | None = None,
         data_capture: DataCapture | None = None,
         capacity_reservation: CapacityReservation | None = None,
+        deploy_check: DeployCheck | None = None,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -235,6 +237,10 @@ class MultiAdapterEndpoint(Construct):
         :param capacity_reservation: `CapacityReservation(arn)` launches instances only into that
             ML capacity reservation (no fallback: past its free instances, launches fail).
             Default None: on-demand capacity.
+        :param deploy_check: `DeployCheck(...)` invokes every new or changed adapter once after
+            CloudFormation creates or updates its component, and fails the deployment (rolling it
+            back) when one errors, times out or is answered by the base model (docs/deploy-check.md).
+            `add_adapter(check=AdapterCheck(...))` gives an adapter its own request. Default None: off.
         """
         super().__init__(scope, id)
         self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
@@ -281,6 +287,7 @@ class MultiAdapterEndpoint(Construct):
         self.ssm_access = ssm_access
         self.data_capture = data_capture
         self.capacity_reservation = capacity_reservation
+        self.deploy_check_settings = deploy_check
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
         self.request_metrics = RequestMetricSource(
@@ -417,6 +424,22 @@ class MultiAdapterEndpoint(Construct):
             endpoint_name=self.endpoint.attr_endpoint_name,
             prerequisites=[self.permissions.policy.node.default_child],  # type: ignore[list-item]
         )
+        self.deploy_check: AdapterDeployCheck | None = None
+        """The deploy check (`deploy_check=`): its function, provider and custom resource."""
+        if self.deploy_check_settings is not None:
+            self.deploy_check = AdapterDeployCheck(
+                self,
+                "DeployCheck",
+                settings=self.deploy_check_settings,
+                endpoint_name=self.endpoint.attr_endpoint_name,
+                endpoint_arn=self.endpoint_arn,
+                component_prefix=self.prefix,
+                base_component_name=self.base_component_name,
+                log_settings=self.log_settings,
+                vpc=self.networking.vpc,
+                vpc_subnets=self.networking.vpc_subnets,
+                after=[self.base_component.resource],
+            )
         self.discovery_parameter = discovery_parameter.publish_discovery(
             self,
             parameter_name=self.discovery_parameter_name,
@@ -476,6 +499,7 @@ class MultiAdapterEndpoint(Construct):
     def add_adapter(
         self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None,
         limits: AdapterLimits | None = None, capture: capture_record.CaptureSettings | None = None,
+        check: AdapterCheck | None = None,
     ) -> AdapterInferenceComponent:
         """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
 
@@ -489,6 +513,8 @@ class MultiAdapterEndpoint(Construct):
         model's environment, so the base component rolls to a new model (adapters are untouched).
         `capture` samples this adapter's requests and answers into the endpoint's log (default: the
         endpoint's `adapter_capture`); it is serving configuration too, with the same effect.
+        `check` is this adapter's own deploy-check request and expected answer (needs the
+        endpoint's `deploy_check`; default: the endpoint's request, any answer of its own).
 
         Adds exactly one resource (the component) and changes no other: its construct ID derives
         from `name` alone, its placement from `name` and the fixed shard count, and the role
@@ -505,6 +531,7 @@ class MultiAdapterEndpoint(Construct):
             problems += self._limits_problems(limits, subject, "limits")
         if capture is not None:
             problems += capture.problems(subject, "capture")
+        problems += self._check_problems(check, subject)
         if not problems:
             problems += artifact.compatibility_problems(name, self.compatibility_reference)
             problems += self._location_problems(artifact, subject)
@@ -517,6 +544,8 @@ class MultiAdapterEndpoint(Construct):
             self._limits_by_adapter[name] = limits
         if capture is not None:
             self._capture_by_adapter[name] = capture
+        if self.deploy_check is not None:
+            self.deploy_check.track(component, check)
         component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
         if adapter_name_key(name) in self._opted_in:
             self.add_adapter_alarms(name)
@@ -737,6 +766,16 @@ class MultiAdapterEndpoint(Construct):
             )
         return problems
 
+    def _check_problems(self, check: object, subject: str) -> list[Problem]:
+        if check is None:
+            return []
+        if not isinstance(check, AdapterCheck):
+            return [Problem(subject, "check", f"must be an AdapterCheck, got {type(check).__name__}")]
+        found = check.problems(subject, "check")
+        if self.deploy_check is None:
+            found.append(Problem(subject, "check", "needs the endpoint's deploy check: MultiAdapterEndpoint(deploy_check=DeployCheck(...))"))
+        return found
+
     def _unknown_adapter(self, field: str, adapter: object) -> Problem:
         return Problem(self._subject, field, f"{adapter!r} is not an adapter of this endpoint; add it first")
 
@@ -921,6 +960,7 @@ class MultiAdapterEndpoint(Construct):
             ("ssm_access", SsmAccess, self.ssm_access),
             ("data_capture", DataCapture, self.data_capture),
             ("capacity_reservation", CapacityReservation, self.capacity_reservation),
+            ("deploy_check", DeployCheck, self.deploy_check_settings),
         ):
             if value is None:
                 continue

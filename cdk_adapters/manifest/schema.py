@@ -17,6 +17,7 @@ from cdk_adapters.compat import vlm_traps
 from cdk_adapters.compat.acknowledgments import reason_error, rule_error
 from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
+from cdk_adapters.deploy_check_request import body_messages
 
 MANIFEST_VERSION = 1
 _VISION_FACTS = ("architecture", "vision_tower_type", "vision_feature_select_strategy")
@@ -261,6 +262,26 @@ class CaptureSpec(_Strict):
         return CaptureSettings(self.sample_rate, self.max_bytes, tuple(dict.fromkeys(self.redact)))
 
 
+class CheckSpec(_Strict):
+    """This adapter's deploy-check request and expected answer (`cdk_adapters.deploy_check.AdapterCheck`);
+    used when the endpoint has its deploy check on."""
+
+    body: dict[NonEmpty, Any] | None = None
+    """The request (completions ``prompt`` or chat ``messages``, no ``model``). Default: the endpoint's."""
+    expect_text: NonEmpty | None = None
+    """Text the answer must contain."""
+    expect_json_keys: list[NonEmpty] | None = Field(default=None, min_length=1)
+    """The answer must be a JSON object with these keys."""
+
+    @field_validator("body")
+    @classmethod
+    def _body_routable(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        problems = body_messages(value) if value is not None else []
+        if problems:
+            raise ValueError("; ".join(f"{sub}: {message}" if sub else message for sub, message in problems))
+        return value
+
+
 class AdapterRow(_Strict):
     """One adapter: a versioned name, where it comes from, and who owns it."""
 
@@ -292,6 +313,9 @@ class AdapterRow(_Strict):
     """Capture a sampled copy of this adapter's requests and answers to the endpoint's log: ``true``
     (every request, 16 KiB at most each) or ``{sample_rate: 0.05, max_bytes: 8192, redact: [response]}``.
     Default (or ``false``): the endpoint's (nothing unless the app sets ``adapter_capture``)."""
+    check: CheckSpec | None = None
+    """Deploy check of this adapter: ``{body: {...}, expect_text: ..., expect_json_keys: [...]}``.
+    Default: the endpoint's request, and any answer the adapter itself generated passes."""
     canary: bool = False
     """Serve a copy of this adapter on the canary endpoint too (the example app's canary stack),
     where base-model and image upgrades are validated first."""

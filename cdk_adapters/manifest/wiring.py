@@ -26,6 +26,7 @@ from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.compat import Acknowledgment
 from cdk_adapters.contract.capture_record import CaptureSettings
 from cdk_adapters.contract.tenant_limits import AdapterLimits
+from cdk_adapters.deploy_check import AdapterCheck
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.inference_component import AdapterInferenceComponent
 from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest_file
@@ -143,7 +144,7 @@ def add_manifest_adapters(
     components = {
         adapter.name: endpoint.add_adapter(
             adapter.name, artifact=_artifact_for(adapter, package_dir), acknowledge=_acknowledgment(adapter),
-            limits=_limits(adapter), capture=_capture(adapter),
+            limits=_limits(adapter), capture=_capture(adapter), **_check(endpoint, adapter),
         )
         for adapter in plan.adapters
     }
@@ -183,6 +184,15 @@ def _capture(adapter: PlannedAdapter) -> CaptureSettings | None:
     """The row's ``capture:``, with the contract's defaults for what it leaves out."""
     given = adapter.row.capture
     return None if given is None else given.to_settings()
+
+
+def _check(endpoint: MultiAdapterEndpoint, adapter: PlannedAdapter) -> dict[str, AdapterCheck]:
+    """The row's ``check:`` for the endpoint's deploy check; an endpoint without one ignores it
+    (the same manifest serves environments with the check on and off)."""
+    given = adapter.row.check
+    if given is None or endpoint.deploy_check is None:
+        return {}
+    return {"check": AdapterCheck(**given.model_dump(exclude_none=True))}
 
 
 def _acknowledgment(adapter: PlannedAdapter) -> Acknowledgment | None:

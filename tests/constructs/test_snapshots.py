@@ -134,3 +134,21 @@ def test_prod_spreads_copies_across_zones_and_caches_model_data_and_dev_does_not
                 assert "SchedulingConfig" not in base and "DataCacheConfig" not in base
     reasons = app_environments()["prod"]["reasons"]
     assert {"copy_placement", "data_cache"} <= set(reasons) and all(len(reason) > 60 for reason in reasons.values())
+
+
+def test_prod_checks_every_new_or_changed_adapter_after_each_deploy_and_dev_does_not():
+    """cdk.json's prod turns the deploy check on (with its reason): one custom resource listing the
+    manifest's adapters, after every shard that holds them."""
+    from cdk_adapters.deploy_check import RESOURCE_TYPE
+
+    for name, checked in (("dev", False), ("prod", True)):
+        resources = synth_environment(name)["Resources"]
+        checks = [r for r in resources.values() if r["Type"] == RESOURCE_TYPE]
+        if not checked:
+            assert checks == []
+            continue
+        [check] = checks
+        assert sorted(check["Properties"]["Adapters"]) == ["support-de-v1", "support-en-v1"]
+        shards = {k for k, r in resources.items() if r["Type"] == "AWS::CloudFormation::Stack"}
+        assert shards and shards <= set(check["DependsOn"])
+    assert len(app_environments()["prod"]["reasons"]["deploy_check"]) > 60

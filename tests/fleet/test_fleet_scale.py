@@ -1,5 +1,7 @@
 """A 1,000-adapter endpoint, end to end: manifest and gate, synth with cdk-nag, cfn-lint, resource
 budgets, constant IAM and discovery, and stable placement proven with the real CDK CLI's diff.
+The endpoint has its deploy check on, so the same syntheses show what the check runs when one
+adapter is added to a thousand.
 
 The three syntheses (1,000 adapters; one added; one removed from the middle) are shared by the
 module; each costs 10-20 s on a 2-core machine, the nag packs about as much again.
@@ -16,6 +18,8 @@ import pytest
 
 from cdk_adapters.cli import main as cli_main
 from cdk_adapters.contract.discovery import DiscoveryRecord
+from cdk_adapters.deploy_check import RESOURCE_TYPE, DeployCheck
+from cdk_adapters.deploy_check_handler import index as deploy_check_handler
 from cdk_adapters.execution_role import ROLE_INLINE_POLICY_LIMIT
 from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, DEFAULT_SHARD_CAPACITY, FleetPlacement
 from tests.constructs.conftest import VENV_BIN
@@ -39,7 +43,7 @@ def fleet(tmp_path_factory) -> dict[str, Path]:
     }
     assemblies = {"manifest": manifests["full"]}
     for label, manifest in manifests.items():
-        assemblies[label] = synth_fleet(manifest, root / f"{label}.out", nag=label == "full")
+        assemblies[label] = synth_fleet(manifest, root / f"{label}.out", nag=label == "full", deploy_check=DeployCheck())
     return assemblies
 
 
@@ -91,9 +95,14 @@ def test_nag_packs_ran_and_found_nothing_unacknowledged(fleet):
     assert [plugin for plugin in report["pluginReports"] if plugin.get("conclusion") == "failure"] == []
 
 
-def role_policy_characters(assembly: Path) -> int:
+def role_policy_characters(assembly: Path, *, deploy_check: bool = False) -> int:
+    """Characters of the execution role's policies (or, with `deploy_check`, of the check's)."""
     parent = templates(assembly)[f"{STACK}.template.json"]
-    documents = [r["Properties"]["PolicyDocument"] for r in parent["Resources"].values() if r["Type"] == "AWS::IAM::Policy"]
+    documents = [
+        r["Properties"]["PolicyDocument"]
+        for logical_id, r in parent["Resources"].items()
+        if r["Type"] == "AWS::IAM::Policy" and logical_id.startswith("ServingDeployCheck") == deploy_check
+    ]
     return sum(len("".join(json.dumps(document, separators=(",", ":")).split())) for document in documents)
 
 
@@ -104,8 +113,9 @@ def discovery_value(assembly: Path) -> str:
 
 
 def test_role_policy_and_discovery_record_do_not_grow_with_the_fleet(fleet, tmp_path):
-    ten = synth_fleet(write_fleet_manifest(tmp_path / "ten", range(10)), tmp_path / "ten.out")
+    ten = synth_fleet(write_fleet_manifest(tmp_path / "ten", range(10)), tmp_path / "ten.out", deploy_check=DeployCheck())
     assert role_policy_characters(ten) == role_policy_characters(fleet["full"]) < ROLE_INLINE_POLICY_LIMIT // 4
+    assert role_policy_characters(ten, deploy_check=True) == role_policy_characters(fleet["full"], deploy_check=True) < 2000
     assert discovery_value(ten) == discovery_value(fleet["full"])
     record = DiscoveryRecord.from_json(discovery_value(fleet["full"]))
     assert len(discovery_value(fleet["full"])) < 1500  # names, rule and the serving reference (base facts)
@@ -137,9 +147,9 @@ def test_adding_one_adapter_to_a_thousand_shows_only_its_addition(fleet, tmp_pat
     [(shard_file, lines)] = nested.items()
     assert f"Shard{FleetPlacement().shard_of(added)}" in shard_file
     assert len(lines) == 1 and lines[0].startswith("[+] AWS::SageMaker::InferenceComponent") and added in lines[0]
-    # The parent's only change is that shard's template reference (how a nested update happens).
-    [parent_line] = diff.changed[f"{STACK}.template.json"]
-    assert parent_line.startswith("[~] AWS::CloudFormation::Stack") and parent_line.endswith("{TemplateURL}")
+    # The parent's only changes: that shard's template reference (how a nested update happens) and
+    # the deploy check's list of adapters.
+    assert sorted(diff.changed[f"{STACK}.template.json"]) == [shard_url_change(diff), deploy_check_change(diff)]
     assert len(diff.unchanged) == FleetPlacement().shards - 1
 
 
@@ -150,6 +160,40 @@ def test_removing_one_from_the_middle_shows_only_its_removal(fleet, tmp_path):
     [(shard_file, lines)] = nested.items()
     assert f"Shard{FleetPlacement().shard_of(removed)}" in shard_file
     assert len(lines) == 1 and lines[0].startswith("[-] AWS::SageMaker::InferenceComponent") and removed in lines[0]
-    [parent_line] = diff.changed[f"{STACK}.template.json"]
-    assert parent_line.startswith("[~] AWS::CloudFormation::Stack") and parent_line.endswith("{TemplateURL}")
+    assert sorted(diff.changed[f"{STACK}.template.json"]) == [shard_url_change(diff), deploy_check_change(diff)]
     assert len(diff.unchanged) == FleetPlacement().shards - 1
+
+
+def shard_url_change(diff) -> str:
+    [line] = [line for line in diff.changed[f"{STACK}.template.json"] if line.startswith("[~] AWS::CloudFormation::Stack")]
+    assert line.endswith("{TemplateURL}")
+    return line
+
+
+def deploy_check_change(diff) -> str:
+    [line] = [line for line in diff.changed[f"{STACK}.template.json"] if line.startswith(f"[~] {RESOURCE_TYPE}")]
+    assert line.endswith("{Adapters}"), line
+    return line
+
+
+def deploy_check_properties(assembly: Path) -> tuple[dict, list[str]]:
+    parent = templates(assembly)[f"{STACK}.template.json"]["Resources"]
+    [check] = [r for r in parent.values() if r["Type"] == RESOURCE_TYPE]
+    return check["Properties"], check["DependsOn"]
+
+
+def test_the_deploy_check_waits_for_every_shard_and_invokes_only_what_a_deploy_changes(fleet):
+    full, depends_on = deploy_check_properties(fleet["full"])
+    parent = templates(fleet["full"])[f"{STACK}.template.json"]["Resources"]
+    shards = {k for k, r in parent.items() if r["Type"] == "AWS::CloudFormation::Stack"}
+    assert len(shards) == FleetPlacement().shards and shards <= set(depends_on)
+    assert sorted(full["Adapters"]) == [adapter_name(i) for i in range(FLEET)]
+    # The first deploy checks all of them; adding one checks that one; removing one checks none.
+    assert len(deploy_check_handler.changed_adapters(full, None)) == FLEET
+    plus_one, _ = deploy_check_properties(fleet["plus_one"])
+    assert deploy_check_handler.changed_adapters(plus_one, full) == [adapter_name(FLEET)]
+    minus_middle, _ = deploy_check_properties(fleet["minus_middle"])
+    assert deploy_check_handler.changed_adapters(minus_middle, full) == []
+    # What CloudFormation sends the handler on that update (new and old properties) stays small:
+    # about 38 bytes per adapter (docs/deploy-check.md).
+    assert len(json.dumps(plus_one)) + len(json.dumps(full)) < 2 * 40 * (FLEET + 1)

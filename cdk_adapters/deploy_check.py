@@ -1,0 +1,392 @@
+"""The deploy check: after CloudFormation creates or updates adapter components, invoke each new or
+changed adapter once and fail the deployment (so CloudFormation rolls it back) when one errors,
+times out, or is answered by anything but itself (the base model, say).
+
+Mechanism: a custom resource of CDK's provider framework (`aws_cdk.custom_resources.Provider`),
+not `aws_cdk.triggers`. A trigger invokes its function with no payload and re-runs only when the
+function's code changes, so it cannot tell which adapters changed; a custom resource gets its
+properties and, on Update, its ``OldResourceProperties``. The properties hold one entry per
+adapter (its name and a digest of its artifact URL and check request), so adding one adapter to a
+thousand changes one entry and the handler (`deploy_check_handler/index.py`) invokes that one.
+
+Order: the resource depends on every adapter component (the nested stack of each shard that
+holds one, or the component itself when components stay in the endpoint's stack), so it runs
+after all of them are created or updated, and a failure rolls them back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import jsii
+from aws_cdk import Acknowledgment, Aws, CustomResource, Duration, IStableAnyProducer, Lazy, NestedStack, Stack, Token
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from cdk_adapters import nag_acknowledgments as nag
+from cdk_adapters.deploy_check_request import DEFAULT_BODY, body_messages
+from cdk_adapters.endpoint_logs import EndpointLogs
+from cdk_adapters.problems import Problem
+
+if TYPE_CHECKING:
+    from cdk_adapters.inference_component import AdapterInferenceComponent
+
+HANDLER_DIRECTORY = Path(__file__).resolve().parent / "deploy_check_handler"
+RESOURCE_TYPE = "Custom::AdapterDeployCheck"
+FUNCTION_TIMEOUT = Duration.minutes(14)
+"""The check function's limit: under the provider framework's own 15 minutes, so a failure is reported."""
+SERVICE_TIMEOUT = Duration.minutes(20)
+"""How long CloudFormation waits for the check's answer: past the framework's 15 minutes."""
+WAIT_BUDGET_SECONDS = 14 * 60 - 60
+"""The longest one adapter may be retried while its component wakes, plus its last call's timeout."""
+INVOKE_ACTION = "sagemaker:InvokeEndpoint"
+
+REASON_COMPONENT_PATTERN = (
+    "the check invokes the endpoint's adapter components that are new or changed in a deployment, which only the "
+    "deployment knows; the pattern <prefix>-* names exactly this endpoint's components (adapter components are "
+    "named <prefix>-<adapter>), keeps the policy the same size for one adapter or a thousand (per-component ARNs "
+    "pass IAM's policy size limit at about 100 adapters), and an explicit Deny removes the base component"
+)
+REASON_FUNCTION_LOG_STREAMS = (
+    "Lambda creates log streams with generated names at run time; the wildcard covers only the streams of the "
+    "function's own log group, created here with a retention"
+)
+REASON_NO_CONCURRENCY = (
+    "runs once per deployment, invoked by CloudFormation; reserving concurrency would take it from the account's "
+    "unreserved pool (new accounts may have none to spare) for a function that never runs concurrently with itself"
+)
+REASON_NO_DLQ = (
+    "invoked synchronously (CloudFormation's custom resource protocol, through the provider framework): a failure "
+    "is returned to CloudFormation, which rolls the deployment back; there is no asynchronous event to keep"
+)
+REASON_OUTSIDE_VPC_CHECK = (
+    "the endpoint is not in a VPC (no vpc given), so the check calls the SageMaker runtime's regional API as any "
+    "client of the endpoint does; with MultiAdapterEndpoint(vpc=...) the check function runs in that VPC"
+)
+REASON_OUTSIDE_VPC_FRAMEWORK = (
+    "CDK's provider framework function only invokes the check function and posts its result to CloudFormation's "
+    "pre-signed S3 URL; it never calls the endpoint, so it stays outside the VPC and needs no VPC endpoints for "
+    "Lambda or S3"
+)
+REASON_VPC_ENI = (
+    "a Lambda function in a VPC creates and deletes its network interfaces, whose ids IAM cannot know in advance "
+    "(the EC2 network-interface actions Lambda needs have no resource-level scope)"
+)
+REASON_INLINE_POLICY = (
+    "inline on purpose: each policy grants one role of this endpoint's deploy check (the check function's, or the "
+    "provider framework function's) what that one function needs, and must never be attached to another principal"
+)
+LAMBDA_RULES = {
+    "concurrency": ("HIPAA.Security-LambdaConcurrency", "NIST.800.53.R5-LambdaConcurrency"),
+    "dlq": ("HIPAA.Security-LambdaDLQ", "NIST.800.53.R5-LambdaDLQ"),
+    "vpc": ("HIPAA.Security-LambdaInsideVPC", "NIST.800.53.R5-LambdaInsideVPC"),
+}
+
+
+def _seconds(value: int) -> Any:
+    return field(default_factory=lambda: Duration.seconds(value))
+
+
+@dataclass(frozen=True)
+class AdapterCheck:
+    """One adapter's own check request and what its answer must show (else the endpoint's default)."""
+
+    body: Mapping[str, Any] | None = None
+    """The request (a completions or chat body, without ``model``). Default: the endpoint's `DeployCheck.body`."""
+    expect_text: str | None = None
+    """Text the answer must contain. Default: any answer the adapter itself generated passes."""
+    expect_json_keys: Sequence[str] | None = None
+    """The answer must be a JSON object with these keys. Default: not checked."""
+
+    def problems(self, subject: str, field_name: str) -> list[Problem]:
+        found = body_problems(self.body, subject, f"{field_name}.body") if self.body is not None else []
+        if self.expect_text is not None and (not isinstance(self.expect_text, str) or not self.expect_text):
+            found.append(Problem(subject, f"{field_name}.expect_text", f"must be a non-empty string, got {self.expect_text!r}"))
+        keys = self.expect_json_keys
+        if keys is not None and (isinstance(keys, str) or not list(keys) or not all(isinstance(k, str) and k for k in keys)):
+            found.append(Problem(subject, f"{field_name}.expect_json_keys", f"must be a non-empty list of key names, got {keys!r}"))
+        return found
+
+    def render(self) -> dict[str, Any]:
+        """The handler's view of this check (only the fields given)."""
+        rendered: dict[str, Any] = {}
+        if self.body is not None:
+            rendered["body"] = dict(self.body)
+        if self.expect_text is not None:
+            rendered["expect_text"] = self.expect_text
+        if self.expect_json_keys is not None:
+            rendered["expect_json_keys"] = list(self.expect_json_keys)
+        return rendered
+
+
+@dataclass(frozen=True)
+class DeployCheck:
+    """Prove after each deployment that every new or changed adapter answers as itself.
+
+    Each deployment that creates or changes adapter components invokes each of them once
+    (`body`, or the adapter's own `AdapterCheck`), costing one Lambda run and one short inference
+    per changed adapter; docs/deploy-check.md says what it adds to deploy time.
+    """
+
+    body: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_BODY))
+    """The default request. Default: a completions request for 8 greedy tokens of ``"Hello"``."""
+    timeout: Duration = _seconds(60)
+    """How long one invocation may take. Default 60 s (what SageMaker allows the container)."""
+    wake_attempts: int = 20
+    """Calls made while the component has no capacity yet (scaled to zero and waking, model not
+    ready, container replaying its adapters) before the adapter fails. Default 20."""
+    retry_interval: Duration = _seconds(30)
+    """Wait between those calls. Default 30 s (so 20 attempts wait about 10 minutes)."""
+    concurrency: int = 4
+    """Adapters invoked at once. Default 4."""
+
+    def problems(self, subject: str) -> list[Problem]:
+        found = body_problems(self.body, subject, "deploy_check.body")
+        timeout = _duration_seconds(self.timeout)
+        interval = _duration_seconds(self.retry_interval)
+        if timeout is None or not 1 <= timeout <= 600:
+            found.append(Problem(subject, "deploy_check.timeout", f"must be a Duration from 1 second to 10 minutes, got {self.timeout!r}"))
+        if interval is None or not 1 <= interval <= 300:
+            found.append(Problem(subject, "deploy_check.retry_interval", f"must be a Duration from 1 second to 5 minutes, got {self.retry_interval!r}"))
+        for name, value, high in (("wake_attempts", self.wake_attempts, 100), ("concurrency", self.concurrency, 16)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                found.append(Problem(subject, f"deploy_check.{name}", f"must be an integer from 1 to {high}, got {value!r}"))
+        if not found and timeout is not None and interval is not None:
+            budget = (self.wake_attempts - 1) * interval + timeout
+            if budget > WAIT_BUDGET_SECONDS:
+                found.append(
+                    Problem(
+                        subject,
+                        "deploy_check.wake_attempts",
+                        f"({self.wake_attempts}) x retry_interval ({interval:g} s) plus timeout ({timeout:g} s) is {budget:g} s; "
+                        f"one adapter's wait must fit in {WAIT_BUDGET_SECONDS} s (the check runs in one Lambda "
+                        "invocation of at most 14 minutes); lower wake_attempts or retry_interval",
+                    )
+                )
+        return found
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "CHECK_TIMEOUT_SECONDS": f"{self.timeout.to_seconds():g}",
+            "CHECK_WAKE_ATTEMPTS": str(self.wake_attempts),
+            "CHECK_RETRY_INTERVAL_SECONDS": f"{self.retry_interval.to_seconds():g}",
+            "CHECK_CONCURRENCY": str(self.concurrency),
+        }
+
+
+def _duration_seconds(value: object) -> float | None:
+    if not isinstance(value, Duration) or Token.is_unresolved(value.to_seconds()):
+        return None
+    return value.to_seconds()
+
+
+def body_problems(body: object, subject: str, field_name: str) -> list[Problem]:
+    """A check request must be a small JSON object the container can route, asking for one answer."""
+    return [Problem(subject, f"{field_name}.{sub}" if sub else field_name, message) for sub, message in body_messages(body)]
+
+
+def adapter_digest(artifact_url: str, check: AdapterCheck | None, stack: Stack) -> str:
+    """What makes an adapter 'changed' for the check: its artifact URL (as CloudFormation will see
+    it) and its own check request. Content-addressed URLs change with the bytes."""
+    url = artifact_url
+    if Token.is_unresolved(url):
+        url = json.dumps(stack.resolve(url), sort_keys=True)
+    request = json.dumps(check.render(), sort_keys=True) if check is not None else ""
+    return hashlib.sha256(f"{url}\0{request}".encode()).hexdigest()[:16]
+
+
+class AdapterDeployCheck(Construct):
+    """The check's function, its provider and the custom resource, for one endpoint.
+
+    `track` adds an adapter: one property entry, and a dependency on its component's stack.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        settings: DeployCheck,
+        endpoint_name: str,
+        endpoint_arn: str,
+        component_prefix: str,
+        base_component_name: str,
+        log_settings: EndpointLogs,
+        vpc: ec2.IVpc | None = None,
+        vpc_subnets: ec2.SubnetSelection | None = None,
+        after: Sequence[Any] = (),
+    ) -> None:
+        """
+        :param endpoint_name: the endpoint's name (a token is fine: the check then also waits for it).
+        :param endpoint_arn: the endpoint's ARN (from its literal name).
+        :param component_prefix: adapter components are named ``<component_prefix>-<adapter>``.
+        :param base_component_name: the base component, which the check may never invoke.
+        :param log_settings: retention, key and removal policy of the check's log groups (the endpoint's).
+        :param vpc: run the check function in this VPC (the endpoint's). Default: none.
+        :param after: further resources the check waits for (the base component).
+        """
+        super().__init__(scope, id)
+        self.settings = settings
+        stack = Stack.of(self)
+        self._stack = stack
+        self._adapters: dict[str, str] = {}
+        self._checks: dict[str, str] = {}
+        self._shards: set[str] = set()
+
+        self.role = iam.Role(
+            self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Deploy check of SageMaker endpoint {component_prefix}: invokes its adapter components",
+        )
+        self.log_group = self._log_group("Logs", log_settings)
+        component_pattern = stack.format_arn(service="sagemaker", resource="inference-component", resource_name=f"{component_prefix}-*")
+        base_arn = stack.format_arn(service="sagemaker", resource="inference-component", resource_name=base_component_name)
+        log_streams = f"{self.log_group.log_group_arn}:*"
+        statements = [
+            iam.PolicyStatement(sid="InvokeAdapterComponents", actions=[INVOKE_ACTION], resources=[endpoint_arn, component_pattern]),
+            iam.PolicyStatement(sid="NeverTheBaseComponent", effect=iam.Effect.DENY, actions=[INVOKE_ACTION], resources=[base_arn]),
+            iam.PolicyStatement(sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_streams]),
+            # An update and a rollback look alike to a custom resource; the stack's status tells them apart.
+            iam.PolicyStatement(sid="ReadOwnStackStatus", actions=["cloudformation:DescribeStacks"], resources=[Aws.STACK_ID]),
+        ]
+        eni_actions = ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
+                       "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"]
+        if vpc is not None:
+            statements.append(iam.PolicyStatement(sid="LambdaNetworkInterfaces", actions=eni_actions, resources=["*"]))
+        self.policy = iam.Policy(self, "Policy", statements=statements, roles=[self.role])
+        self.security_group: ec2.SecurityGroup | None = None
+        if vpc is not None:
+            self.security_group = ec2.SecurityGroup(
+                self, "SecurityGroup", vpc=vpc, allow_all_outbound=False,
+                description=f"Deploy check of SageMaker endpoint {component_prefix}: HTTPS out to the SageMaker runtime only",
+            )
+            self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to the SageMaker runtime (VPC endpoint or NAT)")
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="index.on_event",
+            code=lambda_.Code.from_asset(str(HANDLER_DIRECTORY), exclude=["__pycache__", "*.pyc", "__init__.py"]),
+            timeout=FUNCTION_TIMEOUT,
+            memory_size=256,
+            role=_by_arn(self, "RoleArn", self.role),
+            log_group=self.log_group,
+            environment=settings.environment(),
+            description=f"cdk-adapters deploy check of endpoint {component_prefix}: invokes new or changed adapters once",
+            vpc=vpc,
+            vpc_subnets=vpc_subnets if vpc is not None else None,
+            security_groups=[self.security_group] if self.security_group is not None else None,
+        )
+        self.function.node.add_dependency(self.policy)
+        self.framework_role = iam.Role(
+            self, "ProviderRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"CDK provider framework of the deploy check of SageMaker endpoint {component_prefix}",
+        )
+        self.framework_log_group = self._log_group("ProviderLogs", log_settings)
+        self.framework_policy = framework_policy = iam.Policy(
+            self, "ProviderPolicy", roles=[self.framework_role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[f"{self.framework_log_group.log_group_arn}:*"],
+                ),
+                # What the framework's own grant would add, without its "<function ARN>:*" (it calls the function unqualified).
+                iam.PolicyStatement(
+                    sid="InvokeCheckFunction", actions=["lambda:InvokeFunction", "lambda:GetFunction"], resources=[self.function.function_arn]
+                ),
+            ],
+        )
+        self.provider = cr.Provider(
+            self, "Provider", on_event_handler=self.function, framework_on_event_role=_by_arn(self, "ProviderRoleArn", self.framework_role),
+            log_group=self.framework_log_group,
+        )
+        self.provider.node.find_child("framework-onEvent").node.add_dependency(framework_policy)
+        self.resource = CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            # CloudFormation waits at most this long for an answer (default an hour), should both functions die silently.
+            service_timeout=SERVICE_TIMEOUT,
+            properties={
+                "EndpointName": endpoint_name,
+                "ComponentPrefix": component_prefix,
+                "Request": json.dumps(dict(settings.body), sort_keys=True),
+                "Adapters": Lazy.any(_Entries(self._adapters)),
+                "Checks": Lazy.any(_Entries(self._checks)),
+            },
+        )
+        self.resource.node.add_dependency(self.policy, framework_policy)
+        for resource in after:
+            self.resource.node.add_dependency(resource)
+        self._acknowledge(vpc is not None, [component_pattern, log_streams, *(["*"] if vpc is not None else [])])
+
+    def track(self, component: "AdapterInferenceComponent", check: AdapterCheck | None) -> None:
+        """Check `component` whenever it is new or changed, after its stack is deployed."""
+        name = component.adapter_name
+        self._adapters[name] = adapter_digest(component.artifact_url, check, self._stack)
+        if check is not None and check.render():
+            self._checks[name] = json.dumps(check.render(), sort_keys=True)
+        stack = Stack.of(component)
+        if isinstance(stack, NestedStack):
+            path = stack.node.path
+            if path not in self._shards:
+                self._shards.add(path)
+                self.resource.node.add_dependency(stack.nested_stack_resource)
+        else:
+            self.resource.node.add_dependency(component.resource)
+
+    @property
+    def adapters(self) -> dict[str, str]:
+        """Adapter -> the digest whose change makes the check invoke it."""
+        return dict(self._adapters)
+
+    def _log_group(self, id: str, settings: EndpointLogs) -> logs.LogGroup:
+        group = logs.LogGroup(
+            self, id, retention=settings.retention, encryption_key=settings.encryption_key, removal_policy=settings.removal_policy
+        )
+        if settings.encryption_key is None:
+            nag.acknowledge_log_group_service_key(group)
+        return group
+
+    def _acknowledge(self, in_vpc: bool, wildcards: list[str]) -> None:
+        nag.acknowledge_wildcards(
+            self.policy,
+            [([wildcards[0]], REASON_COMPONENT_PATTERN), ([wildcards[1]], REASON_FUNCTION_LOG_STREAMS)]
+            + ([(["*"], REASON_VPC_ENI)] if in_vpc else []),
+        )
+        nag.acknowledge_wildcards(self.framework_policy, [([f"{self.framework_log_group.log_group_arn}:*"], REASON_FUNCTION_LOG_STREAMS)])
+        for policy in (self.policy, self.framework_policy):
+            nag.acknowledge_inline_policy(policy, REASON_INLINE_POLICY)
+        for construct in (self.function, self.provider):
+            reasons = [("concurrency", REASON_NO_CONCURRENCY), ("dlq", REASON_NO_DLQ)]
+            if construct is self.provider:
+                reasons.append(("vpc", REASON_OUTSIDE_VPC_FRAMEWORK))
+            elif not in_vpc:
+                reasons.append(("vpc", REASON_OUTSIDE_VPC_CHECK))
+            nag.acknowledge(construct, (Acknowledgment(id=rule, reason=reason) for kind, reason in reasons for rule in LAMBDA_RULES[kind]))
+
+
+def _by_arn(scope: Construct, id: str, role: iam.Role) -> iam.IRole:
+    """`role` as an immutable reference: a function given it neither adds grants to it nor a
+    DependsOn on it (its Role property already orders it; cfn-lint W3005). What the function needs
+    is in this construct's own policies, which the function depends on explicitly."""
+    return iam.Role.from_role_arn(scope, id, role.role_arn, mutable=False)
+
+
+@jsii.implements(IStableAnyProducer)
+class _Entries:
+    """A mapping rendered at synth (adapters are added after the check is created)."""
+
+    def __init__(self, entries: dict[str, str]) -> None:
+        self._entries = entries
+
+    def produce(self) -> dict[str, str] | None:
+        return dict(sorted(self._entries.items())) or None
