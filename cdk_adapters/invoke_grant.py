@@ -14,19 +14,32 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import jsii
 from aws_cdk import IListProducer, IResolveContext, Lazy, Stack
 from aws_cdk import aws_iam as iam
-from constructs import Construct, IValidation
+from constructs import Construct, IValidation, Node
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
 
-if TYPE_CHECKING:
-    from cdk_adapters.endpoint import MultiAdapterEndpoint
-
 INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
+
+
+class _Components(Protocol):
+    def component(self, adapter_name: object) -> Any: ...
+
+
+class GrantedEndpoint(Protocol):
+    """What a grant reads of a `MultiAdapterEndpoint` (described here, so that this module, which the
+    imported endpoint also uses, needs no import of endpoint.py)."""
+
+    node: Node
+    endpoint_arn: str
+    prefix: str
+    fleet: _Components
+    aliases: Mapping[str, Sequence[str]]
+    canary_endpoint: "GrantedEndpoint | None"
 
 
 @dataclass(frozen=True)
@@ -41,7 +54,7 @@ class _Grant:
 class InvokeGrants:
     """The `grant_invoke` calls of one endpoint; a validation of it (names are checked at synth)."""
 
-    def __init__(self, endpoint: "MultiAdapterEndpoint") -> None:
+    def __init__(self, endpoint: GrantedEndpoint) -> None:
         self._endpoint = endpoint
         self._grants: list[_Grant] = []
         self._sid_prefix = "InvokeAdapters" + hashlib.sha256(endpoint.node.path.encode()).hexdigest()[:8]
@@ -99,7 +112,7 @@ class InvokeGrants:
         return list(dict.fromkeys(main_arns + canary_arns))
 
 
-def _component_arn(endpoint: "MultiAdapterEndpoint", component_name: str) -> str:
+def _component_arn(endpoint: GrantedEndpoint, component_name: str) -> str:
     return Stack.of(endpoint).format_arn(service="sagemaker", resource="inference-component", resource_name=component_name)
 
 
