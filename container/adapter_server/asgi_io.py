@@ -67,7 +67,7 @@ async def read_body(scope: Scope, receive: Receive) -> bytes:
         raise Refusal(
             413, error_kinds.PAYLOAD_TOO_LARGE,
             f"the request body is {size} bytes; SageMaker's InvokeEndpoint accepts at most {MAX_BODY_BYTES} bytes "
-            "(6 MiB): send a shorter prompt or split the work into several requests",
+            "(6 MiB): send smaller or fewer images or a shorter prompt, or split the work into several requests",
         )
     return b"".join(chunks)
 
