@@ -4,7 +4,8 @@
   for the endpoint rollup;
 * `alarms` - error-rate, p95-latency and cold-start-share alarms, per endpoint and per adapter,
   with optional SNS actions;
-* `dashboard` - one dashboard per endpoint whose size does not depend on the adapter count.
+* `dashboard` - one dashboard per endpoint whose size does not depend on the adapter count;
+* `endpoint_monitoring` - the wiring of all three onto one `MultiAdapterEndpoint`.
 """
 
 from cdk_adapters.monitoring.alarms import (

@@ -164,46 +164,46 @@ class RequestMetricMethods:
         self._request_metric_source = source
 
     @property
-    def request_metrics(self) -> RequestMetricSource:
+    def request_metric_source(self) -> RequestMetricSource:
         """This adapter's request metrics (``{EndpointName, Adapter}``)."""
         if self._request_metric_source is None:
             raise ConfigurationError(
-                [Problem(repr(self), "request_metrics", "is not served by a MultiAdapterEndpoint, which binds its request metrics")]
+                [Problem(repr(self), "request_metric_source", "is not served by a MultiAdapterEndpoint, which binds its request metrics")]
             )
         return self._request_metric_source
 
     def metric_request_latency(self, **props: Any) -> cloudwatch.Metric:
         """Container-measured request latency, ms (`RequestMetricSource.metric_request_latency`). Default: p95."""
-        return self.request_metrics.metric_request_latency(**props)
+        return self.request_metric_source.metric_request_latency(**props)
 
     def metric_time_to_first_token(self, **props: Any) -> cloudwatch.Metric:
         """Time to first token, ms. Default: p95."""
-        return self.request_metrics.metric_time_to_first_token(**props)
+        return self.request_metric_source.metric_time_to_first_token(**props)
 
     def metric_prompt_tokens(self, **props: Any) -> cloudwatch.Metric:
         """Prompt tokens. Default: Sum."""
-        return self.request_metrics.metric_prompt_tokens(**props)
+        return self.request_metric_source.metric_prompt_tokens(**props)
 
     def metric_output_tokens(self, **props: Any) -> cloudwatch.Metric:
         """Generated tokens. Default: Sum."""
-        return self.request_metrics.metric_output_tokens(**props)
+        return self.request_metric_source.metric_output_tokens(**props)
 
     def metric_request_errors_4xx(self, **props: Any) -> cloudwatch.Metric:
         """4xx answers counted by the container. Default: Sum."""
-        return self.request_metrics.metric_request_errors_4xx(**props)
+        return self.request_metric_source.metric_request_errors_4xx(**props)
 
     def metric_request_errors_5xx(self, **props: Any) -> cloudwatch.Metric:
         """5xx answers counted by the container. Default: Sum."""
-        return self.request_metrics.metric_request_errors_5xx(**props)
+        return self.request_metric_source.metric_request_errors_5xx(**props)
 
     def metric_cold_starts(self, **props: Any) -> cloudwatch.Metric:
         """Requests that loaded their adapter. Default: Sum."""
-        return self.request_metrics.metric_cold_starts(**props)
+        return self.request_metric_source.metric_cold_starts(**props)
 
     def metric_error_rate(self, **props: Any) -> cloudwatch.Metric:
         """5xx share, 0-1. Default: Average."""
-        return self.request_metrics.metric_error_rate(**props)
+        return self.request_metric_source.metric_error_rate(**props)
 
     def metric_cold_start_share(self, **props: Any) -> cloudwatch.Metric:
         """Cold-start share, 0-1. Default: Average."""
-        return self.request_metrics.metric_cold_start_share(**props)
+        return self.request_metric_source.metric_cold_start_share(**props)

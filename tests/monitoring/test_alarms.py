@@ -169,7 +169,7 @@ def test_alarms_without_a_topic_acknowledge_only_the_alarm_action_rules():
 
     endpoint = endpoint_with(alarms=MonitoringAlarms(adapter_names=["support-en-v1"]))
     acknowledged = set()
-    for alarm in [*endpoint.alarms.values(), *endpoint.adapter_alarms["support-en-v1"].values()]:
+    for alarm in [*endpoint.endpoint_alarms.values(), *endpoint.adapter_alarms["support-en-v1"].values()]:
         for entry in alarm.node.metadata:
             if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
                 acknowledged |= set(entry.data)
@@ -180,7 +180,7 @@ def test_alarms_without_a_topic_acknowledge_only_the_alarm_action_rules():
     with_topic = endpoint_with(stack=stack, alarms=MonitoringAlarms(topic=topic, adapter_names=["support-en-v1"]))
     assert not any(
         entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
-        for alarm in with_topic.alarms.values()
+        for alarm in with_topic.endpoint_alarms.values()
         for entry in alarm.node.metadata
     )
     assert nag_violations(stack) == []
@@ -191,7 +191,7 @@ def test_a_smaller_metric_set_with_the_matching_alarms_turned_off_builds():
         request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX")),
         alarms=MonitoringAlarms(endpoint=AlarmThresholds(cold_start_share_percent=None), adapters=AlarmThresholds(cold_start_share_percent=None)),
     )
-    assert set(endpoint.alarms) == {"error_rate", "latency_p95"}
+    assert set(endpoint.endpoint_alarms) == {"error_rate", "latency_p95"}
     assert set(endpoint.add_adapter_alarms("support-en-v1")) == {"error_rate", "latency_p95"}
 
 
