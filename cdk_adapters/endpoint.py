@@ -186,7 +186,7 @@ class MultiAdapterEndpoint(Construct):
         :param discovery_parameter_name: SSM parameter holding the discovery record (JSON, see
             `cdk_adapters.contract.discovery`). Default ``/cdk-adapters/<prefix>/inference-components``.
         :param request_metrics: what the container publishes per request (CloudWatch EMF): namespace,
-            metric set, EMF on/off. Default `RequestMetrics()`: all seven metrics in ``CdkAdapters``.
+            metric set, EMF on/off. Default `RequestMetrics()`: all ten metrics in ``CdkAdapters``.
         :param alarms: error-rate, p95-latency and cold-start-share alarms on the endpoint rollup,
             defaults for adapters that opt in (`add_adapter_alarms`), and an optional SNS topic.
             Default None: no alarms.

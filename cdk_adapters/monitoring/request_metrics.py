@@ -41,7 +41,7 @@ class RequestMetrics:
     """CloudWatch namespace. Default ``CdkAdapters`` (shared by endpoints; the ``EndpointName``
     dimension keeps them apart)."""
     metrics: tuple[str, ...] | None = None
-    """Metric names from `cdk_adapters.contract.request_metrics.METRICS`. Default: all seven."""
+    """Metric names from `cdk_adapters.contract.request_metrics.METRICS`. Default: all ten."""
     emf: bool = True
     """Embed the metrics in the log line. False: plain JSON lines and no custom metrics (then no
     per-adapter alarms or rows can be built)."""
@@ -139,6 +139,22 @@ class RequestMetricSource:
         """Requests whose adapter was not GPU-resident. Default: Sum; Average is the cold-start share."""
         return self.metric(contract.COLD_STARTS.name, **props)
 
+    def metric_queue_wait(self, **props: Any) -> cloudwatch.Metric:
+        """Time waited for a place in the engine (fair share), milliseconds. Default: p95 over 5 minutes."""
+        return self.metric(contract.QUEUE_WAIT.name, **props)
+
+    def metric_throttled_requests(self, **props: Any) -> cloudwatch.Metric:
+        """Requests refused with 429 over the adapter's limits. Default: Sum over 5 minutes."""
+        return self.metric(contract.THROTTLED.name, **props)
+
+    def metric_throttled_share(self, **props: Any) -> cloudwatch.Metric:
+        """Share of requests refused with 429 over the adapter's limits, 0-1 (Average of a 0/1 metric)."""
+        return self.metric(contract.THROTTLED.name, **{"statistic": "Average", **props})
+
+    def metric_in_flight(self, **props: Any) -> cloudwatch.Metric:
+        """Requests inside the engine at once (fair share on). Default: Maximum over 5 minutes."""
+        return self.metric(contract.IN_FLIGHT_METRIC.name, **props)
+
     def metric_requests(self, **props: Any) -> cloudwatch.Metric:
         """Requests counted by the container: the SampleCount of the error metric every line carries."""
         return self.metric(contract.ERRORS_5XX.name, **{"statistic": "SampleCount", **props})
@@ -207,3 +223,19 @@ class RequestMetricMethods:
     def metric_cold_start_share(self, **props: Any) -> cloudwatch.Metric:
         """Cold-start share, 0-1. Default: Average."""
         return self.request_metric_source.metric_cold_start_share(**props)
+
+    def metric_queue_wait(self, **props: Any) -> cloudwatch.Metric:
+        """Time waited for a place in the engine, ms. Default: p95."""
+        return self.request_metric_source.metric_queue_wait(**props)
+
+    def metric_throttled_requests(self, **props: Any) -> cloudwatch.Metric:
+        """429 answers over the adapter's limits. Default: Sum."""
+        return self.request_metric_source.metric_throttled_requests(**props)
+
+    def metric_throttled_share(self, **props: Any) -> cloudwatch.Metric:
+        """Throttled share, 0-1. Default: Average."""
+        return self.request_metric_source.metric_throttled_share(**props)
+
+    def metric_in_flight(self, **props: Any) -> cloudwatch.Metric:
+        """Requests inside the engine at once. Default: Maximum."""
+        return self.request_metric_source.metric_in_flight(**props)

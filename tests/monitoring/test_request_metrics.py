@@ -25,6 +25,8 @@ def test_default_settings_reach_the_container_and_decode_to_every_metric():
     assert settings.namespace == contract.DEFAULT_NAMESPACE
     assert settings.metrics == contract.METRICS
     assert settings.endpoint_name == endpoint.endpoint_name
+    # The fair-share signals are on by default: the model's environment names them.
+    assert model_environment(endpoint)[contract.METRICS_ENV].endswith(",QueueWait,Throttled,InFlight")
 
 
 def test_namespace_metric_set_and_emf_off_are_rendered_through_the_contract():
@@ -49,7 +51,16 @@ def test_adapter_metric_methods_name_the_contract_metric_and_both_dimensions():
         adapter.metric_cold_starts: ("ColdStarts", "Sum"),
         adapter.metric_error_rate: ("Errors5XX", "Average"),
         adapter.metric_cold_start_share: ("ColdStarts", "Average"),
+        adapter.metric_queue_wait: ("QueueWait", "p95"),
+        adapter.metric_throttled_requests: ("Throttled", "Sum"),
+        adapter.metric_throttled_share: ("Throttled", "Average"),
+        adapter.metric_in_flight: ("InFlight", "Maximum"),
     }
+    # Every metric of the contract has a typed method, and the methods name nothing else.
+    assert {name for name, _ in expected.values()} == set(contract.METRICS_BY_NAME)
+    assert (contract.QUEUE_WAIT.statistic, contract.THROTTLED.statistic, contract.IN_FLIGHT_METRIC.statistic) == (
+        "p95", "Sum", "Maximum"
+    )
     for method, (name, statistic) in expected.items():
         metric = method()
         assert (metric.namespace, metric.metric_name, metric.statistic) == ("Tenants", name, statistic)
