@@ -187,11 +187,13 @@ class MultiAdapterEndpoint(Construct):
             `cdk_adapters.contract.discovery`). Default ``/cdk-adapters/<prefix>/inference-components``.
         :param request_metrics: what the container publishes per request (CloudWatch EMF): namespace,
             metric set, EMF on/off. Default `RequestMetrics()`: all ten metrics in ``CdkAdapters``.
-        :param alarms: error-rate, p95-latency and cold-start-share alarms on the endpoint rollup,
+        :param alarms: error-rate, p95-latency and cold-start-share alarms (and, off unless their
+            thresholds are set, throttled-share and p95-queue-wait alarms) on the endpoint rollup,
             defaults for adapters that opt in (`add_adapter_alarms`), and an optional SNS topic.
             Default None: no alarms.
         :param dashboard: one CloudWatch dashboard named after the endpoint. Default True.
-        :param dashboard_top_n: adapters in each per-adapter top-N table. Default 10; 1 to 100.
+        :param dashboard_top_n: adapters in each per-adapter top-N table. Default 10; 1 to 100, and
+            at most what keeps the dashboard within 500 series (65 with all ten metrics).
         :param adapter_limits: what every adapter may take from the shared engine (weight, places
             held, waiting requests, wait time; over a limit the caller gets 429 with Retry-After),
             unless `add_adapter` gives it its own. Default None: no limit, equal weights.
@@ -270,6 +272,7 @@ class MultiAdapterEndpoint(Construct):
             deployment=deployment,
             dashboard=dashboard,
             dashboard_top_n=dashboard_top_n,
+            fair_share=fair_share,
             subject=self._subject,
         )
         """Request metrics, alarms and the dashboard (`cdk_adapters.monitoring.endpoint_monitoring`)."""

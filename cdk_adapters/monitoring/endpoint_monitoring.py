@@ -18,7 +18,7 @@ from constructs import Construct
 from cdk_adapters import names
 from cdk_adapters.monitoring import alarms as monitoring_alarms
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
-from cdk_adapters.monitoring.dashboard import EndpointDashboard
+from cdk_adapters.monitoring.dashboard import EndpointDashboard, dashboard_top_n_problems
 from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetricSource
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
@@ -38,6 +38,7 @@ class EndpointMonitoring:
         deployment: RollingUpdate | None,
         dashboard: bool,
         dashboard_top_n: int,
+        fair_share: bool = True,
         subject: str,
     ) -> None:
         """No constructs are created here: `create_endpoint_alarms` and `create_dashboard` do."""
@@ -50,6 +51,7 @@ class EndpointMonitoring:
         self._deployment = deployment
         self._dashboard_wanted = dashboard
         self._dashboard_top_n = dashboard_top_n
+        self._fair_share = fair_share
         self.rollup = RequestMetricSource(self.settings, endpoint.endpoint_name, subject=f"request metrics of {subject}")
         """The endpoint rollup of the container's request metrics (``{EndpointName}``)."""
         self.endpoint_alarms: dict[str, cloudwatch.Alarm] = {}
@@ -77,12 +79,16 @@ class EndpointMonitoring:
             problems += self.alarm_settings.problems(self._subject)
             if self.alarm_settings.endpoint is not None:
                 endpoint_kinds = self.alarm_settings.endpoint.enabled
-                problems += monitoring_alarms.metric_problems(self.alarm_settings.endpoint, self.rollup, "alarms.endpoint")
+                problems += monitoring_alarms.metric_problems(
+                    self.alarm_settings.endpoint, self.rollup, "alarms.endpoint", fair_share=self._fair_share
+                )
         if self._deployment is not None:
             problems += self._deployment.problems(self._subject, copy_count, endpoint_kinds)
         top_n = self._dashboard_top_n
         if isinstance(top_n, bool) or not isinstance(top_n, int) or not 1 <= top_n <= 100:
             problems.append(Problem(self._subject, "dashboard_top_n", f"must be an integer from 1 to 100, got {top_n!r}"))
+        elif self._dashboard_wanted:
+            problems += dashboard_top_n_problems(top_n, self.settings.published, self._subject)
         return problems
 
     def opted_in_alarm_count(self, name: str) -> int:
@@ -140,7 +146,9 @@ class EndpointMonitoring:
         assert self.alarm_settings is not None
         thresholds = self.alarm_settings.adapters.override(overrides or {})
         problems = thresholds.problems(subject)
-        problems += monitoring_alarms.metric_problems(thresholds, component.request_metric_source, "alarms")
+        problems += monitoring_alarms.metric_problems(
+            thresholds, component.request_metric_source, "alarms", fair_share=self._fair_share
+        )
         fleet = self._endpoint.fleet
         count = len(thresholds.enabled)
         problems += fleet.capacity_problems(adapter, subject, resources=count, what=f"{count} alarm(s)")
