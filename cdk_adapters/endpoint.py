@@ -15,6 +15,7 @@ at synth.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -53,9 +54,9 @@ from cdk_adapters.instance_types import DEFAULT_INSTANCE_TYPE
 from cdk_adapters.instance_types import instance_type as instance_type_row
 from cdk_adapters.invoke_grant import InvokeGrants
 from cdk_adapters.model_data import ModelData
-from cdk_adapters.monitoring import alarms as monitoring_alarms
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
-from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N, EndpointDashboard
+from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N
+from cdk_adapters.monitoring.endpoint_monitoring import EndpointMonitoring
 from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetricSource
 from cdk_adapters.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.networking import EndpointNetworking, VpcPlacement
@@ -196,12 +197,14 @@ class MultiAdapterEndpoint(Construct):
         :param discovery_parameter_name: SSM parameter holding the discovery record (JSON, see
             `cdk_adapters.contract.discovery`). Default ``/cdk-adapters/<prefix>/inference-components``.
         :param request_metrics: what the container publishes per request (CloudWatch EMF): namespace,
-            metric set, EMF on/off. Default `RequestMetrics()`: all seven metrics in ``CdkAdapters``.
-        :param alarms: error-rate, p95-latency and cold-start-share alarms on the endpoint rollup,
+            metric set, EMF on/off. Default `RequestMetrics()`: all ten metrics in ``CdkAdapters``.
+        :param alarms: error-rate, p95-latency and cold-start-share alarms (and, off unless their
+            thresholds are set, throttled-share and p95-queue-wait alarms) on the endpoint rollup,
             defaults for adapters that opt in (`add_adapter_alarms`), and an optional SNS topic.
             Default None: no alarms.
         :param dashboard: one CloudWatch dashboard named after the endpoint. Default True.
-        :param dashboard_top_n: adapters in each per-adapter top-N table. Default 10; 1 to 100.
+        :param dashboard_top_n: adapters in each per-adapter top-N table. Default 10; 1 to 100, and
+            at most what keeps the dashboard within 500 series (65 with all ten metrics).
         :param adapter_limits: what every adapter may take from the shared engine (weight, places
             held, waiting requests, wait time; over a limit the caller gets 429 with Retry-After),
             unless `add_adapter` gives it its own. Default None: no limit, equal weights.
@@ -271,8 +274,6 @@ class MultiAdapterEndpoint(Construct):
         self.endpoint_name = self.prefix
         self.base_component_name = names.base_component_name(self.prefix)
         self.discovery_parameter_name = discovery_parameter_name or discovery_parameter.discovery_parameter_name(self.prefix)
-        self.request_metric_settings = request_metrics or RequestMetrics()
-        self.alarm_settings = alarms
         self.deployment = deployment
         self.fair_share = fair_share
         self.adapter_limits = adapter_limits
@@ -290,9 +291,20 @@ class MultiAdapterEndpoint(Construct):
         self.deploy_check_settings = deploy_check
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
-        self.request_metrics = RequestMetricSource(
-            self.request_metric_settings, self.endpoint_name, subject=f"request metrics of {self._subject}"
+        self.monitoring = EndpointMonitoring(
+            self,
+            request_metrics=request_metrics,
+            alarms=alarms,
+            deployment=deployment,
+            dashboard=dashboard,
+            dashboard_top_n=dashboard_top_n,
+            fair_share=fair_share,
+            subject=self._subject,
         )
+        """Request metrics, alarms and the dashboard (`cdk_adapters.monitoring.endpoint_monitoring`)."""
+        self.request_metric_settings = self.monitoring.settings
+        self.alarm_settings = alarms
+        self.request_metric_source = self.monitoring.rollup
         """The endpoint rollup of the container's request metrics (``{EndpointName}``)."""
 
         container_environment, problems = self.serving_policy.render(self.vllm, self._subject)
@@ -300,7 +312,7 @@ class MultiAdapterEndpoint(Construct):
         """What `add_adapter` checks local archives against: the base facts (when given), the
         served ``--max-lora-rank`` and `allow_vision_modules`, as the container checks them."""
         problems += reference_problems
-        problems += self._monitoring_problems(copy_count, dashboard_top_n)
+        problems += self.monitoring.problems(copy_count)
         problems += self._instance_type_problems(instance_type)
         problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
         problems += self.networking.problems(self._subject)
@@ -397,25 +409,12 @@ class MultiAdapterEndpoint(Construct):
         for resource in (self.endpoint, self.base_component.resource):
             for group in self.log_groups.resources:
                 resource.add_resource_dependency(group)
-        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        self.endpoint_alarms = self.monitoring.create_endpoint_alarms()
         """The endpoint's alarms by kind (``error_rate``, ``latency_p95``, ``cold_start_share``)."""
-        if alarms is not None and alarms.endpoint is not None:
-            self.alarms = monitoring_alarms.create_alarms(
-                Construct(self, "Alarms"),
-                source=self.request_metrics,
-                thresholds=alarms.endpoint,
-                name_prefix=self.prefix,
-                what=f"endpoint {self.endpoint_name}",
-                topic=alarms.topic,
-                rollback_kinds=tuple(deployment.rollback_on_endpoint_alarms) if deployment is not None else (),
-                on_dashboard=dashboard,
-            )
         if deployment is not None:
-            self.base_component.resource.deployment_config = deployment.render(self.alarms)
-        self.adapter_alarms: dict[str, dict[str, cloudwatch.Alarm]] = {}
+            self.base_component.resource.deployment_config = deployment.render(self.endpoint_alarms)
+        self.adapter_alarms = self.monitoring.adapter_alarms
         """Adapter name -> its alarms by kind, for adapters that opted in."""
-        self._alarmed: set[str] = set()
-        self._opted_in = frozenset(adapter_name_key(name) for name in self._opted_in_names())
         self.fleet = AdapterFleet(
             self,
             "Adapters",
@@ -453,21 +452,7 @@ class MultiAdapterEndpoint(Construct):
         self._invoke_grants = InvokeGrants(self)
         self.node.add_validation(self._invoke_grants)
         self.node.add_validation(_AdapterAlarmValidation(self))
-        self.dashboard: EndpointDashboard | None = None
-        if dashboard:
-            self.dashboard = EndpointDashboard(
-                self,
-                "Dashboard",
-                # Dashboards are global, not per region (CloudFormation's AWS::CloudWatch::Dashboard):
-                # the region keeps the same stack in two regions from fighting over one name.
-                dashboard_name=f"{self.prefix}-{Stack.of(self).region}",
-                rollup=self.request_metrics if self.request_metric_settings.published else None,
-                base_component=self.base_component,
-                endpoint_name=self.endpoint_name,
-                variant_name=VARIANT_NAME,
-                alarms=list(self.alarms.values()),
-                top_n=dashboard_top_n,
-            )
+        self.dashboard = self.monitoring.create_dashboard(base_component=self.base_component, variant_name=VARIANT_NAME)
         if local_storage:
             acknowledge_local_storage_kms(self.endpoint_config)
 
@@ -488,6 +473,20 @@ class MultiAdapterEndpoint(Construct):
         from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
 
         return ImportedMultiAdapterEndpoint.from_discovery_parameter(scope, id, parameter_name=parameter_name, **attributes)
+
+    @property
+    def request_metrics(self) -> RequestMetricSource:
+        """Deprecated: `request_metric_source` (this name is the prop's, which holds the settings)."""
+        warnings.warn(
+            "MultiAdapterEndpoint.request_metrics is deprecated; use request_metric_source", DeprecationWarning, stacklevel=2
+        )
+        return self.request_metric_source
+
+    @property
+    def alarms(self) -> dict[str, cloudwatch.Alarm]:
+        """Deprecated: `endpoint_alarms` (this name is the prop's, which holds the settings)."""
+        warnings.warn("MultiAdapterEndpoint.alarms is deprecated; use endpoint_alarms", DeprecationWarning, stacklevel=2)
+        return self.endpoint_alarms
 
     @property
     def component_prefix(self) -> str:
@@ -535,7 +534,7 @@ class MultiAdapterEndpoint(Construct):
         if not problems:
             problems += artifact.compatibility_problems(name, self.compatibility_reference)
             problems += self._location_problems(artifact, subject)
-            alarms = self._opted_in_alarm_count(name)
+            alarms = self.monitoring.opted_in_alarm_count(name)
             what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
@@ -546,9 +545,7 @@ class MultiAdapterEndpoint(Construct):
             self._capture_by_adapter[name] = capture
         if self.deploy_check is not None:
             self.deploy_check.track(component, check)
-        component.bind_request_metrics(self.request_metrics.for_adapter(component.inference_component_name, subject))
-        if adapter_name_key(name) in self._opted_in:
-            self.add_adapter_alarms(name)
+        self.monitoring.bind_adapter(name, component, subject)
         config = component.artifact_config
         if config.asset_object_arn is not None:
             self.permissions.add_local_archive(config.asset_object_arn, config.asset_kms_key_arn)
@@ -567,41 +564,7 @@ class MultiAdapterEndpoint(Construct):
         threshold names, metrics the container does not publish, alarms already added, or a shard
         that would pass its capacity.
         """
-        subject = f"adapter {adapter!r} of MultiAdapterEndpoint {self.node.path!r}"
-        component = self.fleet.component(adapter)
-        if component is None:
-            raise ConfigurationError(
-                [Problem(subject, "alarms", "is not an adapter of this endpoint; add the adapter before its alarms")],
-                heading=f"cannot add alarms to adapter {adapter!r}",
-            )
-        problems: list[Problem] = []
-        if self.alarm_settings is None:
-            problems.append(Problem(subject, "alarms", "needs the endpoint's alarms on: MultiAdapterEndpoint(alarms=MonitoringAlarms(...))"))
-        unknown = sorted(set(overrides or {}) - set(monitoring_alarms.THRESHOLD_FIELDS))
-        for key in unknown:
-            problems.append(Problem(subject, f"alarms.{key}", f"is not an alarm setting; known: {', '.join(monitoring_alarms.THRESHOLD_FIELDS)}"))
-        if adapter_name_key(adapter) in self._alarmed:
-            problems.append(Problem(subject, "alarms", "are already added"))
-        raise_if_any(problems, heading=f"cannot add alarms to adapter {adapter!r}")
-        assert self.alarm_settings is not None
-        thresholds = self.alarm_settings.adapters.override(overrides or {})
-        problems = thresholds.problems(subject)
-        problems += monitoring_alarms.metric_problems(thresholds, component.request_metrics, "alarms")
-        count = len(thresholds.enabled)
-        problems += self.fleet.capacity_problems(adapter, subject, resources=count, what=f"{count} alarm(s)")
-        raise_if_any(problems, heading=f"cannot add alarms to adapter {adapter!r}")
-        created = monitoring_alarms.create_alarms(
-            Construct(component, "Alarms"),
-            source=component.request_metrics,
-            thresholds=thresholds,
-            name_prefix=component.inference_component_name,
-            what=f"adapter {component.adapter_name} on endpoint {self.endpoint_name}",
-            topic=self.alarm_settings.topic,
-        )
-        self.adapter_alarms[component.adapter_name] = created
-        self._alarmed.add(adapter_name_key(adapter))
-        self.fleet.reserve(adapter, len(created))
-        return created
+        return self.monitoring.add_adapter_alarms(adapter, self.fleet.component(adapter), overrides)
 
     def set_canary(self, canary: "MultiAdapterEndpoint", *, traffic_percent: int) -> None:
         """Name `canary` (an endpoint serving copies of some of these adapters on a candidate base
@@ -784,34 +747,6 @@ class MultiAdapterEndpoint(Construct):
     @property
     def _subject(self) -> str:
         return self._subject_text
-
-    def _opted_in_names(self) -> Sequence[str]:
-        settings = self.alarm_settings
-        if settings is None or isinstance(settings.adapter_names, str):
-            return ()
-        return settings.adapter_names
-
-    def _monitoring_problems(self, copy_count: int, dashboard_top_n: int) -> list[Problem]:
-        """Request-metric settings, alarm thresholds, the rollback configuration and the dashboard."""
-        problems = self.request_metric_settings.problems(self._subject)
-        endpoint_kinds: tuple[str, ...] = ()
-        if self.alarm_settings is not None:
-            problems += self.alarm_settings.problems(self._subject)
-            if self.alarm_settings.endpoint is not None:
-                endpoint_kinds = self.alarm_settings.endpoint.enabled
-                problems += monitoring_alarms.metric_problems(self.alarm_settings.endpoint, self.request_metrics, "alarms.endpoint")
-        if self.deployment is not None:
-            problems += self.deployment.problems(self._subject, copy_count, endpoint_kinds)
-        if isinstance(dashboard_top_n, bool) or not isinstance(dashboard_top_n, int) or not 1 <= dashboard_top_n <= 100:
-            problems.append(Problem(self._subject, "dashboard_top_n", f"must be an integer from 1 to 100, got {dashboard_top_n!r}"))
-        return problems
-
-    def _opted_in_alarm_count(self, name: str) -> int:
-        """Alarms an adapter opted in by name gets with its component (checked together, so a
-        refusal creates nothing)."""
-        if self.alarm_settings is None or adapter_name_key(name) not in self._opted_in:
-            return 0
-        return len(self.alarm_settings.adapters.enabled)
 
     def _naming_rule_problems(self, name: object, acknowledge: Acknowledgment | None, subject: str) -> list[Problem]:
         """The manifest's version-suffix rule (same message and rule id), unless acknowledged."""
@@ -1105,7 +1040,7 @@ class _AdapterAlarmValidation:
         found = [
             f"MultiAdapterEndpoint {endpoint.node.path!r}: alarms.adapter_names: {name!r} is not an adapter of this "
             "endpoint (alarms on an adapter that does not exist would never see a request)"
-            for name in endpoint._opted_in_names()
+            for name in endpoint.monitoring.opted_in_names()
             if adapter_name_key(name) not in known
         ]
         canary = endpoint._canary_endpoint

@@ -3,7 +3,7 @@ container's Prometheus metrics (the base component's ``ContainerMetricsConfig``)
 
 Two sources can carry per-adapter figures, and both are billed as CloudWatch metrics:
 
-* the container's EMF request lines (`RequestMetrics`, on by default): seven metrics per adapter
+* the container's EMF request lines (`RequestMetrics`, on by default): ten metrics per adapter
   in our namespace, which the alarms, the dashboard and the ``metric_*`` methods read;
 * SageMaker's *detailed observability*: it scrapes the container's ``/metrics`` (vLLM's engine
   series and our ``cdk_adapters_*`` series, labelled by adapter) plus per-GPU, per-instance and

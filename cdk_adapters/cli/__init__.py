@@ -30,6 +30,7 @@ COMMANDS = (
     "cdk_adapters.cli.plan",
     "cdk_adapters.cli.eval",
     "cdk_adapters.cli.promote",
+    "cdk_adapters.cli.usage",
 )
 """Modules with a ``register(commands)`` function, one per sub-command."""
 
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description=(
             "Validate, package, publish and lock LoRA adapters for a cdk-adapters manifest; plan the shared "
-            "endpoint; serve the adapters locally; call them."
+            "endpoint; serve the adapters locally; call them; report each tenant's usage."
         ),
         epilog="Run '%(prog)s COMMAND --help' for each command's options.",
     )

@@ -25,6 +25,9 @@ at least one non-blank character; names 1-255 characters, values 1-1024), namesp
 reserves; 1-255 characters). The ``x-amzn-logs-format`` header is optional for PutLogEvents, so the
 lines need nothing from SageMaker's log agent.
 
+The metrics are the request's figures (latency, time to first token, tokens), its outcome (4xx,
+5xx, throttled) and what fair share did to it (cold start, queue wait, in-flight).
+
 Each metric in a namespace, per distinct dimension combination, is a billed custom metric: with
 the two dimension sets here that is one per enabled metric per adapter, plus one per metric for
 the endpoint rollup. That is why the set of metrics is configurable.
@@ -33,6 +36,7 @@ the endpoint rollup. That is why the set of metrics is configurable.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -58,10 +62,13 @@ OUTPUT_TOKENS = "output_tokens"
 COLD = "cold"
 QUEUE_MS = "queue_ms"
 """Milliseconds the request waited for a place in the engine (fair share across adapters)."""
+IN_FLIGHT = "in_flight"
+"""The adapter's requests inside the engine once this one had its place, itself included (fair
+share on); ``null`` when the request never held a place."""
 ERROR = "error"
 
 LOG_FIELDS = (EVENT, ADAPTER, ROUTE, STREAM, REQUEST_ID, STATUS, LATENCY_MS, TTFT_MS, PROMPT_TOKENS,
-              OUTPUT_TOKENS, COLD, QUEUE_MS, ERROR)
+              OUTPUT_TOKENS, COLD, QUEUE_MS, IN_FLIGHT, ERROR)
 """Every line has these, EMF on or off, in this order; values may be ``null``."""
 
 # ---------------------------------------------------------------------------------- dimensions
@@ -118,8 +125,28 @@ COLD_STARTS = MetricSpec(
     "Average is the cold-start share, the signal to raise max_loras or add an instance.",
 )
 
+QUEUE_WAIT = MetricSpec(
+    "QueueWait", "Milliseconds", "p95",
+    "Time the request waited for a place in the engine (fair share across adapters); only requests "
+    "that got a place carry it. A tenant's rising queue wait is its share of a saturated engine.",
+)
+THROTTLED = MetricSpec(
+    "Throttled", "Count", "Sum",
+    "1 when the request was refused with 429 over its adapter's limits, else 0: its Sum is the "
+    "throttled count, its Average the throttled share.",
+)
+IN_FLIGHT_METRIC = MetricSpec(
+    "InFlight", "Count", "Maximum",
+    "The adapter's requests inside the engine once this one had its place, itself included: its "
+    "Maximum is the adapter's peak concurrency in the period.",
+)
+
+THROTTLED_STATUS = 429
+"""The status a request over its adapter's limits is answered with (`tenant_limits`)."""
+
 METRICS: tuple[MetricSpec, ...] = (
     LATENCY, TIME_TO_FIRST_TOKEN, PROMPT_TOKENS_METRIC, OUTPUT_TOKENS_METRIC, ERRORS_4XX, ERRORS_5XX, COLD_STARTS,
+    QUEUE_WAIT, THROTTLED, IN_FLIGHT_METRIC,
 )
 """Every metric, in the order lines carry them. Errors are split like ``AWS/SageMaker``'s
 ``Invocation4XXErrors``/``Invocation5XXErrors`` and no finer: a finer class would be a dimension,
@@ -134,8 +161,9 @@ EMF_MAX_DIMENSIONS_PER_SET = 30
 def metric_values(fields: Mapping[str, Any]) -> dict[str, float | int]:
     """The metric members one log line carries, derived from its `LOG_FIELDS`.
 
-    A metric without a value for this request (no tokens on a refusal) is left out, never ``0``
-    or ``null``; error and cold-start counts are always there, so their Average is a share.
+    A metric without a value for this request (no tokens on a refusal, no queue wait without fair
+    share) is left out, never ``0`` or ``null``; error, cold-start and throttled counts are always
+    there, so their Average is a share.
     """
     values: dict[str, float | int] = {}
     if fields.get(LATENCY_MS) is not None:
@@ -150,6 +178,11 @@ def metric_values(fields: Mapping[str, Any]) -> dict[str, float | int]:
     values[ERRORS_4XX.name] = 1 if 400 <= status < 500 else 0
     values[ERRORS_5XX.name] = 1 if status >= 500 else 0
     values[COLD_STARTS.name] = 1 if fields.get(COLD) else 0
+    if fields.get(QUEUE_MS) is not None:
+        values[QUEUE_WAIT.name] = fields[QUEUE_MS]
+    values[THROTTLED.name] = 1 if status == THROTTLED_STATUS else 0
+    if fields.get(IN_FLIGHT) is not None:
+        values[IN_FLIGHT_METRIC.name] = fields[IN_FLIGHT]
     return values
 
 
@@ -162,6 +195,47 @@ def metric_directive(namespace: str, metrics: Iterable[MetricSpec]) -> dict[str,
             {"Name": spec.name, "Unit": spec.unit, "StorageResolution": STANDARD_RESOLUTION} for spec in metrics
         ],
     }
+
+
+@dataclass(frozen=True)
+class RequestLine:
+    """One request line as CloudWatch (or a reader of the log group) sees it."""
+
+    fields: dict[str, Any]
+    """The `LOG_FIELDS`."""
+    metrics: dict[str, float | int]
+    """The metrics the line declares (EMF on), by name, with their values; empty for a plain line."""
+    dimensions: dict[str, str]
+    """`ENDPOINT_DIMENSION` and `ADAPTER_DIMENSION` (EMF on); empty for a plain line."""
+    namespace: str | None
+    """The directive's namespace; None for a plain line."""
+
+
+def decode_line(line: str) -> RequestLine:
+    """Read a request line back: the reverse of what the container writes.
+
+    Raises ``ValueError`` naming what is wrong (not JSON, not a request line, a declared metric
+    that is not in `METRICS` or has no number).
+    """
+    document = json.loads(line)
+    if not isinstance(document, dict) or document.get(EVENT) != REQUEST_EVENT:
+        raise ValueError(f"not a {REQUEST_EVENT} line: {line[:120]!r}")
+    fields = {name: document.get(name) for name in LOG_FIELDS}
+    directives = (document.get("_aws") or {}).get("CloudWatchMetrics") or []
+    if not directives:
+        return RequestLine(fields, {}, {}, None)
+    directive = directives[0]
+    metrics: dict[str, float | int] = {}
+    for definition in directive.get("Metrics", []):
+        name = definition.get("Name")
+        if name not in METRICS_BY_NAME:
+            raise ValueError(f"the line declares metric {name!r}, which is not in the schema")
+        value = document.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"metric {name!r} has no number at the root: {value!r}")
+        metrics[name] = value
+    dimensions = {name: document[name] for name in (ENDPOINT_DIMENSION, ADAPTER_DIMENSION) if name in document}
+    return RequestLine(fields, metrics, dimensions, directive.get("Namespace"))
 
 
 # --------------------------------------------------------------------------------- environment

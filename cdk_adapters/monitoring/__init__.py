@@ -2,9 +2,10 @@
 
 * `request_metrics` - the endpoint's metric settings and typed ``metric_*`` methods per adapter and
   for the endpoint rollup;
-* `alarms` - error-rate, p95-latency and cold-start-share alarms, per endpoint and per adapter,
-  with optional SNS actions;
-* `dashboard` - one dashboard per endpoint whose size does not depend on the adapter count.
+* `alarms` - error-rate, p95-latency and cold-start-share alarms (and, opt-in, throttled-share and
+  p95-queue-wait alarms), per endpoint and per adapter, with optional SNS actions;
+* `dashboard` - one dashboard per endpoint whose size does not depend on the adapter count;
+* `endpoint_monitoring` - the wiring of all three onto one `MultiAdapterEndpoint`.
 """
 
 from cdk_adapters.monitoring.alarms import (
@@ -12,6 +13,8 @@ from cdk_adapters.monitoring.alarms import (
     COLD_START_SHARE,
     ERROR_RATE,
     LATENCY_P95,
+    QUEUE_WAIT_P95,
+    THROTTLED_SHARE,
     AlarmThresholds,
     MonitoringAlarms,
 )
@@ -23,6 +26,8 @@ __all__ = [
     "COLD_START_SHARE",
     "ERROR_RATE",
     "LATENCY_P95",
+    "QUEUE_WAIT_P95",
+    "THROTTLED_SHARE",
     "AlarmThresholds",
     "EndpointDashboard",
     "MonitoringAlarms",

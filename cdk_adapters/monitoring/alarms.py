@@ -1,13 +1,19 @@
-"""Alarms on the container's request metrics: error rate, p95 latency and cold-start share.
+"""Alarms on the container's request metrics: error rate, p95 latency, cold-start share, and the
+fair-share signals (throttled share, p95 queue wait).
 
-Three signals, for the endpoint as a whole (the ``{EndpointName}`` rollup) and for each adapter
-that opts in (``{EndpointName, Adapter}``):
+Three signals on by default, and two off by default, for the endpoint as a whole (the
+``{EndpointName}`` rollup) and for each adapter that opts in (``{EndpointName, Adapter}``):
 
 * ``error_rate`` - the share of requests answered 5xx (the Average of ``Errors5XX``, a 0/1 metric);
 * ``latency_p95`` - the 95th percentile of ``Latency`` (milliseconds, arrival to last byte);
 * ``cold_start_share`` - the share of requests that had to load their adapter (``ColdStarts``):
   rising means the adapter fell out of vLLM's resident set; raise ``max_loras``/``max_cpu_loras``
-  or add an instance.
+  or add an instance;
+* ``throttled_share`` (off by default) - the share of requests refused with 429 over their
+  adapter's limits (the Average of ``Throttled``): a tenant that is throttled, and what to do about
+  it, is in docs/monitoring.md;
+* ``queue_wait_p95`` (off by default) - the 95th percentile of ``QueueWait``: requests that wait
+  long for a place in the engine, a tenant starved by the others (or an engine too small for all).
 
 Each alarm watches one metric with one statistic, no metric math, so each costs one standard
 alarm metric. "CloudWatch needs raw data points to calculate percentile statistics" (the
@@ -47,8 +53,15 @@ from cdk_adapters.problems import Problem
 ERROR_RATE = "error_rate"
 LATENCY_P95 = "latency_p95"
 COLD_START_SHARE = "cold_start_share"
-ALARM_KINDS = (ERROR_RATE, LATENCY_P95, COLD_START_SHARE)
-METRIC_OF_ALARM = {ERROR_RATE: contract.ERRORS_5XX.name, LATENCY_P95: contract.LATENCY.name, COLD_START_SHARE: contract.COLD_STARTS.name}
+THROTTLED_SHARE = "throttled_share"
+QUEUE_WAIT_P95 = "queue_wait_p95"
+ALARM_KINDS = (ERROR_RATE, LATENCY_P95, COLD_START_SHARE, THROTTLED_SHARE, QUEUE_WAIT_P95)
+FAIR_SHARE_ALARM_KINDS = (QUEUE_WAIT_P95,)
+"""Kinds whose metric only fair share publishes (refused with ``fair_share=False``)."""
+METRIC_OF_ALARM = {
+    ERROR_RATE: contract.ERRORS_5XX.name, LATENCY_P95: contract.LATENCY.name, COLD_START_SHARE: contract.COLD_STARTS.name,
+    THROTTLED_SHARE: contract.THROTTLED.name, QUEUE_WAIT_P95: contract.QUEUE_WAIT.name,
+}
 """The contract metric each alarm needs published."""
 ALARM_NAME_MAX_LENGTH = 255
 PERIOD_CHOICES_SECONDS = (60, 300, 900, 3600)
@@ -65,6 +78,11 @@ class AlarmThresholds:
     """p95 request latency, ms. Default 30 s: half of SageMaker's 60 s invocation limit."""
     cold_start_share_percent: float | None = 25.0
     """Requests that loaded their adapter, percent. Default 25."""
+    throttled_share_percent: float | None = None
+    """Requests refused with 429 over their adapter's limits, percent. Default None: off (a tenant
+    over a limit it was given may be working as intended; turn it on for tenants that should not be)."""
+    queue_wait_p95_ms: float | None = None
+    """p95 wait for a place in the engine (fair share), ms. Default None: off. Needs ``fair_share=True``."""
     period: Duration = field(default_factory=lambda: Duration.minutes(5))
     """Length of one evaluated period. Default 5 minutes."""
     evaluation_periods: int = 3
@@ -79,7 +97,10 @@ class AlarmThresholds:
     @property
     def enabled(self) -> tuple[str, ...]:
         """The alarm kinds these thresholds create, in `ALARM_KINDS` order."""
-        values = {ERROR_RATE: self.error_rate_percent, LATENCY_P95: self.latency_p95_ms, COLD_START_SHARE: self.cold_start_share_percent}
+        values = {
+            ERROR_RATE: self.error_rate_percent, LATENCY_P95: self.latency_p95_ms, COLD_START_SHARE: self.cold_start_share_percent,
+            THROTTLED_SHARE: self.throttled_share_percent, QUEUE_WAIT_P95: self.queue_wait_p95_ms,
+        }
         return tuple(kind for kind in ALARM_KINDS if values[kind] is not None)
 
     def problems(self, subject: str, field_prefix: str = "alarms") -> list[Problem]:
@@ -88,12 +109,14 @@ class AlarmThresholds:
         def bad(name: str, message: str) -> None:
             found.append(Problem(subject, f"{field_prefix}.{name}", message))
 
-        for name in ("error_rate_percent", "cold_start_share_percent"):
+        for name in ("error_rate_percent", "cold_start_share_percent", "throttled_share_percent"):
             value = getattr(self, name)
             if value is not None and (not _is_number(value) or not 0 < value < 100):
                 bad(name, f"must be a percentage above 0 and below 100 (or None to turn the alarm off), got {value!r}")
-        if self.latency_p95_ms is not None and (not _is_number(self.latency_p95_ms) or self.latency_p95_ms <= 0):
-            bad("latency_p95_ms", f"must be a positive number of milliseconds (or None), got {self.latency_p95_ms!r}")
+        for name in ("latency_p95_ms", "queue_wait_p95_ms"):
+            value = getattr(self, name)
+            if value is not None and (not _is_number(value) or value <= 0):
+                bad(name, f"must be a positive number of milliseconds (or None), got {value!r}")
         seconds = self.period.to_seconds() if isinstance(self.period, Duration) else None
         if seconds is None or seconds < 60 or seconds % 60:
             bad("period", f"must be a Duration of whole minutes (standard-resolution metrics), got {self.period!r}")
@@ -137,9 +160,22 @@ class MonitoringAlarms:
         return found
 
 
-def metric_problems(thresholds: AlarmThresholds, source: RequestMetricSource, field_name: str) -> list[Problem]:
-    """A problem for each enabled alarm whose metric is not published."""
-    return source.metric_problems([METRIC_OF_ALARM[kind] for kind in thresholds.enabled], field_name)
+def metric_problems(
+    thresholds: AlarmThresholds, source: RequestMetricSource, field_name: str, *, fair_share: bool = True
+) -> list[Problem]:
+    """A problem for each enabled alarm whose metric is not published (or, fair share off, never has data)."""
+    found = source.metric_problems([METRIC_OF_ALARM[kind] for kind in thresholds.enabled], field_name)
+    if not fair_share:
+        found += [
+            Problem(
+                source.subject, field_name,
+                f"{kind} needs fair share on (fair_share=True): without it no request waits for a place, "
+                f"so {METRIC_OF_ALARM[kind]} has no data",
+            )
+            for kind in thresholds.enabled
+            if kind in FAIR_SHARE_ALARM_KINDS
+        ]
+    return found
 
 
 def create_alarms(
@@ -186,6 +222,20 @@ def create_alarms(
             (thresholds.cold_start_share_percent or 0) / 100,
             f"{what}: more than {thresholds.cold_start_share_percent}% of requests loaded their adapter (not GPU-resident). "
             "The adapter keeps falling out of the resident set: raise max_loras / max_cpu_loras or add an instance.",
+        ),
+        THROTTLED_SHARE: (
+            "ThrottledShare",
+            lambda: source.metric_throttled_share(**period),
+            (thresholds.throttled_share_percent or 0) / 100,
+            f"{what}: more than {thresholds.throttled_share_percent}% of requests refused with 429 over the adapter's limits. "
+            "Raise its weight or max_queue, add copies, or give the tenant its own endpoint (docs/monitoring.md).",
+        ),
+        QUEUE_WAIT_P95: (
+            "QueueWaitP95",
+            lambda: source.metric_queue_wait(**period),
+            thresholds.queue_wait_p95_ms or 0,
+            f"{what}: p95 wait for a place in the engine above {thresholds.queue_wait_p95_ms} ms (starved by fair share). "
+            "Raise the adapter's weight, add copies, or give the tenant its own endpoint (docs/monitoring.md).",
         ),
     }
     alarms: dict[str, cloudwatch.Alarm] = {}

@@ -1,9 +1,10 @@
 """One CloudWatch dashboard per endpoint, the same size for ten adapters as for a thousand.
 
-Endpoint rows: requests, latency (p50/p95/p99 and time to first token), errors, GPU utilisation,
-and copies/instances, plus the endpoint's alarms. Per-adapter rows are *top-N tables*: a CloudWatch
-Metrics Insights query per signal (most requests, most 5xx, highest average latency, highest
-cold-start share), grouped by the ``Adapter`` dimension. One row per adapter would pass the
+Endpoint rows: requests, latency (p50/p95/p99 and time to first token), errors, fair share (queue
+wait, throttled requests, in-flight), GPU utilisation, and copies/instances, plus the endpoint's
+alarms. Per-adapter rows are *top-N tables*: a CloudWatch Metrics Insights query per signal (most
+requests, most 5xx, highest average latency, highest cold-start share, most throttled, highest
+average queue wait, highest peak in flight), grouped by the ``Adapter`` dimension. One row per adapter would pass the
 dashboard's limits at a few hundred adapters, and would change the dashboard on every adapter
 added; the queries find every adapter of the endpoint, present and future, and the dashboard body
 does not depend on the adapter list.
@@ -43,6 +44,7 @@ from constructs import Construct, IValidation
 
 from cdk_adapters.contract import request_metrics as contract
 from cdk_adapters.monitoring.request_metrics import RequestMetricSource
+from cdk_adapters.problems import Problem
 
 MAX_WIDGETS_PER_DASHBOARD = 500
 MAX_METRICS_PER_WIDGET = 100
@@ -59,8 +61,32 @@ TOP_TABLES = (
     ("Most 5xx answers", "SUM", contract.ERRORS_5XX.name),
     ("Highest average latency (ms)", "AVG", contract.LATENCY.name),
     ("Highest cold-start share (0-1)", "AVG", contract.COLD_STARTS.name),
+    ("Most throttled requests (429)", "SUM", contract.THROTTLED.name),
+    ("Highest average queue wait (ms)", "AVG", contract.QUEUE_WAIT.name),
+    ("Highest peak in flight", "MAX", contract.IN_FLIGHT_METRIC.name),
 )
-"""(title, Metrics Insights function, metric): one per-adapter table each."""
+"""(title, Metrics Insights function, metric): one per-adapter table each. The last three show who
+is throttled (over its limits), starved (waits for a place) and who holds the engine."""
+ENDPOINT_ROWS_SERIES = 40
+"""Series the endpoint rows may use (16 today), kept out of the per-adapter tables' share of
+`MAX_METRICS_PER_DASHBOARD`."""
+
+
+def dashboard_top_n_problems(top_n: int, published: frozenset[str], subject: str) -> list[Problem]:
+    """`top_n` too large for the tables these metrics make: each may return `top_n` series."""
+    tables = sum(1 for _, _, metric in TOP_TABLES if metric in published)
+    if not tables:
+        return []
+    most = (MAX_METRICS_PER_DASHBOARD - ENDPOINT_ROWS_SERIES) // tables
+    if top_n <= most:
+        return []
+    return [
+        Problem(
+            subject, "dashboard_top_n",
+            f"{top_n} x {tables} per-adapter tables passes the {MAX_METRICS_PER_DASHBOARD} series a dashboard is "
+            f"planned for; at most {most} with these metrics (or publish fewer: request_metrics.metrics)",
+        )
+    ]
 
 
 def top_adapters_query(namespace: str, endpoint_name: str, function: str, metric: str, limit: int) -> str:
@@ -118,6 +144,9 @@ class EndpointDashboard(Construct):
         published = rollup.settings.published if rollup else frozenset()
         if rollup is not None and published:
             rows.append(self._request_row(rollup, published, period))
+            fair_share = self._fair_share_row(rollup, published, period)
+            if fair_share:
+                rows.append(fair_share)
         rows.append(self._capacity_row(base_component, endpoint_name, variant_name, period))
         if alarms:
             rows.append([cloudwatch.AlarmStatusWidget(title="Endpoint alarms", alarms=list(alarms), width=WIDTH, height=3)])
@@ -171,6 +200,21 @@ class EndpointDashboard(Construct):
         if contract.COLD_STARTS.name in published:
             row.append(cloudwatch.GraphWidget(title="Cold-start share (0-1)", left=[rollup.metric_cold_start_share(period=period, label="cold share")], width=6))
         return row
+
+    @staticmethod
+    def _fair_share_row(rollup: RequestMetricSource, published: frozenset[str], period: Duration) -> list[cloudwatch.IWidget]:
+        """Who waits for a place and who is refused over a limit, endpoint-wide (the tables say which adapter)."""
+        left = []
+        if contract.QUEUE_WAIT.name in published:
+            left = [rollup.metric_queue_wait(statistic=statistic, period=period, label=f"queue wait {statistic}") for statistic in ("p50", "p95")]
+        right = []
+        if contract.THROTTLED.name in published:
+            right.append(rollup.metric_throttled_requests(period=period, label="throttled (429)"))
+        if contract.IN_FLIGHT_METRIC.name in published:
+            right.append(rollup.metric_in_flight(period=period, label="in flight, peak per adapter"))
+        if not left and not right:
+            return []
+        return [cloudwatch.GraphWidget(title="Fair share: queue wait (ms), throttled, in flight", left=left, right=right, width=WIDTH)]
 
     @staticmethod
     def _capacity_row(base_component: Any, endpoint_name: str, variant_name: str, period: Duration) -> list[cloudwatch.IWidget]:

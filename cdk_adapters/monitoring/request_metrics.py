@@ -41,7 +41,7 @@ class RequestMetrics:
     """CloudWatch namespace. Default ``CdkAdapters`` (shared by endpoints; the ``EndpointName``
     dimension keeps them apart)."""
     metrics: tuple[str, ...] | None = None
-    """Metric names from `cdk_adapters.contract.request_metrics.METRICS`. Default: all seven."""
+    """Metric names from `cdk_adapters.contract.request_metrics.METRICS`. Default: all ten."""
     emf: bool = True
     """Embed the metrics in the log line. False: plain JSON lines and no custom metrics (then no
     per-adapter alarms or rows can be built)."""
@@ -139,6 +139,22 @@ class RequestMetricSource:
         """Requests whose adapter was not GPU-resident. Default: Sum; Average is the cold-start share."""
         return self.metric(contract.COLD_STARTS.name, **props)
 
+    def metric_queue_wait(self, **props: Any) -> cloudwatch.Metric:
+        """Time waited for a place in the engine (fair share), milliseconds. Default: p95 over 5 minutes."""
+        return self.metric(contract.QUEUE_WAIT.name, **props)
+
+    def metric_throttled_requests(self, **props: Any) -> cloudwatch.Metric:
+        """Requests refused with 429 over the adapter's limits. Default: Sum over 5 minutes."""
+        return self.metric(contract.THROTTLED.name, **props)
+
+    def metric_throttled_share(self, **props: Any) -> cloudwatch.Metric:
+        """Share of requests refused with 429 over the adapter's limits, 0-1 (Average of a 0/1 metric)."""
+        return self.metric(contract.THROTTLED.name, **{"statistic": "Average", **props})
+
+    def metric_in_flight(self, **props: Any) -> cloudwatch.Metric:
+        """Requests inside the engine at once (fair share on). Default: Maximum over 5 minutes."""
+        return self.metric(contract.IN_FLIGHT_METRIC.name, **props)
+
     def metric_requests(self, **props: Any) -> cloudwatch.Metric:
         """Requests counted by the container: the SampleCount of the error metric every line carries."""
         return self.metric(contract.ERRORS_5XX.name, **{"statistic": "SampleCount", **props})
@@ -164,46 +180,62 @@ class RequestMetricMethods:
         self._request_metric_source = source
 
     @property
-    def request_metrics(self) -> RequestMetricSource:
+    def request_metric_source(self) -> RequestMetricSource:
         """This adapter's request metrics (``{EndpointName, Adapter}``)."""
         if self._request_metric_source is None:
             raise ConfigurationError(
-                [Problem(repr(self), "request_metrics", "is not served by a MultiAdapterEndpoint, which binds its request metrics")]
+                [Problem(repr(self), "request_metric_source", "is not served by a MultiAdapterEndpoint, which binds its request metrics")]
             )
         return self._request_metric_source
 
     def metric_request_latency(self, **props: Any) -> cloudwatch.Metric:
         """Container-measured request latency, ms (`RequestMetricSource.metric_request_latency`). Default: p95."""
-        return self.request_metrics.metric_request_latency(**props)
+        return self.request_metric_source.metric_request_latency(**props)
 
     def metric_time_to_first_token(self, **props: Any) -> cloudwatch.Metric:
         """Time to first token, ms. Default: p95."""
-        return self.request_metrics.metric_time_to_first_token(**props)
+        return self.request_metric_source.metric_time_to_first_token(**props)
 
     def metric_prompt_tokens(self, **props: Any) -> cloudwatch.Metric:
         """Prompt tokens. Default: Sum."""
-        return self.request_metrics.metric_prompt_tokens(**props)
+        return self.request_metric_source.metric_prompt_tokens(**props)
 
     def metric_output_tokens(self, **props: Any) -> cloudwatch.Metric:
         """Generated tokens. Default: Sum."""
-        return self.request_metrics.metric_output_tokens(**props)
+        return self.request_metric_source.metric_output_tokens(**props)
 
     def metric_request_errors_4xx(self, **props: Any) -> cloudwatch.Metric:
         """4xx answers counted by the container. Default: Sum."""
-        return self.request_metrics.metric_request_errors_4xx(**props)
+        return self.request_metric_source.metric_request_errors_4xx(**props)
 
     def metric_request_errors_5xx(self, **props: Any) -> cloudwatch.Metric:
         """5xx answers counted by the container. Default: Sum."""
-        return self.request_metrics.metric_request_errors_5xx(**props)
+        return self.request_metric_source.metric_request_errors_5xx(**props)
 
     def metric_cold_starts(self, **props: Any) -> cloudwatch.Metric:
         """Requests that loaded their adapter. Default: Sum."""
-        return self.request_metrics.metric_cold_starts(**props)
+        return self.request_metric_source.metric_cold_starts(**props)
 
     def metric_error_rate(self, **props: Any) -> cloudwatch.Metric:
         """5xx share, 0-1. Default: Average."""
-        return self.request_metrics.metric_error_rate(**props)
+        return self.request_metric_source.metric_error_rate(**props)
 
     def metric_cold_start_share(self, **props: Any) -> cloudwatch.Metric:
         """Cold-start share, 0-1. Default: Average."""
-        return self.request_metrics.metric_cold_start_share(**props)
+        return self.request_metric_source.metric_cold_start_share(**props)
+
+    def metric_queue_wait(self, **props: Any) -> cloudwatch.Metric:
+        """Time waited for a place in the engine, ms. Default: p95."""
+        return self.request_metric_source.metric_queue_wait(**props)
+
+    def metric_throttled_requests(self, **props: Any) -> cloudwatch.Metric:
+        """429 answers over the adapter's limits. Default: Sum."""
+        return self.request_metric_source.metric_throttled_requests(**props)
+
+    def metric_throttled_share(self, **props: Any) -> cloudwatch.Metric:
+        """Throttled share, 0-1. Default: Average."""
+        return self.request_metric_source.metric_throttled_share(**props)
+
+    def metric_in_flight(self, **props: Any) -> cloudwatch.Metric:
+        """Requests inside the engine at once. Default: Maximum."""
+        return self.request_metric_source.metric_in_flight(**props)

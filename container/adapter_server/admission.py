@@ -53,6 +53,8 @@ class Admitted:
 
     queue_ms: float
     """Time spent waiting for a place (0 when one was free)."""
+    in_flight: int
+    """The adapter's requests inside the engine once this one had its place, itself included."""
 
 
 class FairAdmission:
@@ -81,7 +83,7 @@ class FairAdmission:
         if not self._enter_now(lane):
             await self._wait(adapter, lane, caller_gone)
         try:
-            yield Admitted(queue_ms=round((time.monotonic() - started) * 1000, 3))
+            yield Admitted(queue_ms=round((time.monotonic() - started) * 1000, 3), in_flight=lane.in_engine)
         finally:
             lane.in_engine -= 1
             self.in_engine -= 1

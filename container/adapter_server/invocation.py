@@ -145,7 +145,7 @@ class InvocationHandler:
         that leaves before then is logged (499) and never reaches the engine."""
         try:
             async with admission.place(label, lambda: _until_disconnect(receive)) as admitted:
-                record.queue_ms = admitted.queue_ms
+                record.queue_ms, record.in_flight = admitted.queue_ms, admitted.in_flight
                 in_engine = observability.in_engine_gauge(label)
                 in_engine.inc()
                 try:

@@ -106,6 +106,8 @@ class RequestRecord:
     cold: bool | None = None
     queue_ms: float | None = None
     """Time spent waiting for a place in the engine (fair share); None when not admitted."""
+    in_flight: int | None = None
+    """The adapter's requests in the engine once this one had its place (fair share); else None."""
     error: str | None = None
 
     def fields(self) -> dict[str, Any]:
@@ -123,6 +125,7 @@ class RequestRecord:
             request_metrics.OUTPUT_TOKENS: self.output_tokens,
             request_metrics.COLD: self.cold,
             request_metrics.QUEUE_MS: self.queue_ms,
+            request_metrics.IN_FLIGHT: self.in_flight,
             request_metrics.ERROR: self.error,
         }
 
@@ -142,7 +145,7 @@ class RequestRecord:
             _child(COLD_REQUESTS, metric_label).inc()
         if self.queue_ms is not None:
             _child(QUEUE_WAIT, metric_label).observe(self.queue_ms / 1000.0)
-        if self.status == 429:
+        if self.status == request_metrics.THROTTLED_STATUS:
             _child(THROTTLED, metric_label).inc()
 
 

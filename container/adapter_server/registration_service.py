@@ -21,7 +21,7 @@ from adapter_server import observability, sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_json, send_text
 from adapter_server.engine_routes import EngineAnswer, Scope
 from adapter_server.readiness import Readiness
-from adapter_server.registrations import DigestRefused, Registration, adapter_digest
+from adapter_server.registrations import DigestRefused, Registration, content_digest
 from adapter_server.serving_context import ServingContext
 from cdk_adapters.compat import check_adapter_dir
 from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, validate_component_name
@@ -91,10 +91,14 @@ class RegistrationService:
     # --------------------------------------------------------------------------- start-up
 
     async def restore(self, registration: Registration) -> str | None:
-        """Load a persisted registration again, checking that its files are unchanged; why not, if not."""
+        """Load a persisted registration again, checking that its files are unchanged; why not, if not.
+
+        The gate reads configs and weight headers again; the weights' bytes are hashed again only
+        when the files' stat fingerprint is not the recorded one (`registrations.content_digest`).
+        """
         problems = await self._admission_problems(registration.name, registration.src)
         if not problems:
-            digest = await self._digest(registration.src)
+            digest, _ = await self._digest(registration.src, registration)
             if digest != registration.sha256:
                 problems = [Problem(f"adapter {registration.name!r}", "src", f"files in {registration.src} changed since registration")]
         failure = "; ".join(str(p) for p in problems) or None
@@ -119,7 +123,8 @@ class RegistrationService:
                 adapter=name,
                 problems=[{"subject": p.subject, "field": p.field, "message": p.message, "rule": p.rule} for p in problems],
             )
-        digest = await self._digest(src)
+        # A retry of the same registration (same name and src, files untouched) reads no bytes again.
+        digest, fingerprint = await self._digest(src, existing if existing is not None and existing.src == src else None)
         if digest is None:  # links or unreadable files appeared after the gate looked
             return "rejected", 422, Refusal(
                 422, error_kinds.ADAPTER_REJECTED,
@@ -152,14 +157,14 @@ class RegistrationService:
                 adapter=name,
             )
         try:
-            await asyncio.to_thread(context.store.add, name, src, digest)
+            await asyncio.to_thread(context.store.add, name, src, digest, fingerprint)
         except OSError as error:
             await context.engine.unload(name)
             return "engine_error", 500, Refusal(
                 500, error_kinds.STATE_ERROR, f"adapter {name!r} was not registered: cannot persist it ({error})", adapter=name
             )
         context.residency.forget(name)
-        observability.REGISTERED_ADAPTERS.set(len(context.store.all()))
+        observability.REGISTERED_ADAPTERS.set(len(context.store))
         return "registered", 200, None
 
     async def _unregister_locked(self, name: str) -> tuple[str, Refusal | None]:
@@ -179,12 +184,12 @@ class RegistrationService:
             )
         answer = await context.engine.unload(name)
         if not answer.ok and answer.status != 404:  # 404: vLLM had already lost it; forgetting is right
-            await asyncio.to_thread(context.store.add, name, existing.src, existing.sha256)
+            await asyncio.to_thread(context.store.add, name, existing.src, existing.sha256, existing.fingerprint)
             return "engine_error", Refusal(
                 502, error_kinds.ENGINE_ERROR, f"vLLM did not unload adapter {name!r}: {answer.message()}", adapter=name
             )
         context.residency.forget(name)
-        observability.REGISTERED_ADAPTERS.set(len(context.store.all()))
+        observability.REGISTERED_ADAPTERS.set(len(context.store))
         return "unregistered", None
 
     async def _admission_problems(self, name: str, src: str) -> list[Problem]:
@@ -198,12 +203,13 @@ class RegistrationService:
         except OSError as error:  # unreadable files, or a directory changing while it is read
             return [Problem(f"adapter {name!r}", "src", f"{src} cannot be read: {error.strerror or error}")]
 
-    async def _digest(self, src: str) -> str | None:
-        """`adapter_digest` of `src`, or None when it holds links or cannot be read (the gate says why)."""
+    async def _digest(self, src: str, recorded: Registration | None = None) -> tuple[str | None, str | None]:
+        """(`content_digest`) of `src`, or (None, None) when it holds links or cannot be read (the
+        gate says why); `recorded` spares reading unchanged files again."""
         try:
-            return await asyncio.to_thread(adapter_digest, Path(src))
+            return await asyncio.to_thread(content_digest, Path(src), recorded)
         except (DigestRefused, OSError):
-            return None
+            return None, None
 
     async def _load(self, name: str, src: str, digest: str) -> EngineAnswer:
         """Load through a path unique to this name and content, never `src` itself.

@@ -5,6 +5,12 @@ process restarts in place (AWS's supervisor does that after an engine crash), vL
 with no adapters and SageMaker is not known to register them again. Persisting what was
 registered, and under which content digest, lets the middleware replay the registrations and
 answer retries idempotently (same name and same files: 200; same name, other files: 409).
+
+Replay is the readiness of a restarted engine, so at fleet size it must not read every adapter's
+weights again: each registration also records a *stat fingerprint* of its files (names, sizes,
+modification and change times, inodes: `lstat` only, no bytes read). When the files still have it,
+the recorded digest stands; any write, re-extraction or touch changes the change time (which no
+user can set back), and the bytes are hashed again.
 """
 
 from __future__ import annotations
@@ -26,6 +32,37 @@ _CHUNK = 1024 * 1024
 
 class DigestRefused(ValueError):
     """The directory holds links (never followed) or far too many entries to be an adapter."""
+
+
+def stat_fingerprint(src: Path) -> str | None:
+    """A digest of what `lstat` says about every file under `src` (reads no file's bytes).
+
+    None when the directory holds links or too many entries (the content digest refuses those).
+    """
+    src = Path(src)
+    listing = list_directory(src)
+    if listing.links or not listing.complete:
+        return None
+    digest = hashlib.sha256()
+    for relative_name in listing.files:
+        status = os.lstat(src / relative_name)
+        facts = (relative_name, status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev)
+        digest.update(repr(facts).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def content_digest(src: Path, recorded: "Registration | None" = None) -> tuple[str, str | None]:
+    """(`adapter_digest`, `stat_fingerprint`) of `src`; the bytes are read only when `recorded`
+    does not match the files' fingerprint now.
+
+    The fingerprint is taken before and after reading the bytes; a file that changed meanwhile
+    leaves it None, so the next look reads the bytes again.
+    """
+    before = stat_fingerprint(src)
+    if recorded is not None and recorded.fingerprint is not None and before == recorded.fingerprint:
+        return recorded.sha256, before
+    digest = adapter_digest(src)
+    return digest, before if before is not None and stat_fingerprint(src) == before else None
 
 
 def adapter_digest(src: Path) -> str:
@@ -60,6 +97,8 @@ class Registration:
     src: str
     sha256: str
     registered_at: float
+    fingerprint: str | None = None
+    """`stat_fingerprint` of `src` when the digest was taken (None: unknown, read the bytes again)."""
 
 
 class StateFileError(ValueError):
@@ -70,11 +109,15 @@ class RegistrationStore:
     """Registrations by name, written through to ``<state_dir>/registrations.json`` atomically.
 
     With no `state_dir` the store lives in memory only, for runs that cannot restart in place.
+    Each write is the whole file (write, fsync, rename): its entries are serialised once, when
+    added, so a write costs the file's bytes and one fsync, not a serialisation of every entry.
     """
 
     def __init__(self, state_dir: Path | None, registrations: dict[str, Registration] | None = None) -> None:
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self._registrations: dict[str, Registration] = dict(registrations or {})
+        self._entries: dict[str, tuple[Registration, str]] = {}
+        """Each registration's JSON member, by name, with the registration it was made from."""
 
     @property
     def path(self) -> Path | None:
@@ -92,9 +135,11 @@ class RegistrationStore:
             if document.get("version") != _FORMAT_VERSION:
                 raise StateFileError(f"{path}: unsupported format version {document.get('version')!r}")
             for name, entry in document["adapters"].items():
+                fingerprint = entry.get("fingerprint")
                 store._registrations[name] = Registration(
                     name=name, src=str(entry["src"]), sha256=str(entry["sha256"]),
                     registered_at=float(entry["registered_at"]),
+                    fingerprint=str(fingerprint) if fingerprint is not None else None,
                 )
         except StateFileError:
             raise
@@ -108,13 +153,16 @@ class RegistrationStore:
     def __contains__(self, name: object) -> bool:
         return name in self._registrations
 
+    def __len__(self) -> int:
+        return len(self._registrations)
+
     def all(self) -> list[Registration]:
         """Registrations in the order they were made (replay loads them in that order)."""
         return sorted(self._registrations.values(), key=lambda r: (r.registered_at, r.name))
 
-    def add(self, name: str, src: str, sha256: str) -> Registration:
+    def add(self, name: str, src: str, sha256: str, fingerprint: str | None = None) -> Registration:
         """Record and persist; if persisting fails, memory is left as it was and the error raised."""
-        registration = Registration(name=name, src=src, sha256=sha256, registered_at=time.time())
+        registration = Registration(name=name, src=src, sha256=sha256, registered_at=time.time(), fingerprint=fingerprint)
         previous = self._registrations.get(name)
         self._registrations[name] = registration
         self._write_or_restore(name, previous)
@@ -137,20 +185,29 @@ class RegistrationStore:
                 self._registrations[name] = previous
             raise
 
+    def _document(self) -> str:
+        """The file's text: ``{"version": 1, "adapters": {name: {...}, ...}}``, one adapter a line."""
+        entries: dict[str, tuple[Registration, str]] = {}
+        for registration in self._registrations.values():
+            cached = self._entries.get(registration.name)
+            if cached is None or cached[0] is not registration:
+                fields = {k: v for k, v in asdict(registration).items() if k != "name" and v is not None}
+                cached = (registration, f"  {json.dumps(registration.name)}: {json.dumps(fields, sort_keys=True)}")
+            entries[registration.name] = cached
+        self._entries = entries
+        members = ",\n".join(text for _, text in entries.values())
+        return f'{{"version": {_FORMAT_VERSION}, "adapters": {{\n{members}\n}}}}\n'
+
     def _write(self) -> None:
         path = self.path
         if path is None:
             return
-        document = {
-            "version": _FORMAT_VERSION,
-            "adapters": {r.name: {k: v for k, v in asdict(r).items() if k != "name"} for r in self.all()},
-        }
         path.parent.mkdir(parents=True, exist_ok=True)
         # Write-then-rename: a crash mid-write leaves the previous file, never half of one.
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".registrations-", suffix=".json")
         try:
             with os.fdopen(handle, "w") as stream:
-                json.dump(document, stream, indent=2, sort_keys=True)
+                stream.write(self._document())
                 stream.flush()
                 os.fsync(stream.fileno())
             os.replace(temporary, path)

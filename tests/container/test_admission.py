@@ -28,12 +28,15 @@ class Engine:
     def __init__(self, admission: FairAdmission) -> None:
         self.admission = admission
         self.entered: list[str] = []
+        self.in_flight: dict[str, int] = {}
+        """What each request's admission said its adapter had in the engine (the log's ``in_flight``)."""
         self.release: dict[str, asyncio.Event] = {}
 
     async def request(self, adapter: str, tag: str, gone=never_gone) -> str:
         event = self.release.setdefault(tag, asyncio.Event())
-        async with self.admission.place(adapter, gone):
+        async with self.admission.place(adapter, gone) as admitted:
             self.entered.append(tag)
+            self.in_flight[tag] = admitted.in_flight
             await event.wait()
         return tag
 
@@ -64,6 +67,8 @@ def test_a_burst_does_not_queue_ahead_of_another_adapter():
         await asyncio.gather(*tasks)
         assert engine.entered == ["n0", "n1", "q0", "n2", "n3", "n4", "n5"]
         assert engine.admission.in_engine == 0 and engine.admission._lanes == {}
+        # In-flight counts the adapter's own requests in the engine, itself included.
+        assert [engine.in_flight[tag] for tag in ("n0", "n1", "q0")] == [1, 2, 1]
 
     run(scenario())
 

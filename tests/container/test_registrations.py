@@ -8,7 +8,15 @@ import shutil
 
 import pytest
 
-from adapter_server.registrations import STATE_FILE_NAME, RegistrationStore, StateFileError, adapter_digest
+from adapter_server import registrations
+from adapter_server.registrations import (
+    STATE_FILE_NAME,
+    RegistrationStore,
+    StateFileError,
+    adapter_digest,
+    content_digest,
+    stat_fingerprint,
+)
 
 
 def test_digest_depends_on_content_only(zoo, tmp_path):
@@ -80,3 +88,77 @@ def test_a_failed_write_leaves_memory_as_it_was(tmp_path):
         store.remove("tenant-a-v1")
     assert store.all() == [kept]
     assert sorted(p.name for p in (tmp_path / "state").iterdir()) == [STATE_FILE_NAME]  # no temporary left
+
+
+class CountingReads:
+    """Counts every file the digest opens to read bytes (the real `open_regular_file` still opens it)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.opened: list[str] = []
+        real = registrations.open_regular_file
+
+        def counting(path):
+            self.opened.append(os.path.basename(path))
+            return real(path)
+
+        monkeypatch.setattr(registrations, "open_regular_file", counting)
+
+
+def test_replay_does_not_read_unchanged_adapters_bytes_again(zoo, tmp_path, monkeypatch):
+    adapter = shutil.copytree(zoo.adapter("good"), tmp_path / "adapter")
+    reads = CountingReads(monkeypatch)
+    digest, fingerprint = content_digest(adapter)
+    files = sorted(reads.opened)
+    assert digest == adapter_digest(adapter) and fingerprint == stat_fingerprint(adapter) and files
+    store = RegistrationStore.load(tmp_path / "state")
+    store.add("tenant-a-v1", str(adapter), digest, fingerprint)
+    recorded = RegistrationStore.load(tmp_path / "state").get("tenant-a-v1")
+    assert recorded.fingerprint == fingerprint  # persisted with the registration
+
+    reads.opened.clear()
+    assert content_digest(adapter, recorded) == (digest, fingerprint)
+    assert reads.opened == []  # unchanged files: not one opened
+
+    # Touched (same bytes, new times): read again, and the digest still holds.
+    os.utime(adapter / "adapter_config.json")
+    again, new_fingerprint = content_digest(adapter, recorded)
+    assert (again, sorted(reads.opened)) == (digest, files) and new_fingerprint != fingerprint
+
+
+def test_a_change_that_keeps_size_and_modification_time_is_still_read(zoo, tmp_path, monkeypatch):
+    adapter = shutil.copytree(zoo.adapter("good"), tmp_path / "adapter")
+    digest, fingerprint = content_digest(adapter)
+    store = RegistrationStore(None)
+    recorded = store.add("tenant-a-v1", str(adapter), digest, fingerprint)
+    weights = adapter / "adapter_model.safetensors"
+    before = os.stat(weights)
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0x01
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))  # the change time cannot be set back
+    reads = CountingReads(monkeypatch)
+    changed, _ = content_digest(adapter, recorded)
+    assert changed != digest and "adapter_model.safetensors" in reads.opened
+    # A registration recorded without a fingerprint (an older state file) is always read.
+    reads.opened.clear()
+    legacy = registrations.Registration("tenant-a-v1", str(adapter), digest, 0.0)
+    content_digest(adapter, legacy)
+    assert reads.opened
+
+
+def test_each_registration_serialises_one_entry_not_the_whole_file(tmp_path, monkeypatch):
+    calls = []
+    real = registrations.asdict
+    monkeypatch.setattr(registrations, "asdict", lambda value: calls.append(value.name) or real(value))
+    store = RegistrationStore.load(tmp_path / "state")
+    for index in range(50):
+        store.add(f"tenant-{index}-v1", f"/opt/ml/{index}", f"{index:064x}")
+    assert len(calls) == 50  # one per registration: 1,275 if every write serialised every entry
+    store.remove("tenant-7-v1")
+    assert len(calls) == 50
+    reloaded = RegistrationStore.load(tmp_path / "state")
+    assert len(reloaded) == 49 and [r.name for r in reloaded.all()] == [r.name for r in store.all()]
+    document = json.loads((tmp_path / "state" / STATE_FILE_NAME).read_text())
+    assert document["version"] == 1 and document["adapters"]["tenant-3-v1"] == {
+        "src": "/opt/ml/3", "sha256": f"{3:064x}", "registered_at": store.get("tenant-3-v1").registered_at,
+    }

@@ -21,7 +21,7 @@ from tests.container.emf_rules import CLOUDWATCH_UNITS, declared_metrics, emf_pr
 
 def _served(**overrides) -> RequestRecord:
     values = dict(adapter="tenant-a-v1", route="/invocations", stream=False, status=200, latency_ms=153.8,
-                  ttft_ms=38.0, prompt_tokens=7, output_tokens=8, cold=True)
+                  ttft_ms=38.0, prompt_tokens=7, output_tokens=8, cold=True, queue_ms=12.5, in_flight=3)
     values.update(overrides)
     return RequestRecord(**values)
 
@@ -48,12 +48,23 @@ def test_the_schema_stays_within_emf_and_cloudwatch_limits():
 
 def test_error_and_cold_counts_are_always_there_so_their_average_is_a_share():
     assert rm.metric_values({rm.STATUS: 503, rm.LATENCY_MS: 2.0}) == {
-        "Latency": 2.0, "Errors4XX": 0, "Errors5XX": 1, "ColdStarts": 0,
+        "Latency": 2.0, "Errors4XX": 0, "Errors5XX": 1, "ColdStarts": 0, "Throttled": 0,
     }
     assert rm.metric_values({rm.STATUS: 413, rm.COLD: None})["Errors4XX"] == 1
     served = rm.metric_values(_served().fields())
     assert served == {"Latency": 153.8, "TimeToFirstToken": 38.0, "PromptTokens": 7, "OutputTokens": 8,
-                      "Errors4XX": 0, "Errors5XX": 0, "ColdStarts": 1}
+                      "Errors4XX": 0, "Errors5XX": 0, "ColdStarts": 1, "QueueWait": 12.5, "Throttled": 0, "InFlight": 3}
+    # Without fair share nothing waited for a place: no queue wait or in-flight, never a 0 that is not a measurement.
+    unqueued = rm.metric_values(_served(queue_ms=None, in_flight=None).fields())
+    assert "QueueWait" not in unqueued and "InFlight" not in unqueued
+
+
+def test_a_throttled_request_counts_once_as_throttled_and_as_a_client_error():
+    throttled = _served(status=429, latency_ms=0.3, ttft_ms=None, prompt_tokens=None, output_tokens=None,
+                        queue_ms=None, in_flight=None, error="adapter 'tenant-a-v1' is over its max_queue limit")
+    values = rm.metric_values(throttled.fields())
+    assert (values["Throttled"], values["Errors4XX"], values["Errors5XX"]) == (1, 1, 0)
+    assert rm.metric_values(_served(status=404).fields())["Throttled"] == 0
 
 
 # ---------------------------------------------------------------------------------- the codec
@@ -162,3 +173,21 @@ def test_only_enabled_metrics_with_a_value_are_declared():
     # A line with nothing to extract is left plain: EMF takes no directive without metrics.
     tokens_only = RequestLog(rm.from_environment({rm.METRICS_ENV: "PromptTokens"}))
     assert "_aws" not in json.loads(tokens_only.line(_refused_404().fields(), rm.UNREGISTERED_ADAPTER))
+
+
+def test_the_container_line_decodes_with_the_contract_to_what_was_recorded():
+    settings = rm.RequestMetricsSettings(namespace="Acme", endpoint_name="prod-ep")
+    record = _served()
+    decoded = rm.decode_line(RequestLog(settings).line(record.fields(), "tenant-a-v1"))
+    assert decoded.fields == _served().fields()
+    assert decoded.metrics == rm.metric_values(_served().fields())
+    assert (decoded.metrics["QueueWait"], decoded.metrics["Throttled"], decoded.metrics["InFlight"]) == (12.5, 0, 3)
+    assert decoded.dimensions == {rm.ENDPOINT_DIMENSION: "prod-ep", rm.ADAPTER_DIMENSION: "tenant-a-v1"}
+    assert decoded.namespace == "Acme"
+    plain = rm.decode_line(RequestLog(rm.RequestMetricsSettings(emf=False)).line(_served().fields(), "tenant-a-v1"))
+    assert (plain.metrics, plain.dimensions, plain.namespace) == ({}, {}, None)
+    with pytest.raises(ValueError, match="not a cdk_adapters.request line"):
+        rm.decode_line('{"event": "cdk_adapters.registration"}')
+    forged = RequestLog(settings).line(_served().fields(), "tenant-a-v1").replace('"Throttled": 0', '"Throttled": "no"')
+    with pytest.raises(ValueError, match="metric 'Throttled' has no number"):
+        rm.decode_line(forged)

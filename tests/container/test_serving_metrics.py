@@ -77,8 +77,15 @@ def test_request_lines_are_emf_documents_whose_values_match_the_answers(served, 
 
     # An unregistered name: the shared label, no token metrics, one client error.
     assert missing_line["adapter"] == "emf-missing-v1" and missing_line["Adapter"] == rm.UNREGISTERED_ADAPTER
-    assert declared_metrics(lines[2]) == ["Latency", "Errors4XX", "Errors5XX", "ColdStarts"]
-    assert (missing_line["Errors4XX"], missing_line["Errors5XX"], missing_line["ColdStarts"]) == (1, 0, 0)
+    assert declared_metrics(lines[2]) == ["Latency", "Errors4XX", "Errors5XX", "ColdStarts", "Throttled"]
+    assert (missing_line["Errors4XX"], missing_line["Errors5XX"], missing_line["ColdStarts"], missing_line["Throttled"]) == (1, 0, 0, 0)
+    # Admitted through fair share (on by default): the wait for a place and the adapter's requests in the engine.
+    for line in (whole_line, stream_line):
+        assert line["QueueWait"] == line["queue_ms"] >= 0 and line["InFlight"] == line["in_flight"] >= 1
+    # Each line reads back through the contract's own decoder as the metrics it declares.
+    decoded = rm.decode_line(lines[0])
+    assert decoded.dimensions == {"EndpointName": METRICS_ENDPOINT_NAME, "Adapter": "emf-v1"}
+    assert decoded.metrics["OutputTokens"] == NEW_TOKENS and decoded.fields["in_flight"] == whole_line["InFlight"]
 
 
 def test_refusals_on_a_registered_adapter_count_under_it_in_the_line_and_in_prometheus(served, zoo):

@@ -169,7 +169,7 @@ def test_alarms_without_a_topic_acknowledge_only_the_alarm_action_rules():
 
     endpoint = endpoint_with(alarms=MonitoringAlarms(adapter_names=["support-en-v1"]))
     acknowledged = set()
-    for alarm in [*endpoint.alarms.values(), *endpoint.adapter_alarms["support-en-v1"].values()]:
+    for alarm in [*endpoint.endpoint_alarms.values(), *endpoint.adapter_alarms["support-en-v1"].values()]:
         for entry in alarm.node.metadata:
             if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
                 acknowledged |= set(entry.data)
@@ -180,7 +180,7 @@ def test_alarms_without_a_topic_acknowledge_only_the_alarm_action_rules():
     with_topic = endpoint_with(stack=stack, alarms=MonitoringAlarms(topic=topic, adapter_names=["support-en-v1"]))
     assert not any(
         entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
-        for alarm in with_topic.alarms.values()
+        for alarm in with_topic.endpoint_alarms.values()
         for entry in alarm.node.metadata
     )
     assert nag_violations(stack) == []
@@ -191,7 +191,7 @@ def test_a_smaller_metric_set_with_the_matching_alarms_turned_off_builds():
         request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX")),
         alarms=MonitoringAlarms(endpoint=AlarmThresholds(cold_start_share_percent=None), adapters=AlarmThresholds(cold_start_share_percent=None)),
     )
-    assert set(endpoint.alarms) == {"error_rate", "latency_p95"}
+    assert set(endpoint.endpoint_alarms) == {"error_rate", "latency_p95"}
     assert set(endpoint.add_adapter_alarms("support-en-v1")) == {"error_rate", "latency_p95"}
 
 
@@ -215,3 +215,36 @@ def test_adapters_without_alarms_cannot_overflow_a_shard_that_alarms_filled():
     assert (problem.subject, problem.field) == ("adapter 'c-v1' of MultiAdapterEndpoint 'Test-Stack/Serving'", "placement")
     assert "would put its shard (Shard0) at 6 resources, over its capacity of 5" in problem.message
     assert sorted(endpoint.adapters) == ["a-v1", "b-v1"]
+
+
+def test_throttled_and_starved_alarms_are_off_by_default_and_watch_the_fair_share_metrics_when_on():
+    assert AlarmThresholds().enabled == ("error_rate", "latency_p95", "cold_start_share")
+    endpoint = endpoint_with(
+        alarms=MonitoringAlarms(
+            endpoint=AlarmThresholds(throttled_share_percent=2),
+            adapters=AlarmThresholds(error_rate_percent=None, latency_p95_ms=None, cold_start_share_percent=None),
+        )
+    )
+    created = endpoint.add_adapter_alarms("support-en-v1", {"throttled_share_percent": 10, "queue_wait_p95_ms": 2000})
+    assert set(created) == {"throttled_share", "queue_wait_p95"}
+    alarms = alarms_by_name(template_of(endpoint))
+    prefix, component = endpoint.prefix, endpoint.adapters["support-en-v1"].inference_component_name
+    assert set(endpoint.endpoint_alarms) == {"error_rate", "latency_p95", "cold_start_share", "throttled_share"}
+    endpoint_throttled = alarms[f"{prefix}/throttled-share"]
+    assert (endpoint_throttled["MetricName"], endpoint_throttled["Statistic"], endpoint_throttled["Threshold"]) == ("Throttled", "Average", 0.02)
+    assert endpoint_throttled["Dimensions"] == [{"Name": "EndpointName", "Value": endpoint.endpoint_name}]
+    throttled, starved = alarms[f"{component}/throttled-share"], alarms[f"{component}/queue-wait-p95"]
+    assert (throttled["MetricName"], throttled["Statistic"], throttled["Threshold"]) == ("Throttled", "Average", 0.1)
+    assert (starved["MetricName"], starved["ExtendedStatistic"], starved["Threshold"]) == ("QueueWait", "p95", 2000)
+    assert "Raise its weight or max_queue, add copies, or give the tenant its own endpoint" in throttled["AlarmDescription"]
+    assert {entry["Name"] for entry in starved["Dimensions"]} == {"Adapter", "EndpointName"}
+
+
+def test_starved_alarms_need_fair_share_and_bad_thresholds_are_refused():
+    endpoint = endpoint_with(alarms=MonitoringAlarms(endpoint=None), fair_share=False)
+    text = refused(endpoint, "support-en-v1", {"queue_wait_p95_ms": 500})
+    assert "alarms: queue_wait_p95 needs fair share on (fair_share=True)" in text
+    with pytest.raises(ConfigurationError) as raised:
+        endpoint_with(alarms=MonitoringAlarms(endpoint=AlarmThresholds(throttled_share_percent=100, queue_wait_p95_ms=0)))
+    assert "alarms.endpoint.throttled_share_percent: must be a percentage above 0 and below 100" in str(raised.value)
+    assert "alarms.endpoint.queue_wait_p95_ms: must be a positive number of milliseconds" in str(raised.value)

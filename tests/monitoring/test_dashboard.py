@@ -37,7 +37,7 @@ def test_endpoint_rows_and_per_adapter_tables():
     alarm_widget = next(widget for widget in body["widgets"] if widget["type"] == "alarm")
     assert len(alarm_widget["properties"]["alarms"]) == 3
     tables = {title: properties for title, properties in widgets.items() if title.startswith("Top 10 adapters")}
-    assert len(tables) == 4
+    assert len(tables) == 7
     for properties in tables.values():
         ((query,),) = [[item["expression"] for item in entry if isinstance(item, dict) and "expression" in item] for entry in properties["metrics"]]
         assert query.startswith('SELECT ') and 'FROM SCHEMA("CdkAdapters", Adapter, EndpointName)' in query
@@ -58,6 +58,29 @@ def test_emf_off_leaves_only_what_sagemaker_reports():
     assert titles == {"GPU utilisation (%)", "Copies and instances (reservations)", "SageMaker invocations (base component)"}
 
 
+def test_fair_share_signals_have_an_endpoint_row_and_per_adapter_tables():
+    endpoint = build_endpoint()
+    body = dashboard_body(template_of(endpoint))
+    widgets = metric_widgets(body)
+    queries = {
+        title: next(item["expression"] for entry in properties["metrics"] for item in entry if isinstance(item, dict))
+        for title, properties in widgets.items()
+        if title.startswith("Top 10 adapters")
+    }
+    # Who is throttled, who is starved, who holds the engine: one Metrics Insights table each.
+    assert queries["Top 10 adapters: Most throttled requests (429)"].startswith("SELECT SUM(Throttled) FROM SCHEMA")
+    assert queries["Top 10 adapters: Highest average queue wait (ms)"].startswith("SELECT AVG(QueueWait) FROM SCHEMA")
+    assert queries["Top 10 adapters: Highest peak in flight"].startswith("SELECT MAX(InFlight) FROM SCHEMA")
+    row = widgets["Fair share: queue wait (ms), throttled, in flight"]["metrics"]
+    assert [(entry[1], entry[-1].get("stat")) for entry in row] == [
+        ("QueueWait", "p50"), ("QueueWait", "p95"), ("Throttled", "Sum"), ("InFlight", "Maximum"),
+    ]
+    assert all(entry[2:4] == ["EndpointName", endpoint.endpoint_name] for entry in row)
+    # Without the fair-share metrics, neither the row nor the tables.
+    plain = metric_widgets(dashboard_body(template_of(build_endpoint(request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX"))))))
+    assert not any("Fair share" in title or "queue wait" in title or "throttled" in title for title in plain)
+
+
 def test_a_smaller_metric_set_drops_the_rows_and_tables_it_cannot_fill():
     body = dashboard_body(template_of(build_endpoint(request_metrics=RequestMetrics(metrics=("Latency",)))))
     titles = set(metric_widgets(body))
@@ -70,6 +93,13 @@ def test_top_n_is_configurable_within_what_a_query_returns():
     assert any("LIMIT 25" in str(widget) for widget in body["widgets"])
     with pytest.raises(ConfigurationError, match=r"dashboard_top_n: must be an integer from 1 to 100, got 0"):
         build_endpoint(dashboard_top_n=0)
+    # Seven tables of up to 100 series would pass the dashboard's 500: refused before anything is built.
+    with pytest.raises(ConfigurationError, match=r"dashboard_top_n: 66 x 7 per-adapter tables passes the 500 series .* at most 65"):
+        build_endpoint(dashboard_top_n=66)
+    widest = dashboard_body(template_of(build_endpoint(dashboard_top_n=65)))
+    assert dashboard_limit_problems(widest) == []
+    fewer = dashboard_body(template_of(build_endpoint(dashboard_top_n=100, request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX")))))
+    assert dashboard_limit_problems(fewer) == []
     assert "AWS::CloudWatch::Dashboard" not in {r["Type"] for r in template_of(build_endpoint(dashboard=False))["Resources"].values()}
 
 

@@ -7,7 +7,7 @@ import pytest
 from aws_cdk import Duration
 
 from cdk_adapters.contract import request_metrics as contract
-from cdk_adapters.monitoring import RequestMetrics
+from cdk_adapters.monitoring import MonitoringAlarms, RequestMetrics
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint
 from tests.monitoring.conftest import endpoint_with, resources, template_of
@@ -25,6 +25,8 @@ def test_default_settings_reach_the_container_and_decode_to_every_metric():
     assert settings.namespace == contract.DEFAULT_NAMESPACE
     assert settings.metrics == contract.METRICS
     assert settings.endpoint_name == endpoint.endpoint_name
+    # The fair-share signals are on by default: the model's environment names them.
+    assert model_environment(endpoint)[contract.METRICS_ENV].endswith(",QueueWait,Throttled,InFlight")
 
 
 def test_namespace_metric_set_and_emf_off_are_rendered_through_the_contract():
@@ -49,7 +51,16 @@ def test_adapter_metric_methods_name_the_contract_metric_and_both_dimensions():
         adapter.metric_cold_starts: ("ColdStarts", "Sum"),
         adapter.metric_error_rate: ("Errors5XX", "Average"),
         adapter.metric_cold_start_share: ("ColdStarts", "Average"),
+        adapter.metric_queue_wait: ("QueueWait", "p95"),
+        adapter.metric_throttled_requests: ("Throttled", "Sum"),
+        adapter.metric_throttled_share: ("Throttled", "Average"),
+        adapter.metric_in_flight: ("InFlight", "Maximum"),
     }
+    # Every metric of the contract has a typed method, and the methods name nothing else.
+    assert {name for name, _ in expected.values()} == set(contract.METRICS_BY_NAME)
+    assert (contract.QUEUE_WAIT.statistic, contract.THROTTLED.statistic, contract.IN_FLIGHT_METRIC.statistic) == (
+        "p95", "Sum", "Maximum"
+    )
     for method, (name, statistic) in expected.items():
         metric = method()
         assert (metric.namespace, metric.metric_name, metric.statistic) == ("Tenants", name, statistic)
@@ -61,21 +72,30 @@ def test_adapter_metric_methods_name_the_contract_metric_and_both_dimensions():
 
 def test_endpoint_rollup_has_only_the_endpoint_dimension():
     endpoint = build_endpoint()
-    metric = endpoint.request_metrics.metric_request_latency()
+    metric = endpoint.request_metric_source.metric_request_latency()
     assert metric.dimensions == {"EndpointName": endpoint.endpoint_name}
-    assert endpoint.request_metrics.metric_requests().statistic == "SampleCount"
+    assert endpoint.request_metric_source.metric_requests().statistic == "SampleCount"
+
+
+def test_the_old_attribute_names_still_answer_with_a_deprecation_warning():
+    endpoint = endpoint_with(alarms=MonitoringAlarms())
+    with pytest.warns(DeprecationWarning, match="use request_metric_source"):
+        assert endpoint.request_metrics is endpoint.request_metric_source
+    with pytest.warns(DeprecationWarning, match="use endpoint_alarms"):
+        assert endpoint.alarms is endpoint.endpoint_alarms
+    assert set(endpoint.endpoint_alarms) == {"error_rate", "latency_p95", "cold_start_share"}
 
 
 def test_unknown_and_unpublished_metrics_are_refused_by_name():
     endpoint = endpoint_with(request_metrics=RequestMetrics(metrics=("Latency",)))
     adapter = endpoint.adapters["support-en-v1"]
     with pytest.raises(ConfigurationError, match=r"metric_name: unknown metric 'Latncy'; known: Latency, TimeToFirstToken"):
-        adapter.request_metrics.metric("Latncy")
+        adapter.request_metric_source.metric("Latncy")
     with pytest.raises(ConfigurationError, match=r"needs metric 'ColdStarts', which is not published: request_metrics.metrics leaves it out"):
         adapter.metric_cold_start_share()
     off = endpoint_with(request_metrics=RequestMetrics(emf=False))
     with pytest.raises(ConfigurationError, match=r"EMF is off"):
-        off.request_metrics.metric_request_latency()
+        off.request_metric_source.metric_request_latency()
 
 
 def test_bad_settings_are_refused_all_at_once_naming_the_field():
