@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 from benchmarks._timing import interleaved_medians, print_table
-from cdk_adapters.compat import CoHostedAdapter
-from cdk_adapters.compat.checks.co_hosted import CO_HOSTED_CHECKS
+from cdk_adapters.gate import CoHostedAdapter
+from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS
 from cdk_adapters.manifest import plan_manifest_file
 from tests.fleet.builders import write_fleet_manifest
 

@@ -22,7 +22,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from cdk_adapters.compat import Reference, check_adapter_archive
+from cdk_adapters.gate import Reference, check_adapter_archive
 from cdk_adapters.problems import Problem
 from cdk_adapters.contract.s3_url import S3UrlError, parse_s3_url
 from cdk_adapters.tokens import is_unresolved

@@ -31,9 +31,9 @@ from constructs import Construct, IValidation
 from cdk_adapters import discovery_parameter, names, serving_reference
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.compat import Acknowledgment, BaseModelFacts, Reference
-from cdk_adapters.compat.gate import new_adapter_name_problems
-from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
+from cdk_adapters.gate import Acknowledgment, BaseModelFacts, Reference
+from cdk_adapters.gate.check import new_adapter_name_problems
+from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.capacity_reservation import CapacityReservation
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.copy_placement import CopyPlacement, data_cache_problems, render_data_cache

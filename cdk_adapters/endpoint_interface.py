@@ -16,7 +16,7 @@ from aws_cdk import aws_iam as iam
 
 if TYPE_CHECKING:
     from cdk_adapters.adapter_artifact import AdapterArtifact
-    from cdk_adapters.compat import Acknowledgment
+    from cdk_adapters.gate import Acknowledgment
     from cdk_adapters.inference_component import AdapterInferenceComponent
 
 

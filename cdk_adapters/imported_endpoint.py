@@ -38,8 +38,8 @@ from cdk_adapters import nag_acknowledgments as nag
 from cdk_adapters import names, serving_reference
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.compat import Acknowledgment, Reference
-from cdk_adapters.compat.gate import new_adapter_name_problems
+from cdk_adapters.gate import Acknowledgment, Reference
+from cdk_adapters.gate.check import new_adapter_name_problems
 from cdk_adapters.contract import adapter_names
 from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError, ServingReference
 from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count

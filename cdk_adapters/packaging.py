@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG, ADAPTER_WEIGHTS, TOKENIZER_FILES, open_regular_file
+from cdk_adapters.gate.adapter_contents import ADAPTER_CONFIG, ADAPTER_WEIGHTS, TOKENIZER_FILES, open_regular_file
 
 FILE_MODE = 0o644
 GZIP_LEVEL = 9

@@ -1,8 +1,8 @@
 """The serving reference between the gate's types and the discovery record's plain document.
 
-The platform's endpoint publishes the `compat.Reference` it checks adapters against (and its
+The platform's endpoint publishes the `gate.Reference` it checks adapters against (and its
 adapter locations) in its discovery record; an imported endpoint in another team's app turns the
-record's `ServingReference` back into a `compat.Reference`, so the same gate refuses the same
+record's `ServingReference` back into a `gate.Reference`, so the same gate refuses the same
 adapter in either app, with the same rule id and message.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.compat import BaseModelFacts, Reference
-from cdk_adapters.compat.ranks import VLLM_DEFAULT_MAX_LORA_RANK
+from cdk_adapters.gate import BaseModelFacts, Reference
+from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.contract.discovery import ServedBaseModel, ServingReference
 
 
@@ -42,7 +42,7 @@ def publish(reference: Reference, locations: Sequence[AdapterLocation]) -> Servi
 
 
 def gate_reference(serving: ServingReference) -> Reference:
-    """The `compat.Reference` a published serving reference stands for."""
+    """The `gate.Reference` a published serving reference stands for."""
     base = serving.base_model
     facts = None
     if base is not None:

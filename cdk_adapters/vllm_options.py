@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Mapping
 
-from cdk_adapters.compat import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.gate import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract import reserved_config, serving_env
 from cdk_adapters.problems import Problem
 

@@ -9,7 +9,7 @@ from typing import TextIO
 from cdk_adapters.cli.common import (
     Failure,
 )
-from cdk_adapters.compat import BaseModelFacts
+from cdk_adapters.gate import BaseModelFacts
 from cdk_adapters.problems import Problem
 
 

@@ -6,14 +6,14 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from cdk_adapters.compat import (
+from cdk_adapters.gate import (
     AdapterContents,
     AdapterFacts,
     BaseModelFacts,
     Reference,
     check_adapter_contents,
 )
-from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import Problem
 
 if TYPE_CHECKING:

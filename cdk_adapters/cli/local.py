@@ -179,8 +179,8 @@ def _listen(host: str, port: int) -> tuple[socket.socket | None, list[Problem]]:
 
 def _base_model(directory: Path, manifest) -> tuple[object | None, list[Problem]]:
     """The base model's facts read from `directory`, and every way it is not the manifest's base."""
-    from cdk_adapters.compat import BaseModelFacts
-    from cdk_adapters.compat.adapter_contents import ADAPTER_CONFIG
+    from cdk_adapters.gate import BaseModelFacts
+    from cdk_adapters.gate.adapter_contents import ADAPTER_CONFIG
 
     subject = f"base model '{directory}'"
     if not directory.is_dir():
@@ -207,7 +207,7 @@ def _base_model(directory: Path, manifest) -> tuple[object | None, list[Problem]
 def _gate(adapters, base, manifest) -> list[Problem]:
     """The compatibility gate on each adapter, against the base model on disk, as the adapter
     server will run it at registration: refused here, before vLLM starts, with each rule's id."""
-    from cdk_adapters.compat import Reference, check_adapter_archive, check_adapter_dir
+    from cdk_adapters.gate import Reference, check_adapter_archive, check_adapter_dir
 
     reference = Reference(base, _max_lora_rank(manifest), manifest.base_model.allow_vision_modules)
     problems = []

@@ -17,8 +17,8 @@ from cdk_adapters.cli.common import (
     owner_problems,
     resolve_reference,
 )
-from cdk_adapters.compat import CoHostedAdapter
-from cdk_adapters.compat.checks.co_hosted import VERSION_SUFFIX_CHECK
+from cdk_adapters.gate import CoHostedAdapter
+from cdk_adapters.gate.checks.co_hosted import VERSION_SUFFIX_CHECK
 from cdk_adapters.problems import Problem
 
 

@@ -14,8 +14,8 @@ from cdk_adapters.cli.common import (
     manifest_path,
     resolve_reference,
 )
-from cdk_adapters.compat import AdapterContents, AdapterFacts, CoHostedAdapter, check_adapter_contents
-from cdk_adapters.compat.checks.co_hosted import IDENTICAL_TARGET_MODULES
+from cdk_adapters.gate import AdapterContents, AdapterFacts, CoHostedAdapter, check_adapter_contents
+from cdk_adapters.gate.checks.co_hosted import IDENTICAL_TARGET_MODULES
 from cdk_adapters.contract.adapter_names import duplicate_adapter_names
 from cdk_adapters.problems import ConfigurationError, Problem
 

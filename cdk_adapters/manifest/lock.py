@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cdk_adapters.compat.adapter_facts import AdapterFacts
+from cdk_adapters.gate.adapter_facts import AdapterFacts
 from cdk_adapters.problems import ConfigurationError, Problem
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, parse_s3_url
 

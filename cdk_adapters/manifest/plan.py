@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdk_adapters.compat import (
+from cdk_adapters.gate import (
     AcknowledgedFinding,
     Acknowledgment,
     AdapterFacts,
@@ -22,9 +22,9 @@ from cdk_adapters.compat import (
     covering_max_lora_rank,
     split_acknowledged,
 )
-from cdk_adapters.compat.adapter_contents import AdapterContents
-from cdk_adapters.compat.checks.co_hosted import IDENTICAL_TARGET_MODULES, UNIQUE_NAMES, VERSION_SUFFIX_CHECK
-from cdk_adapters.compat.gate import check_adapter_contents
+from cdk_adapters.gate.adapter_contents import AdapterContents
+from cdk_adapters.gate.checks.co_hosted import IDENTICAL_TARGET_MODULES, UNIQUE_NAMES, VERSION_SUFFIX_CHECK
+from cdk_adapters.gate.check import check_adapter_contents
 from cdk_adapters.contract.discovery import alias_problems
 from cdk_adapters.manifest.loader import LoadedManifest, load_manifest, load_valid_rows
 from cdk_adapters.manifest.lock import LockEntry

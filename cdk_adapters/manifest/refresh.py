@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdk_adapters.compat.adapter_contents import AdapterContents
-from cdk_adapters.compat.adapter_facts import AdapterFacts
-from cdk_adapters.compat.gate import check_adapter_contents
+from cdk_adapters.gate.adapter_contents import AdapterContents
+from cdk_adapters.gate.adapter_facts import AdapterFacts
+from cdk_adapters.gate.check import check_adapter_contents
 from cdk_adapters.manifest.loader import LoadedManifest
 from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
 from cdk_adapters.manifest.lock import BaseModelPin, LockEntry, LockFile

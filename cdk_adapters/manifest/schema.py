@@ -13,9 +13,9 @@ from pydantic import (
     BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, ValidationInfo, field_validator, model_validator,
 )
 
-from cdk_adapters.compat import vlm_traps
-from cdk_adapters.compat.acknowledgments import reason_error, rule_error
-from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.gate import vlm_traps
+from cdk_adapters.gate.acknowledgments import reason_error, rule_error
+from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 from cdk_adapters.deploy_check_request import body_messages
 

@@ -23,7 +23,7 @@ from constructs import Construct
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.compat import Acknowledgment
+from cdk_adapters.gate import Acknowledgment
 from cdk_adapters.contract.capture_record import CaptureSettings
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.deploy_check import AdapterCheck

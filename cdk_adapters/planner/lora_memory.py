@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from cdk_adapters.compat.adapter_facts import EMBEDDING_MODULES, AdapterFacts, lora_pairs
-from cdk_adapters.compat.safetensors_header import TensorInfo
+from cdk_adapters.gate.adapter_facts import EMBEDDING_MODULES, AdapterFacts, lora_pairs
+from cdk_adapters.gate.safetensors_header import TensorInfo
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 """``--dtype`` values and their sizes; vLLM's ``lora_dtype=auto`` follows the model's dtype."""
@@ -79,8 +79,8 @@ class BaseModelShapes:
     @classmethod
     def from_model_dir(cls, path: Path | str) -> "BaseModelShapes":
         """Exact counts from a local model's safetensors headers (every 2-D ``*.weight`` tensor)."""
-        from cdk_adapters.compat.base_model import _weight_files
-        from cdk_adapters.compat.safetensors_header import read_safetensors_header
+        from cdk_adapters.gate.base_model import _weight_files
+        from cdk_adapters.gate.safetensors_header import read_safetensors_header
 
         counts: Counter[tuple[str, int, int]] = Counter()
         for weights in _weight_files(Path(path)):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cdk_adapters.compat.adapter_contents import AdapterContents
+from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.manifest.plan import ManifestPlan
 from cdk_adapters.planner.fit import AdapterSize
 from cdk_adapters.planner.lora_memory import (

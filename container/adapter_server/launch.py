@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 from adapter_server import vllm_flags
 from adapter_server.settings import ServingSettings
 from cdk_adapters.contract import reserved_config, serving_env, serving_image
-from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import ConfigurationError, Problem
 
 _FLAG_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

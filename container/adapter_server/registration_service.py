@@ -23,7 +23,7 @@ from adapter_server.engine_routes import EngineAnswer, Scope
 from adapter_server.readiness import Readiness
 from adapter_server.registrations import DigestRefused, Registration, content_digest
 from adapter_server.serving_context import ServingContext
-from cdk_adapters.compat import check_adapter_dir
+from cdk_adapters.gate import check_adapter_dir
 from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, validate_component_name
 from cdk_adapters.contract import error_kinds
 from cdk_adapters.problems import Problem

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cdk_adapters.compat.adapter_contents import list_directory, open_regular_file
+from cdk_adapters.gate.adapter_contents import list_directory, open_regular_file
 
 STATE_FILE_NAME = "registrations.json"
 _FORMAT_VERSION = 1

@@ -12,7 +12,7 @@ from adapter_server.admission import FairAdmission
 from adapter_server.engine_routes import EngineRoutes
 from adapter_server.registrations import RegistrationStore
 from adapter_server.settings import ServingSettings
-from cdk_adapters.compat import BaseModelFacts, Reference
+from cdk_adapters.gate import BaseModelFacts, Reference
 
 
 class ServingContext:

@@ -23,7 +23,7 @@ from adapter_server.registrations import RegistrationStore, StateFileError
 from adapter_server.serving_context import ServingContext
 from adapter_server.settings import ServingSettings
 from cdk_adapters.contract import serving_env
-from cdk_adapters.compat import BaseModelFacts
+from cdk_adapters.gate import BaseModelFacts
 
 logger = logging.getLogger("adapter_server")
 

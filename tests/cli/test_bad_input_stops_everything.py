@@ -16,7 +16,7 @@ import torch
 from moto import mock_aws
 
 from cdk_adapters.cli import main
-from cdk_adapters.compat import BaseModelFacts
+from cdk_adapters.gate import BaseModelFacts
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.inference_component import ComputeRequirements

@@ -19,7 +19,7 @@ from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.model_data import ModelData
-from tests.compat.zoo import AdapterZoo, session_zoo
+from tests.gate.zoo import AdapterZoo, session_zoo
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO_ROOT / ".venv" / "bin"

@@ -13,7 +13,7 @@ import pytest
 
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.cli import main as cli_main
-from cdk_adapters.compat import Reference, check_adapter_archive
+from cdk_adapters.gate import Reference, check_adapter_archive
 from cdk_adapters.packaging import package_adapter
 from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.vllm_options import VllmOptions
@@ -137,7 +137,7 @@ def test_the_manifest_gives_the_endpoint_its_base_facts(zoo, tmp_path):
 
 
 def test_docs_name_the_rules_that_need_base_facts():
-    from cdk_adapters.compat import ADAPTER_CHECKS
+    from cdk_adapters.gate import ADAPTER_CHECKS
 
     needing = {check.id for check in ADAPTER_CHECKS if check.needs_base}
     assert needing == {"target-modules-in-base", "base-identity", "vision-tower-layout", "vlm-engine-traps"}

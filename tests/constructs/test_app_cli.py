@@ -77,9 +77,9 @@ def test_image_asset_builds_as_staged(cli_dev_assembly: Path, tmp_path):
     assert not [name for name in listing if name.startswith(("tests/", ".venv/")) or name == "cdk_adapters/endpoint.py"]
     # The contract and the gate travel as whole folders; of the rest of cdk_adapters only its marker and error type.
     staged = {name for name in listing if name.startswith("cdk_adapters/")}
-    assert {name for name in staged if not name.startswith(("cdk_adapters/contract/", "cdk_adapters/compat/"))} == {
+    assert {name for name in staged if not name.startswith(("cdk_adapters/contract/", "cdk_adapters/gate/"))} == {
         "cdk_adapters/__init__.py", "cdk_adapters/problems.py"}
-    for folder in ("contract", "compat"):
+    for folder in ("contract", "gate"):
         checkout = {path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "cdk_adapters" / folder).rglob("*.py")}
         assert checkout <= staged, sorted(checkout - staged)
 

@@ -313,8 +313,8 @@ def test_an_unversioned_name_is_refused_as_the_manifest_refuses_it():
     (problem,) = error.problems
     assert (problem.subject, problem.field, problem.rule) == ("adapter 'Support'", "name", "version-suffix")
     assert "(for example 'Support-v2')" in problem.message, "support-v1 is taken, ignoring case"
-    from cdk_adapters.compat import check_co_hosted
-    from cdk_adapters.compat.checks.co_hosted import CoHostedAdapter
+    from cdk_adapters.gate import check_co_hosted
+    from cdk_adapters.gate.checks.co_hosted import CoHostedAdapter
 
     manifest_gate = check_co_hosted([CoHostedAdapter("support-v1", ()), CoHostedAdapter("Support", ())])
     assert [problem] == manifest_gate
@@ -327,7 +327,7 @@ def test_the_version_suffix_ignores_case():
 
 
 def test_an_unversioned_name_can_be_acknowledged_as_in_a_manifest_row():
-    from cdk_adapters.compat import Acknowledgment
+    from cdk_adapters.gate import Acknowledgment
 
     endpoint = build_endpoint()
     reason = "the name is fixed by the tenant's contract"

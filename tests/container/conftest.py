@@ -24,7 +24,7 @@ import pytest
 from cdk_adapters.contract import serving_env
 from cdk_adapters.local.serving import stop_process_group
 from cdk_adapters.contract import error_kinds, request_metrics, tenant_limits
-from tests.compat.zoo import AdapterZoo, session_zoo
+from tests.gate.zoo import AdapterZoo, session_zoo
 from tests.container.sagemaker_calls import MODEL_CODE_MARKER
 from tests.support import tiny_models as tm
 from tests.support import tiny_vlm

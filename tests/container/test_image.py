@@ -171,7 +171,7 @@ def build_image_tree(dest: Path) -> Path:
 
 
 def test_build_context_holds_the_serving_code_and_not_the_cdk_library():
-    for needed in ("container/Dockerfile", "container/adapter_server/middleware.py", "cdk_adapters/compat/gate.py", "cdk_adapters/problems.py"):
+    for needed in ("container/Dockerfile", "container/adapter_server/middleware.py", "cdk_adapters/gate/check.py", "cdk_adapters/problems.py"):
         assert in_build_context(needed), needed
     for excluded in ("cdk_adapters/endpoint.py", "cdk_adapters/manifest/__init__.py", "tests/container/conftest.py",
                      ".venv/bin/python", "cdk.out/manifest.json", "container/adapter_server/__pycache__/x.pyc"):
@@ -197,7 +197,7 @@ def test_image_code_runs_with_only_the_standard_library_and_vllms_own_packages(t
         sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
         sys.meta_path.insert(0, Block())
         import adapter_server.middleware, adapter_server.launch
-        from cdk_adapters.compat import BaseModelFacts, Reference, check_adapter_dir
+        from cdk_adapters.gate import BaseModelFacts, Reference, check_adapter_dir
         base = BaseModelFacts.from_model_dir({str(zoo.base_dir)!r})
         problems = check_adapter_dir("good", {str(zoo.adapter("good"))!r}, Reference(base, max_lora_rank=16))
         plan = adapter_server.launch.resolve_launch(
@@ -205,7 +205,7 @@ def test_image_code_runs_with_only_the_standard_library_and_vllms_own_packages(t
             python="python3",
         )
         print(json.dumps({{
-            "files": sorted(m.__file__ for m in (adapter_server.middleware, sys.modules["cdk_adapters.compat"])),
+            "files": sorted(m.__file__ for m in (adapter_server.middleware, sys.modules["cdk_adapters.gate"])),
             "problems": [str(p) for p in problems],
             "command": plan.command,
         }}))

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cdk_adapters.compat import RULES
+from cdk_adapters.gate import RULES
 from tests.container.sagemaker_calls import ADAPTER_HEADER, completion_body, invoke, register, token_ids
 
 pytestmark = pytest.mark.vllm

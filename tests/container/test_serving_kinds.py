@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cdk_adapters.compat import (
+from cdk_adapters.gate import (
     Acknowledgment,
     AdapterContents,
     AdapterFacts,

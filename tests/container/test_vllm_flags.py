@@ -15,7 +15,7 @@ import pytest
 from adapter_server import vllm_flags
 from adapter_server.launch import resolve_launch
 from cdk_adapters.contract import serving_env
-from cdk_adapters.compat.ranks import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract.serving_image import SERVING_PORT
 from cdk_adapters.vllm_options import VllmOptions
 

@@ -3,7 +3,7 @@ a client reads, and the limits the container enforces."""
 
 from __future__ import annotations
 
-from cdk_adapters.compat.checks.co_hosted import _suggested
+from cdk_adapters.gate.checks.co_hosted import _suggested
 from cdk_adapters.contract import tenant_limits
 from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_name_key, duplicate_adapter_names
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems

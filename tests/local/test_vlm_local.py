@@ -17,7 +17,7 @@ import botocore.exceptions
 import pytest
 
 from cdk_adapters.client import AdapterClient
-from cdk_adapters.compat import BaseModelFacts
+from cdk_adapters.gate import BaseModelFacts
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 from cdk_adapters.local.serving import free_port
 from tests.support import tiny_vlm

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_adapters.compat.adapter_contents import AdapterContents
+from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.planner.fit import GIB
 from cdk_adapters.planner.lora_memory import BaseModelShapes, gpu_bytes_per_slot, host_bytes_from_tensors
 from tests.planner.cli_run import plan

@@ -27,7 +27,7 @@ ENTRY_MODULES = (
     "adapter_server.__main__",  # ENTRYPOINT python3 -m adapter_server
     "adapter_server.launch",
     "adapter_server.middleware",  # loaded by vLLM's --middleware flag
-    "cdk_adapters.compat",  # the gate run when SageMaker registers an adapter
+    "cdk_adapters.gate",  # the gate run when SageMaker registers an adapter
     "cdk_adapters.contract.serving_image",  # the build's own vLLM version check imports it
 )
 """What the image runs or imports at build and start; each must import from the image alone."""

@@ -18,7 +18,7 @@ from aws_cdk.assertions import Template
 
 from cdk_adapters import nag_acknowledgments as nag
 from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.compat import check_adapter_archive
+from cdk_adapters.gate import check_adapter_archive
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.endpoint_interface import IMultiAdapterEndpoint

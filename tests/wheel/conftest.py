@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compat.zoo import AdapterZoo, session_zoo
+from tests.gate.zoo import AdapterZoo, session_zoo
 
 
 @pytest.fixture(scope="session")

@@ -40,7 +40,7 @@ def test_assembled_context_is_what_dockerignore_lets_through(installed_layout, t
         for name, data in _tree(REPO_ROOT / top).items()
         if in_build_context(f"{top}/{name}")
     }
-    assert "cdk_adapters/compat/gate.py" in assembled and "cdk_adapters/endpoint.py" not in assembled
+    assert "cdk_adapters/gate/check.py" in assembled and "cdk_adapters/endpoint.py" not in assembled
     assert assembled == expected
 
 

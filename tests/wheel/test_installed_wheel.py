@@ -33,7 +33,7 @@ NODE_BIN = REPO_ROOT / ".venv" / "bin"
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "cdk_adapters", "container")
 """What building the wheel reads; copied out so setuptools' build/ and *.egg-info never land in the checkout."""
 
-IMAGE_SOURCES = ("container/adapter_server", "cdk_adapters/compat", "cdk_adapters/contract")
+IMAGE_SOURCES = ("container/adapter_server", "cdk_adapters/gate", "cdk_adapters/contract")
 IMAGE_FILES = (
     "container/Dockerfile",
     "cdk_adapters/__init__.py",
@@ -157,7 +157,7 @@ def test_wheel_carries_the_image_sources(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "cdk_adapters/_container/Dockerfile" in names
     assert "cdk_adapters/_container/adapter_server/middleware.py" in names
-    assert "cdk_adapters/compat/gate.py" in names and "cdk_adapters/contract/discovery.py" in names
+    assert "cdk_adapters/gate/check.py" in names and "cdk_adapters/contract/discovery.py" in names
     assert not any(name.startswith(("tests/", "container/", "adapter_server/")) or "__pycache__" in name for name in names)
 
 

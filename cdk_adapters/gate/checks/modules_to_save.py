@@ -1,0 +1,18 @@
+"""`modules_to_save` ships full copies of layers, which vLLM's LoRA path does not apply to causal LMs."""
+
+from __future__ import annotations
+
+from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+
+
+def _run(context: AdapterCheckContext):
+    if context.facts.modules_to_save:
+        yield context.problem(
+            "modules_to_save",
+            f"vLLM cannot serve adapters with modules_to_save ({listed(context.facts.modules_to_save)}): "
+            "it would ignore or refuse those full layers; retrain with modules_to_save=None "
+            "(target those modules with LoRA instead) or merge the adapter into the base model",
+        )
+
+
+CHECK = AdapterCheck(id="modules-to-save", description="modules_to_save is empty", run=_run)

@@ -1,0 +1,22 @@
+"""Vision tower and connector LoRA need the multimodal LoRA path, which is opt-in per deployment."""
+
+from __future__ import annotations
+
+from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+
+
+def _run(context: AdapterCheckContext):
+    if context.facts.vision_modules and not context.allow_vision_modules:
+        yield context.problem(
+            "target_modules",
+            f"the adapter targets vision tower/connector modules ({listed(context.facts.vision_modules)}), "
+            "which vLLM serves only for vision-language models with multimodal LoRA enabled; retrain targeting "
+            "the language model only, or set allow_vision_modules: true in the manifest's base_model",
+        )
+
+
+CHECK = AdapterCheck(
+    id="vision-modules",
+    description="no vision tower/connector targets unless allow_vision_modules is set",
+    run=_run,
+)
