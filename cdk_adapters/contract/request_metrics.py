@@ -41,6 +41,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from cdk_adapters.contract.env_values import parse_bool
 from cdk_adapters.problems import Problem, raise_if_any
 
 # ------------------------------------------------------------------------------------ log line
@@ -311,13 +312,7 @@ def decode(environ: Mapping[str, str] | None = None) -> tuple[RequestMetricsSett
     """Settings from the environment, and every problem, each naming its variable."""
     environ = os.environ if environ is None else environ
     found: list[Problem] = []
-    emf = True
-    raw_emf = environ.get(EMF_ENV, "").strip()
-    if raw_emf:
-        if raw_emf.lower() in ("true", "false"):
-            emf = raw_emf.lower() == "true"
-        else:
-            found.append(Problem(EMF_ENV, "value", f"must be 'true' or 'false', got {raw_emf!r}"))
+    emf = parse_bool(environ, EMF_ENV, True, found)
     namespace = environ.get(NAMESPACE_ENV, "").strip() or DEFAULT_NAMESPACE
     found += [Problem(NAMESPACE_ENV, "value", message) for message in _namespace_problems(namespace)]
     metrics = METRICS
