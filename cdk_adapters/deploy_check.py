@@ -12,6 +12,11 @@ thousand changes one entry and the handler (`deploy_check_handler/index.py`) inv
 Order: the resource depends on every adapter component (the nested stack of each shard that
 holds one, or the component itself when components stay in the endpoint's stack), so it runs
 after all of them are created or updated, and a failure rolls them back.
+
+Scope: an endpoint's own check may invoke every ``<prefix>-*`` component (the endpoint owns them
+all). A tenant stack's check (`ImportedMultiAdapterEndpoint.add_deploy_check`) names each of the
+tenant's components instead, so it can never invoke another team's adapters; IAM's inline policy
+size then bounds how many one tenant stack's check can name (`NAMED_COMPONENTS_LIMIT`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from cdk_adapters import nag_acknowledgments as nag
 from cdk_adapters.deploy_check_request import DEFAULT_BODY, body_messages
@@ -48,6 +53,13 @@ SERVICE_TIMEOUT = Duration.minutes(20)
 WAIT_BUDGET_SECONDS = 14 * 60 - 60
 """The longest one adapter may be retried while its component wakes, plus its last call's timeout."""
 INVOKE_ACTION = "sagemaker:InvokeEndpoint"
+INLINE_POLICY_BUDGET = 10_240
+"""IAM's limit on the characters of all inline policies of one role (whitespace not counted)."""
+NAMED_COMPONENT_OVERHEAD = 80
+"""Characters one named component ARN takes in the policy besides its name (the longest partition
+and region, the account, ``inference-component/``, quotes and comma)."""
+FIXED_STATEMENTS_SIZE = 1_600
+"""The check policy's other statements (endpoint, base-component Deny, logs, stack, network interfaces)."""
 
 REASON_COMPONENT_PATTERN = (
     "the check invokes the endpoint's adapter components that are new or changed in a deployment, which only the "
@@ -223,6 +235,7 @@ class AdapterDeployCheck(Construct):
         vpc: ec2.IVpc | None = None,
         vpc_subnets: ec2.SubnetSelection | None = None,
         after: Sequence[Any] = (),
+        named_components_only: bool = False,
     ) -> None:
         """
         :param endpoint_name: the endpoint's name (a token is fine: the check then also waits for it).
@@ -232,14 +245,18 @@ class AdapterDeployCheck(Construct):
         :param log_settings: retention, key and removal policy of the check's log groups (the endpoint's).
         :param vpc: run the check function in this VPC (the endpoint's). Default: none.
         :param after: further resources the check waits for (the base component).
+        :param named_components_only: invoke exactly the components `track` adds (a tenant stack's,
+            ARN by ARN) instead of every ``<component_prefix>-*`` component. Default False.
         """
         super().__init__(scope, id)
         self.settings = settings
+        self.component_prefix = component_prefix
         stack = Stack.of(self)
         self._stack = stack
         self._adapters: dict[str, str] = {}
         self._checks: dict[str, str] = {}
         self._shards: set[str] = set()
+        self._named_components_only = named_components_only
 
         self.role = iam.Role(
             self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
@@ -249,8 +266,12 @@ class AdapterDeployCheck(Construct):
         component_pattern = stack.format_arn(service="sagemaker", resource="inference-component", resource_name=f"{component_prefix}-*")
         base_arn = stack.format_arn(service="sagemaker", resource="inference-component", resource_name=base_component_name)
         log_streams = f"{self.log_group.log_group_arn}:*"
+        self._invoke = iam.PolicyStatement(
+            sid="InvokeAdapterComponents", actions=[INVOKE_ACTION],
+            resources=[endpoint_arn] if named_components_only else [endpoint_arn, component_pattern],
+        )
         statements = [
-            iam.PolicyStatement(sid="InvokeAdapterComponents", actions=[INVOKE_ACTION], resources=[endpoint_arn, component_pattern]),
+            self._invoke,
             iam.PolicyStatement(sid="NeverTheBaseComponent", effect=iam.Effect.DENY, actions=[INVOKE_ACTION], resources=[base_arn]),
             iam.PolicyStatement(sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_streams]),
             # An update and a rollback look alike to a custom resource; the stack's status tells them apart.
@@ -326,12 +347,18 @@ class AdapterDeployCheck(Construct):
         self.resource.node.add_dependency(self.policy, framework_policy)
         for resource in after:
             self.resource.node.add_dependency(resource)
-        self._acknowledge(vpc is not None, [component_pattern, log_streams, *(["*"] if vpc is not None else [])])
+        self._acknowledge(vpc is not None, [None if named_components_only else component_pattern, log_streams])
+        if named_components_only:
+            self.node.add_validation(_NamedComponentsBudget(self))
 
     def track(self, component: "AdapterInferenceComponent", check: AdapterCheck | None) -> None:
         """Check `component` whenever it is new or changed, after its stack is deployed."""
         name = component.adapter_name
         self._adapters[name] = adapter_digest(component.artifact_url, check, self._stack)
+        if self._named_components_only:
+            self._invoke.add_resources(
+                self._stack.format_arn(service="sagemaker", resource="inference-component", resource_name=component.inference_component_name)
+            )
         if check is not None and check.render():
             self._checks[name] = json.dumps(check.render(), sort_keys=True)
         stack = Stack.of(component)
@@ -356,10 +383,12 @@ class AdapterDeployCheck(Construct):
             nag.acknowledge_log_group_service_key(group)
         return group
 
-    def _acknowledge(self, in_vpc: bool, wildcards: list[str]) -> None:
+    def _acknowledge(self, in_vpc: bool, wildcards: list[str | None]) -> None:
+        component_pattern, log_streams = wildcards
         nag.acknowledge_wildcards(
             self.policy,
-            [([wildcards[0]], REASON_COMPONENT_PATTERN), ([wildcards[1]], REASON_FUNCTION_LOG_STREAMS)]
+            ([([component_pattern], REASON_COMPONENT_PATTERN)] if component_pattern is not None else [])
+            + [([log_streams], REASON_FUNCTION_LOG_STREAMS)]
             + ([(["*"], REASON_VPC_ENI)] if in_vpc else []),
         )
         nag.acknowledge_wildcards(self.framework_policy, [([f"{self.framework_log_group.log_group_arn}:*"], REASON_FUNCTION_LOG_STREAMS)])
@@ -379,6 +408,25 @@ def _by_arn(scope: Construct, id: str, role: iam.Role) -> iam.IRole:
     DependsOn on it (its Role property already orders it; cfn-lint W3005). What the function needs
     is in this construct's own policies, which the function depends on explicitly."""
     return iam.Role.from_role_arn(scope, id, role.role_arn, mutable=False)
+
+
+@jsii.implements(IValidation)
+class _NamedComponentsBudget:
+    """At synth: a check that names its components ARN by ARN keeps its role's inline policy under IAM's limit."""
+
+    def __init__(self, check: AdapterDeployCheck) -> None:
+        self._check = check
+
+    def validate(self) -> list[str]:
+        names = [name for name in self._check._adapters]
+        size = FIXED_STATEMENTS_SIZE + sum(NAMED_COMPONENT_OVERHEAD + len(self._check.component_prefix) + 1 + len(n) for n in names)
+        if size <= INLINE_POLICY_BUDGET:
+            return []
+        return [
+            f"{self._check.node.path}: the deploy check names each of this stack's {len(names)} adapter components in its "
+            f"policy (about {size} characters); IAM allows {INLINE_POLICY_BUDGET} characters of inline policy per role. "
+            "Add further adapters from another tenant stack"
+        ]
 
 
 @jsii.implements(IStableAnyProducer)

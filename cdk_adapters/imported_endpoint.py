@@ -17,6 +17,12 @@ location) and, for a local archive, the compatibility gate against the platform'
 reference (`contract.discovery.ServingReference`), so a tenant's bad adapter fails the tenant's
 synth with the rule id the platform's own synth would give.
 
+Deploy check: `add_deploy_check` gives the tenant's stack its own check (`deploy_check`), which
+invokes the tenant's new or changed adapters after the tenant's deployment and fails it (rolling it
+back) when one does not answer as itself. Its policy names the endpoint and each of this stack's
+components, never the ``<prefix>-*`` pattern: the platform's and other tenants' adapters share the
+prefix, and a tenant knows only its own component names.
+
 Deletion order: CloudFormation orders deletions within a stack, and between stacks only through
 exports it knows are imported. A tenant's components name the endpoint and base component by
 literal names, so CloudFormation cannot stop the platform's stack from being deleted first; delete
@@ -30,6 +36,7 @@ from typing import Any, Mapping, Sequence
 import jsii
 from aws_cdk import Aws, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct, IValidation
@@ -42,6 +49,8 @@ from cdk_adapters.gate import Acknowledgment, Reference
 from cdk_adapters.gate.check import new_adapter_name_problems
 from cdk_adapters.contract import adapter_names
 from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError, ServingReference
+from cdk_adapters.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
+from cdk_adapters.endpoint_logs import EndpointLogs
 from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count
 from cdk_adapters.iam_conditions import kms_via_s3, s3_owned_by
 from cdk_adapters.inference_component import AdapterInferenceComponent, InferenceComponentMetrics
@@ -127,6 +136,8 @@ class ImportedMultiAdapterEndpoint(Construct):
         self._archive_reads: iam.PolicyStatement | None = None
         self._archive_keys: iam.PolicyStatement | None = None
         self._components: dict[str, AdapterInferenceComponent] = {}
+        self.deploy_check: AdapterDeployCheck | None = None
+        """This stack's deploy check (`add_deploy_check`), or None."""
         self.node.add_validation(_TenantStackBudget(self))
 
     # ------------------------------------------------------------------ factories
@@ -234,13 +245,16 @@ class ImportedMultiAdapterEndpoint(Construct):
         return self.record.component_name(adapter_name)
 
     def add_adapter(
-        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None
+        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None,
+        check: AdapterCheck | None = None,
     ) -> AdapterInferenceComponent:
         """Serve one adapter from this stack as ``<prefix>-<name>`` on the imported endpoint.
 
         Checked as the platform's `add_adapter` checks it (name, version suffix, location, and the
         gate on a local archive against the platform's serving reference). A local archive needs
-        `execution_role_arn`: this stack grants the platform's role its asset object.
+        `execution_role_arn`: this stack grants the platform's role its asset object. `check` is
+        this adapter's own deploy-check request and expected answer (needs `add_deploy_check`
+        first; default: the check's request, any answer of its own).
         """
         subject = f"adapter {name!r} of {self._subject}"
         problems = names.validate_adapter_name(name, subject)
@@ -248,6 +262,13 @@ class ImportedMultiAdapterEndpoint(Construct):
         if isinstance(name, str) and adapter_names.adapter_name_key(name) in self._components:
             problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
         problems += artifact.problems(subject)
+        if check is not None:
+            if not isinstance(check, AdapterCheck):
+                problems.append(Problem(subject, "check", f"must be an AdapterCheck, got {type(check).__name__}"))
+            elif self.deploy_check is None:
+                problems.append(Problem(subject, "check", "needs this stack's deploy check: call add_deploy_check(DeployCheck(...)) before adding adapters"))
+            else:
+                problems += check.problems(subject, "check")
         if not problems:
             problems += artifact.compatibility_problems(name, self.compatibility_reference)
             problems += self._location_problems(artifact, subject)
@@ -266,7 +287,65 @@ class ImportedMultiAdapterEndpoint(Construct):
             policy = self._grant_archive(config.asset_object_arn, config.asset_kms_key_arn)
             component.resource.add_resource_dependency(policy.node.default_child)  # type: ignore[arg-type]
         self._components[adapter_names.adapter_name_key(name)] = component
+        if self.deploy_check is not None:
+            self.deploy_check.track(component, check)
         return component
+
+    def add_deploy_check(
+        self,
+        settings: DeployCheck | None = None,
+        *,
+        logs: EndpointLogs | None = None,
+        vpc: ec2.IVpc | None = None,
+        vpc_subnets: ec2.SubnetSelection | None = None,
+    ) -> AdapterDeployCheck:
+        """Prove after each deployment of this stack that its new or changed adapters answer as themselves.
+
+        The same check as ``MultiAdapterEndpoint(deploy_check=...)`` (docs/deploy-check.md), in this
+        stack: it runs after this stack's components, invokes only those that are new or changed,
+        and fails this stack's deployment (rolling it back) when one errors, times out or is
+        answered by anything else. Its policy allows invoking the endpoint and this stack's
+        components by name, nothing of the platform's or another tenant's. Adapters added before
+        and after are all checked. Call it once.
+
+        :param settings: the request, timeouts and retries. Default `DeployCheck()`.
+        :param logs: retention, key and removal policy of the check's two log groups. Default `EndpointLogs()`.
+        :param vpc: run the check function in this VPC (it needs HTTPS to the SageMaker runtime: an
+            interface endpoint ``runtime.sagemaker`` or a NAT). Default: outside any VPC.
+        :param vpc_subnets: the subnets in `vpc`. Default: the VPC's private subnets.
+        """
+        settings = settings if settings is not None else DeployCheck()
+        logs = logs if logs is not None else EndpointLogs()
+        problems: list[Problem] = []
+        if self.deploy_check is not None:
+            problems.append(Problem(self._subject, "add_deploy_check", "is already called; a stack has one deploy check"))
+        if not isinstance(settings, DeployCheck):
+            problems.append(Problem(self._subject, "deploy_check", f"must be a DeployCheck, got {type(settings).__name__}"))
+        else:
+            problems += settings.problems(self._subject)
+        if not isinstance(logs, EndpointLogs):
+            problems.append(Problem(self._subject, "logs", f"must be an EndpointLogs, got {type(logs).__name__}"))
+        else:
+            problems += logs.problems(self._subject)
+        if vpc_subnets is not None and vpc is None:
+            problems.append(Problem(self._subject, "vpc_subnets", "needs vpc"))
+        raise_if_any(problems, heading=f"cannot add a deploy check to {self._subject}")
+        self.deploy_check = AdapterDeployCheck(
+            self,
+            "DeployCheck",
+            settings=settings,
+            endpoint_name=self.endpoint_name,
+            endpoint_arn=self.endpoint_arn,
+            component_prefix=self.component_prefix,
+            base_component_name=self.base_component_name,
+            log_settings=logs,
+            vpc=vpc,
+            vpc_subnets=vpc_subnets,
+            named_components_only=True,
+        )
+        for component in self._components.values():
+            self.deploy_check.track(component, None)
+        return self.deploy_check
 
     def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
         """Let `grantee` invoke adapters of the imported endpoint (this stack's or the platform's).

@@ -6,7 +6,8 @@ whole result as JSON with ``--json``). With ``--reference T`` every other target
 exit status 1 when one is worse by more than ``--margin`` on any check, and the verdicts are
 written to the evaluation record beside the manifest, which ``cdk-adapters promote`` reads.
 ``--from-capture FILE`` replays requests the container captured and checks the target answers them
-as they were answered then.
+as they were answered then; with ``--min-match RATE`` it exits 1 when a target reproduces a smaller
+share of the captured answers (the replay's gate, as ``--reference``/``--margin`` is the golden set's).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--reference", metavar="TARGET", help="the target the others are held against (one of the targets)")
     command.add_argument("--margin", type=float, default=0.05,
                          help="how far (0-1) below the reference's pass rate a candidate may fall on any check (default: 0.05)")
+    command.add_argument("--min-match", type=float, metavar="RATE",
+                         help="with --from-capture: exit 1 when a target reproduces fewer than this share (0-1) of the "
+                         "captured answers exactly (default: no gate)")
     command.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0, greedy)")
     command.add_argument("--json", action="store_true", help="print the whole result as JSON instead of the table")
     command.add_argument("--manifest", type=Path,
@@ -63,13 +67,18 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     from cdk_adapters.evaluation import golden as golden_module
     from cdk_adapters.evaluation import report, runner
+    from cdk_adapters.evaluation.replay import match_verdicts
 
     targets = list(dict.fromkeys([*args.targets, *args.more_targets]))
     if args.from_capture is not None:
         if args.golden is not None:  # argparse gives the first word to GOLDEN
             targets.insert(0, str(args.golden))
-        golden, problems = _capture_set(args.from_capture)
+        replay, problems = _capture_set(args.from_capture)
+        golden = replay.golden if replay is not None else None
     else:
+        replay = None
+        if args.min_match is not None:
+            raise UsageError("--min-match", "gates a replay: use it with --from-capture (a golden set is gated with --reference and --margin)")
         if args.golden is None:
             raise UsageError("GOLDEN", "name a golden set file (or --from-capture FILE)")
         golden, problems = golden_module.load_golden(args.golden)
@@ -81,6 +90,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         raise UsageError("--reference", "name a candidate besides the reference")
     if not 0 <= args.margin <= 1:
         raise UsageError("--margin", f"must be between 0 and 1, got {args.margin}")
+    if args.min_match is not None and not 0 <= args.min_match <= 1:
+        raise UsageError("--min-match", f"must be between 0 and 1, got {args.min_match}")
     if problems or golden is None:
         source = args.from_capture or args.golden
         raise Failure(problems, f"{len(problems)} problem(s) in '{source}'; nothing was sent")
@@ -94,14 +105,27 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             "a target is not served by this endpoint; no result was recorded",
         ) from None
     verdicts = runner.compare(results, args.reference, args.margin) if args.reference else []
+    matches = match_verdicts(results, args.min_match) if replay is not None and args.min_match is not None else []
     if args.json:
-        out.write(json.dumps(report.document(golden, results, verdicts, temperature=args.temperature), indent=2) + "\n")
+        document = report.document(golden, results, verdicts, temperature=args.temperature)
+        if replay is not None:
+            document["replay"] = report.replay_document(replay, matches, temperature=args.temperature)
+        out.write(json.dumps(document, indent=2) + "\n")
     else:
         out.write(printable(report.table(results)) + "\n")
         for line in report.verdict_lines(verdicts):
             out.write(printable(line) + "\n")
+        if replay is not None:
+            for line in report.replay_lines(replay, matches, temperature=args.temperature):
+                out.write(printable(line) + "\n")
     if verdicts and not args.no_record:
         _record(args, err, golden, verdicts, results)
+    unmatched = [m for m in matches if not m.passed]
+    if unmatched:
+        raise Failure(
+            [Problem(f"target '{m.target}'", "--min-match", m.line()) for m in unmatched],
+            f"{len(unmatched)} target(s) reproduce fewer than {args.min_match:g} of the captured answers",
+        )
     failed = [v for v in verdicts if not v.passed]
     if failed:
         raise Failure(
@@ -140,6 +164,6 @@ def _record(args, err: TextIO, golden, verdicts, results) -> None:
 
 
 def _capture_set(path: Path):
-    from cdk_adapters.evaluation.replay import load_capture
+    from cdk_adapters.evaluation.replay import load_replay
 
-    return load_capture(path)
+    return load_replay(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cdk_adapters.evaluation.golden import CHECKS, GoldenSet
+from cdk_adapters.evaluation.replay import MatchVerdict, Replay
 from cdk_adapters.evaluation.runner import ALL, TargetResult, Verdict
 
 
@@ -76,5 +77,35 @@ def document(
                 "worse": {name: {"candidate": c, "reference": r} for name, (c, r) in v.worse.items()},
             }
             for v in verdicts
+        ],
+    }
+
+
+def replay_lines(replay: Replay, matches: list[MatchVerdict], *, temperature: float) -> list[str]:
+    """What a replay's reader must know beside the table: what was skipped, sampled, and the gate."""
+    lines = [f"replayed {len(replay.golden.cases)} of {replay.records} capture record(s); "
+             f"{replay.skipped} skipped (truncated, redacted or failed)"]
+    if replay.not_greedy:
+        lines.append(
+            f"{len(replay.not_greedy)} replayed record(s) were not answered greedily (their captured temperature is "
+            f"above 0 or unset) and are replayed at temperature {temperature:g}: they may differ for that reason alone"
+        )
+    lines += [match.line() for match in matches]
+    return lines
+
+
+def replay_document(replay: Replay, matches: list[MatchVerdict], *, temperature: float) -> dict[str, Any]:
+    """The replay's counts and gate for ``--json``."""
+    return {
+        "records": replay.records,
+        "replayed": len(replay.golden.cases),
+        "skipped": replay.skipped,
+        "not_greedy": len(replay.not_greedy),
+        "not_greedy_ids": list(replay.not_greedy),
+        "temperature": temperature,
+        "min_match": [
+            {"target": m.target, "matched": m.matched, "replayed": m.replayed, "rate": round(m.rate, 4),
+             "min_match": m.min_match, "passed": m.passed}
+            for m in matches
         ],
     }

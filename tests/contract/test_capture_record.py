@@ -7,7 +7,7 @@ import json
 
 from adapter_server.capture import Capture, answer_text
 from cdk_adapters.contract import capture_record as cr
-from cdk_adapters.evaluation.replay import load_capture
+from cdk_adapters.evaluation.replay import is_greedy, load_capture, load_replay
 
 
 def test_off_by_default_and_what_the_construct_renders_the_container_decodes():
@@ -90,3 +90,23 @@ def test_the_answer_text_is_read_from_whole_and_streamed_answers():
     stream = b'data: {"choices": [{"delta": {"content": "a"}}]}\n\ndata: {"choices": [{"delta": {"content": "b"}}]}\n\ndata: [DONE]\n\n'
     assert answer_text(stream) == "ab"
     assert answer_text(b'data: {"choices": [{"text": "x"}]}\n\ndata: {"choices": [], "usage": {}}\n\n') == "x"
+
+
+def test_a_replay_counts_skipped_records_and_those_not_answered_greedily(tmp_path):
+    requests = [
+        {"prompt": "a", "max_tokens": 4, "temperature": 0},
+        {"prompt": "b", "max_tokens": 4, "temperature": 0.7, "seed": 5},
+        {"prompt": "c", "max_tokens": 4},  # the server's default temperature
+        {"prompt": "d", "max_tokens": 4, "temperature": 0.0, "top_p": 0.5},  # top_p has no effect on greedy decoding
+    ]
+    lines = [cr.encode(cr.record_from_exchange(
+        adapter="a-v1", time="2026-12-01T12:00:00.000Z", route="/v1/completions", request=request, answer_text="x",
+        prompt_tokens=1, completion_tokens=1, status=200, request_id=f"r{index}", settings=cr.CaptureSettings(),
+    )) for index, request in enumerate(requests)]
+    lines.append(cr.encode(exchange(cr.CaptureSettings(redact=("prompt",)), {"prompt": "secret", "max_tokens": 4})))
+    (tmp_path / "log").write_text("\n".join(lines) + "\n")
+    replay, problems = load_replay(tmp_path / "log")
+    assert problems == []
+    assert (replay.records, len(replay.golden.cases), replay.skipped) == (5, 4, 1)
+    assert replay.not_greedy == ("r1", "r2")
+    assert [is_greedy(p) for p in ({"temperature": 0}, {"temperature": 1e-9}, {}, {"temperature": False})] == [True, False, False, False]

@@ -88,3 +88,13 @@ def test_usage_errors_exit_2(tmp_path):
     assert status == 2 and "--reference: 'v3' is not one of the targets (v1, v2)" in err
     status, _, err = run("eval", str(golden), "v1", "v2", "--reference", "v1", "--margin", "5", "--local", UNREACHABLE)
     assert status == 2 and "--margin: must be between 0 and 1, got 5.0" in err
+
+
+def test_min_match_gates_only_a_replay_and_must_be_a_share(tmp_path):
+    golden = write(tmp_path / "g.jsonl", {"prompt": "p"})
+    status, _, err = run("eval", str(golden), "v1", "--min-match", "0.9", "--local", UNREACHABLE)
+    assert status == 2 and "--min-match: gates a replay: use it with --from-capture" in err
+    capture = write(tmp_path / "capture.log", {"cdk_adapters_capture": 1, "adapter": "v1", "time": "t", "status": 200,
+                                                "case": {"prompt": "p", "max_tokens": 4}, "response": "x"})
+    status, _, err = run("eval", "--from-capture", str(capture), "--target", "v1", "--min-match", "95", "--local", UNREACHABLE)
+    assert status == 2 and "--min-match: must be between 0 and 1, got 95.0" in err

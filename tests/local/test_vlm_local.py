@@ -166,3 +166,52 @@ def test_plain_boto3_with_an_image_body_over_the_limit_gets_413_and_the_adapters
     for name, directory in adapters.items():
         expected = greedy_token_ids(base, directory, IMAGES["image-2"], TEXT, NEW_TOKENS)[1]
         assert boto3_answer(runtime, f"local-{name}", IMAGES["image-2"], stream=False)[1] == expected, name
+
+
+def peft_text(base_dir, adapter_dir, image: bytes) -> str:
+    """What vLLM answers greedily to `TEXT` and `image` sent as `AdapterClient` sends them (text
+    first), by transformers + PEFT: new tokens up to the first end-of-sequence, decoded."""
+    from transformers import AutoTokenizer
+
+    ids = greedy_token_ids(base_dir, adapter_dir, image, TEXT, NEW_TOKENS, image_first=False)[1]
+    eos = AutoTokenizer.from_pretrained(base_dir).eos_token_id
+    if eos in ids:
+        ids = ids[: ids.index(eos)]
+    # vLLM's detokenizer holds back the last tokens while they end inside a UTF-8 character (see
+    # above); a plain decode shows each such byte as U+FFFD.
+    return decoded(base_dir, ids).rstrip("\ufffd")
+
+
+def test_eval_runs_image_cases_and_only_the_adapter_whose_answers_they_hold_passes(vlm_local, tmp_path):
+    import io
+
+    from cdk_adapters.cli import main
+
+    url, base, adapters = vlm_local
+    for name, image in IMAGES.items():
+        (tmp_path / f"{name}.png").write_bytes(image)
+    reference = {
+        target: {name: peft_text(base, directory, image) for name, image in IMAGES.items()}
+        for target, directory in {"base": None, **adapters}.items()
+    }
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join(
+        json.dumps({"id": name, "prompt": TEXT, "image": f"{name}.png", "max_tokens": NEW_TOKENS, "expected": reference["tower-v1"][name]}) + "\n"
+        for name in IMAGES
+    ))
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["eval", str(golden), "tower-v1", "language-v1", "base", "--local", url, "--json"], stdout=out, stderr=err)
+    assert status == 0, err.getvalue()
+    result = json.loads(out.getvalue())
+    targets = result["targets"]
+    print("\neval on image cases (target: exact passed/asked):",
+          *(f"{t}: {targets[t]['passed']['exact']}" for t in targets), sep="\n  ", file=sys.stderr)
+    assert targets["tower-v1"]["passed"] == {"exact": [2, 2], "all": [2, 2]}
+    for target in ("language-v1", "base"):
+        assert targets[target]["passed"]["exact"] == [0, 2], f"{target} answers as the tower adapter"
+    for target, summary in targets.items():
+        # Each target's answer to each image is its own PEFT answer: the image reached the model.
+        assert [case["text"].strip() for case in summary["cases"]] == [reference[target][name].strip() for name in IMAGES], target
+        assert summary["errors"] == 0 and summary["tokens"]["prompt"] > 2 * len(TEXT.split())
+    assert [case["served_by"] for case in targets["tower-v1"]["cases"]] == ["tower-v1", "tower-v1"]
+    assert reference["tower-v1"]["image-1"] != reference["tower-v1"]["image-2"]
