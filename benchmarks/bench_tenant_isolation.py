@@ -2,12 +2,19 @@
 
 One base model, two adapters, ``--max-num-seqs 4`` so the engine saturates as a GPU copy does under a
 burst. The quiet adapter sends one request at a time; the noisy adapter keeps `IN_FLIGHT` requests in
-flight. Both servers (fair share off, on) run the same launcher, middleware, model and flags; the
-phases alternate between them in rounds, so machine noise hits both alike.
+flight. The servers (fair share off; on without headroom; on with one place of headroom) run the same
+launcher, middleware, model and flags; the phases alternate between them in rounds, so machine noise
+hits all alike.
 
 Reported per server: the quiet adapter's p50/p95 alone and under the flood (and the ratio), and the
 noisy adapter's throughput under the flood. Targets: with fair share on, quiet p95 under the flood
 at most 2x its p95 alone; the noisy adapter keeps at least 80% of its throughput without fair share.
+
+Where the quiet adapter's time under the flood goes, from the middleware's own request log (each
+quiet request carries an ``X-Request-Id``): outside the middleware (the client's total minus the
+middleware's latency: sending, reaching the middleware, the answer's way back — the part CPU
+contention on the API server's event loop would inflate), waiting for a place (``queue_ms``), and
+inside vLLM (latency minus queue wait).
 
     .venv/bin/python -m benchmarks.bench_tenant_isolation [--rounds N] [--quiet-requests N]
 """
@@ -16,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import json
 import statistics
 import sys
 import tempfile
@@ -39,17 +48,46 @@ def p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def quiet_latencies(client: httpx.AsyncClient, count: int) -> list[float]:
+SERVERS = {  # label: the server's tenant-limit settings
+    "fair share off": tenant_limits.environment(fair_share=False),
+    "on, no headroom": tenant_limits.environment(engine_headroom=0),
+    "on, headroom 1": tenant_limits.environment(engine_headroom=1),
+}
+_request_ids = itertools.count()
+
+
+async def quiet_latencies(client: httpx.AsyncClient, count: int, sent: dict[str, float] | None = None) -> list[float]:
+    """`count` quiet requests one at a time; their totals by request id go into `sent`."""
     samples = []
     for _ in range(count):
+        request_id = f"quiet-{next(_request_ids)}"
         started = time.perf_counter()
-        answer = await client.post("/invocations", json=BODY, headers={ADAPTER_HEADER: "quiet-v1"})
+        answer = await client.post("/invocations", json=BODY, headers={ADAPTER_HEADER: "quiet-v1", "X-Request-Id": request_id})
         answer.raise_for_status()
         samples.append(time.perf_counter() - started)
+        if sent is not None:
+            sent[request_id] = samples[-1]
     return samples
 
 
-async def flooded(client: httpx.AsyncClient, count: int) -> tuple[list[float], float]:
+def breakdown(log: Path, sent: dict[str, float]) -> dict[str, list[float]]:
+    """Seconds outside the middleware, waiting for a place, and inside vLLM, per quiet request in `sent`."""
+    parts: dict[str, list[float]] = {"outside": [], "queue": [], "vllm": []}
+    for raw in log.read_text(errors="replace").splitlines():
+        if '"request_id"' not in raw or not raw.startswith("{"):
+            continue
+        line = json.loads(raw)
+        total = sent.get(line.get("request_id"))
+        if total is None or line.get("latency_ms") is None:
+            continue
+        latency, queue = line["latency_ms"] / 1000, (line.get("queue_ms") or 0) / 1000
+        parts["outside"].append(total - latency)
+        parts["queue"].append(queue)
+        parts["vllm"].append(latency - queue)
+    return parts
+
+
+async def flooded(client: httpx.AsyncClient, count: int, sent: dict[str, float]) -> tuple[list[float], float]:
     """The quiet adapter's latencies while the noisy one keeps IN_FLIGHT requests in flight, and the
     noisy adapter's requests per second over the same window."""
     done = 0
@@ -65,7 +103,7 @@ async def flooded(client: httpx.AsyncClient, count: int) -> tuple[list[float], f
     workers = [asyncio.ensure_future(noisy()) for _ in range(IN_FLIGHT)]
     await asyncio.sleep(1.0)  # the flood is established
     done, started = 0, time.perf_counter()
-    latencies = await quiet_latencies(client, count)
+    latencies = await quiet_latencies(client, count, sent)
     rate = done / (time.perf_counter() - started)
     stop_flood.set()
     await asyncio.gather(*workers)
@@ -82,26 +120,29 @@ def main() -> int:
         base = tm.build_base_model(root / "base")
         adapters = {name: tm.build_lora_adapter(base, root / name, seed=seed) for name, seed in (("quiet-v1", 1), ("noisy-v1", 2))}
         servers = {}
-        for label, fair in (("fair share off", False), ("fair share on", True)):
+        for number, (label, limits_env) in enumerate(SERVERS.items()):
             port = free_port()
-            env = server_environment(base, root / f"state-{fair}", port)
+            env = server_environment(base, root / f"state-{number}", port)
             env["CDK_ADAPTERS_VLLM_MAX_NUM_SEQS"] = "4"
-            env.update(tenant_limits.environment(fair_share=fair))
-            process = start([sys.executable, "-m", "adapter_server", "serve"], env, port, root / f"{fair}.log")
+            env.update(limits_env)
+            log = root / f"server-{number}.log"
+            process = start([sys.executable, "-m", "adapter_server", "serve"], env, port, log)
             for name, directory in adapters.items():
                 httpx.post(f"http://127.0.0.1:{port}/adapters", json={"name": name, "src": str(directory)}, timeout=120).raise_for_status()
-            servers[label] = (process, f"http://127.0.0.1:{port}")
+            servers[label] = (process, f"http://127.0.0.1:{port}", log)
         results: dict[str, dict[str, list[float]]] = {label: {"alone": [], "flood": [], "rate": []} for label in servers}
+        sent: dict[str, dict[str, float]] = {label: {} for label in servers}
         try:
             for _ in range(args.rounds):
-                for label, (_, url) in servers.items():
+                for label, (_, url, _) in servers.items():
                     results[label]["alone"] += asyncio.run(_alone(url, args.quiet_requests))
-                    latencies, rate = asyncio.run(_flood(url, args.quiet_requests))
+                    latencies, rate = asyncio.run(_flood(url, args.quiet_requests, sent[label]))
                     results[label]["flood"] += latencies
                     results[label]["rate"].append(rate)
         finally:
-            for process, _ in servers.values():
+            for process, _, _ in servers.values():
                 stop(process)
+        parts = {label: breakdown(log, sent[label]) for label, (_, _, log) in servers.items()}
     print(f"\nquiet adapter: one request at a time; noisy adapter: {IN_FLIGHT} in flight; --max-num-seqs 4; "
           f"{args.rounds} round(s) x {args.quiet_requests} quiet requests")
     print(f"  {'server':<16} {'alone p50':>10} {'alone p95':>10} {'flood p50':>10} {'flood p95':>10} {'p95 ratio':>10} {'noisy req/s':>12}")
@@ -110,8 +151,14 @@ def main() -> int:
         flood50, flood95 = p(found["flood"], 0.5), p(found["flood"], 0.95)
         print(f"  {label:<16} {alone50:>9.3f}s {alone95:>9.3f}s {flood50:>9.3f}s {flood95:>9.3f}s "
               f"{flood95 / alone95:>9.2f}x {statistics.median(found['rate']):>12.2f}")
-    off, on = (statistics.median(results[label]["rate"]) for label in servers)
-    print(f"  noisy throughput with fair share on: {on / off:.0%} of off")
+    off = statistics.median(results["fair share off"]["rate"])
+    for label in list(SERVERS)[1:]:
+        print(f"  noisy throughput, {label}: {statistics.median(results[label]['rate']) / off:.0%} of fair share off")
+    print("\nwhere the quiet adapter's time goes under the flood (p50 / p95 of each part, seconds)")
+    print(f"  {'server':<16} {'outside middleware':>20} {'waiting for a place':>20} {'inside vLLM':>20}")
+    for label, found in parts.items():
+        cells = [f"{p(found[part], 0.5):.3f} / {p(found[part], 0.95):.3f}" if found[part] else "-" for part in ("outside", "queue", "vllm")]
+        print(f"  {label:<16} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20}")
     return 0
 
 
@@ -121,9 +168,9 @@ async def _alone(url: str, count: int) -> list[float]:
         return await quiet_latencies(client, count)
 
 
-async def _flood(url: str, count: int) -> tuple[list[float], float]:
+async def _flood(url: str, count: int, sent: dict[str, float]) -> tuple[list[float], float]:
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=IN_FLIGHT + 4)) as client:
-        return await flooded(client, count)
+        return await flooded(client, count, sent)
 
 
 if __name__ == "__main__":
