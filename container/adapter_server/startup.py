@@ -22,7 +22,7 @@ from adapter_server.registration_service import RegistrationService
 from adapter_server.registrations import RegistrationStore, StateFileError
 from adapter_server.serving_context import ServingContext
 from adapter_server.settings import ServingSettings
-from cdk_adapters.contract import serving_env, tenant_limits
+from cdk_adapters.contract import serving_env
 from cdk_adapters.gate import BaseModelFacts
 
 logger = logging.getLogger("adapter_server")
@@ -77,9 +77,7 @@ class ServerStartup:
         context.residency = observability.ResidencyTracker(int(args.max_loras))
         limits = settings.tenant_limits
         if limits.fair_share:
-            capacity = limits.engine_in_flight or _engine_batch_size(starlette_app)
-            headroom = limits.engine_headroom if limits.engine_headroom is not None else tenant_limits.default_headroom(capacity)
-            context.admission = FairAdmission(capacity, limits.for_adapter, headroom=headroom)
+            context.admission = FairAdmission(limits.engine_in_flight or _engine_batch_size(starlette_app), limits.for_adapter)
         context.base = await asyncio.to_thread(
             BaseModelFacts.from_model_dir,
             args.model,
