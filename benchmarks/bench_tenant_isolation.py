@@ -1,7 +1,7 @@
 """A quiet tenant's latency while another floods the same engine, with fair share off and on.
 
-One base model, two adapters, ``--max-num-seqs 4`` so the engine saturates as a GPU copy does under a
-burst. The quiet adapter sends one request at a time; the noisy adapter keeps `IN_FLIGHT` requests in
+One base model, two adapters, ``--max-num-seqs 4`` so the engine can saturate as a GPU copy does under
+a burst (on a few shared CPU cores the tiny model's flood is bound by CPU first: see the README). The quiet adapter sends one request at a time; the noisy adapter keeps `IN_FLIGHT` requests in
 flight. Both servers (fair share off, on) run the same launcher, middleware, model and flags; the
 phases alternate between them in rounds, so machine noise hits both alike.
 
@@ -9,13 +9,22 @@ Reported per server: the quiet adapter's p50/p95 alone and under the flood (and 
 noisy adapter's throughput under the flood. Targets: with fair share on, quiet p95 under the flood
 at most 2x its p95 alone; the noisy adapter keeps at least 80% of its throughput without fair share.
 
-    .venv/bin/python -m benchmarks.bench_tenant_isolation [--rounds N] [--quiet-requests N]
+Where the quiet adapter's time under the flood goes, from the middleware's own request log (each
+quiet request carries an ``X-Request-Id``): outside the middleware (the client's total minus the
+middleware's latency: sending, reaching the middleware, the answer's way back — the part CPU
+contention on the API server's event loop would inflate), waiting for a place (``queue_ms``), and
+inside vLLM (latency minus queue wait). The flood runs in a process of its own (`flooded`).
+
+    .venv/bin/python -m benchmarks.bench_tenant_isolation [--rounds N] [--quiet-requests N] [--max-tokens N]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import json
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -39,70 +48,128 @@ def p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def quiet_latencies(client: httpx.AsyncClient, count: int) -> list[float]:
+SERVERS = {  # label: the server's tenant-limit settings
+    "fair share off": tenant_limits.environment(fair_share=False),
+    "fair share on": tenant_limits.environment(),
+}
+_request_ids = itertools.count()
+
+
+async def quiet_latencies(client: httpx.AsyncClient, count: int, sent: dict[str, float] | None = None) -> list[float]:
+    """`count` quiet requests one at a time; their totals by request id go into `sent`."""
     samples = []
     for _ in range(count):
+        request_id = f"quiet-{next(_request_ids)}"
         started = time.perf_counter()
-        answer = await client.post("/invocations", json=BODY, headers={ADAPTER_HEADER: "quiet-v1"})
+        answer = await client.post("/invocations", json=BODY, headers={ADAPTER_HEADER: "quiet-v1", "X-Request-Id": request_id})
         answer.raise_for_status()
         samples.append(time.perf_counter() - started)
+        if sent is not None:
+            sent[request_id] = samples[-1]
     return samples
 
 
-async def flooded(client: httpx.AsyncClient, count: int) -> tuple[list[float], float]:
+def breakdown(log: Path, sent: dict[str, float]) -> dict[str, list[float]]:
+    """Seconds outside the middleware, waiting for a place, and inside vLLM, per quiet request in `sent`."""
+    parts: dict[str, list[float]] = {"outside": [], "queue": [], "vllm": []}
+    for raw in log.read_text(errors="replace").splitlines():
+        if '"request_id"' not in raw or not raw.startswith("{"):
+            continue
+        line = json.loads(raw)
+        total = sent.get(line.get("request_id"))
+        if total is None or line.get("latency_ms") is None:
+            continue
+        latency, queue = line["latency_ms"] / 1000, (line.get("queue_ms") or 0) / 1000
+        parts["outside"].append(total - latency)
+        parts["queue"].append(queue)
+        parts["vllm"].append(latency - queue)
+    return parts
+
+
+def flooded(url: str, count: int, sent: dict[str, float]) -> tuple[list[float], float]:
     """The quiet adapter's latencies while the noisy one keeps IN_FLIGHT requests in flight, and the
-    noisy adapter's requests per second over the same window."""
-    done = 0
-    stop_flood = asyncio.Event()
+    noisy adapter's requests per second over the same window.
 
-    async def noisy() -> None:
-        nonlocal done
-        while not stop_flood.is_set():
-            answer = await client.post("/invocations", json=BODY, headers={ADAPTER_HEADER: "noisy-v1"})
-            answer.raise_for_status()
-            done += 1
-
-    workers = [asyncio.ensure_future(noisy()) for _ in range(IN_FLIGHT)]
-    await asyncio.sleep(1.0)  # the flood is established
-    done, started = 0, time.perf_counter()
-    latencies = await quiet_latencies(client, count)
-    rate = done / (time.perf_counter() - started)
-    stop_flood.set()
-    await asyncio.gather(*workers)
+    The flood runs in its own process, as other tenants' clients do: on one event loop with the
+    quiet client, the flood's own answers would delay the quiet one's and be counted as the server's."""
+    context = multiprocessing.get_context("spawn")
+    done, failed, stop_flood = context.Value("i", 0), context.Value("i", 0), context.Event()
+    flood = context.Process(target=_noisy_process, args=(url, BODY, done, failed, stop_flood), daemon=True)
+    flood.start()
+    try:
+        while done.value < IN_FLIGHT:  # the flood is established (every connection answered once)
+            time.sleep(0.1)
+        time.sleep(0.5)
+        before, started = done.value, time.perf_counter()
+        latencies = asyncio.run(_quiet(url, count, sent))
+        rate = (done.value - before) / (time.perf_counter() - started)
+    finally:
+        stop_flood.set()
+        flood.join(timeout=120)
+    if failed.value:
+        print(f"  (the flood saw {failed.value} failed noisy request(s); it kept its {IN_FLIGHT} in flight)", flush=True)
     return latencies, rate
+
+
+def _noisy_process(url: str, body: dict, done, failed, stop_flood) -> None:
+    """`IN_FLIGHT` noisy requests at all times until `stop_flood`; one that fails is counted and
+    sent again, so the flood never thins out unnoticed."""
+    async def flood() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=IN_FLIGHT)) as client:
+            async def noisy() -> None:
+                while not stop_flood.is_set():
+                    try:
+                        answer = await client.post("/invocations", json=body, headers={ADAPTER_HEADER: "noisy-v1"})
+                        answer.raise_for_status()
+                    except httpx.HTTPError:
+                        with failed.get_lock():
+                            failed.value += 1
+                        continue
+                    with done.get_lock():
+                        done.value += 1
+
+            await asyncio.gather(*(noisy() for _ in range(IN_FLIGHT)))
+
+    asyncio.run(flood())
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--quiet-requests", type=int, default=20)
+    parser.add_argument("--max-tokens", type=int, default=BODY["max_tokens"],
+                        help="tokens per request; more makes the engine, not HTTP, the bottleneck of the tiny model")
     args = parser.parse_args()
+    BODY["max_tokens"] = args.max_tokens
     with tempfile.TemporaryDirectory(prefix="bench-tenants-") as scratch:
         root = Path(scratch)
         base = tm.build_base_model(root / "base")
         adapters = {name: tm.build_lora_adapter(base, root / name, seed=seed) for name, seed in (("quiet-v1", 1), ("noisy-v1", 2))}
         servers = {}
-        for label, fair in (("fair share off", False), ("fair share on", True)):
+        for number, (label, limits_env) in enumerate(SERVERS.items()):
             port = free_port()
-            env = server_environment(base, root / f"state-{fair}", port)
+            env = server_environment(base, root / f"state-{number}", port)
             env["CDK_ADAPTERS_VLLM_MAX_NUM_SEQS"] = "4"
-            env.update(tenant_limits.environment(fair_share=fair))
-            process = start([sys.executable, "-m", "adapter_server", "serve"], env, port, root / f"{fair}.log")
+            env.update(limits_env)
+            log = root / f"server-{number}.log"
+            process = start([sys.executable, "-m", "adapter_server", "serve"], env, port, log)
             for name, directory in adapters.items():
                 httpx.post(f"http://127.0.0.1:{port}/adapters", json={"name": name, "src": str(directory)}, timeout=120).raise_for_status()
-            servers[label] = (process, f"http://127.0.0.1:{port}")
+            servers[label] = (process, f"http://127.0.0.1:{port}", log)
         results: dict[str, dict[str, list[float]]] = {label: {"alone": [], "flood": [], "rate": []} for label in servers}
+        sent: dict[str, dict[str, float]] = {label: {} for label in servers}
         try:
             for _ in range(args.rounds):
-                for label, (_, url) in servers.items():
+                for label, (_, url, _) in servers.items():
                     results[label]["alone"] += asyncio.run(_alone(url, args.quiet_requests))
-                    latencies, rate = asyncio.run(_flood(url, args.quiet_requests))
+                    latencies, rate = flooded(url, args.quiet_requests, sent[label])
                     results[label]["flood"] += latencies
                     results[label]["rate"].append(rate)
         finally:
-            for process, _ in servers.values():
+            for process, _, _ in servers.values():
                 stop(process)
-    print(f"\nquiet adapter: one request at a time; noisy adapter: {IN_FLIGHT} in flight; --max-num-seqs 4; "
+        parts = {label: breakdown(log, sent[label]) for label, (_, _, log) in servers.items()}
+    print(f"\nquiet adapter: one request at a time; noisy adapter: {IN_FLIGHT} in flight; --max-num-seqs 4; {args.max_tokens} tokens each; "
           f"{args.rounds} round(s) x {args.quiet_requests} quiet requests")
     print(f"  {'server':<16} {'alone p50':>10} {'alone p95':>10} {'flood p50':>10} {'flood p95':>10} {'p95 ratio':>10} {'noisy req/s':>12}")
     for label, found in results.items():
@@ -112,6 +179,11 @@ def main() -> int:
               f"{flood95 / alone95:>9.2f}x {statistics.median(found['rate']):>12.2f}")
     off, on = (statistics.median(results[label]["rate"]) for label in servers)
     print(f"  noisy throughput with fair share on: {on / off:.0%} of off")
+    print("\nwhere the quiet adapter's time goes under the flood (p50 / p95 of each part, seconds)")
+    print(f"  {'server':<16} {'outside middleware':>20} {'waiting for a place':>20} {'inside vLLM':>20}")
+    for label, found in parts.items():
+        cells = [f"{p(found[part], 0.5):.3f} / {p(found[part], 0.95):.3f}" if found[part] else "-" for part in ("outside", "queue", "vllm")]
+        print(f"  {label:<16} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20}")
     return 0
 
 
@@ -121,9 +193,9 @@ async def _alone(url: str, count: int) -> list[float]:
         return await quiet_latencies(client, count)
 
 
-async def _flood(url: str, count: int) -> tuple[list[float], float]:
-    async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=IN_FLIGHT + 4)) as client:
-        return await flooded(client, count)
+async def _quiet(url: str, count: int, sent: dict[str, float]) -> list[float]:
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        return await quiet_latencies(client, count, sent)
 
 
 if __name__ == "__main__":
