@@ -312,9 +312,15 @@ def build(app: cdk.App) -> AdapterServingStack:
             canary = None
     plan = None
     try:
-        plan = plan_manifest_file(manifest_path(app, settings))
+        # The gate judges the engine these settings start (tower/connector LoRA as "vllm" sets it).
+        tower_connector_lora = (settings.get("vllm") or {}).get("enable_tower_connector_lora")
+        plan = plan_manifest_file(manifest_path(app, settings), tower_connector_lora=tower_connector_lora)
         if canary is not None:
-            candidate = plan_manifest_file(manifest_path(app, canary)) if "manifest" in (settings.get("canary") or {}) else plan
+            candidate = (
+                plan_manifest_file(manifest_path(app, canary), tower_connector_lora=tower_connector_lora)
+                if "manifest" in (settings.get("canary") or {})
+                else plan
+            )
             canary_plan = candidate.canary_plan()
     except ConfigurationError as error:
         problems += error.problems

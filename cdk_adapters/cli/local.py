@@ -201,7 +201,29 @@ def _base_model(directory: Path, manifest) -> tuple[object | None, list[Problem]
     if absent:
         problems.append(Problem(subject, "--base-model-dir", f"has no {', '.join(absent)} weights, which the manifest's "
                                 f"base model {spec.id} has (base_model.module_names): is this a copy of {spec.id}?"))
+    problems += _vision_fact_problems(subject, directory, base, spec)
     return (None if problems else base), problems
+
+
+_VISION_FACTS = ("vision_language", "architecture", "vision_tower_type", "vision_feature_select_strategy")
+"""The base_model facts the VLM gate rules compare adapters with: the directory served must have them too."""
+
+
+def _vision_fact_problems(subject: str, directory: Path, base, spec) -> list[Problem]:
+    """Every vision-language fact the manifest states that the directory's config.json contradicts:
+    the gate judged the adapters against the manifest's facts, so serving another base would serve
+    what the gate never checked (a crashing strategy, a tower whose adapter keys vLLM ignores)."""
+    problems = []
+    for field in _VISION_FACTS:
+        stated, found = getattr(spec, field), getattr(base, field)
+        if field != "vision_language" and stated is None:
+            continue  # not stated (only needed for some bases): nothing to contradict
+        if stated != found:
+            problems.append(Problem(subject, "--base-model-dir", f"has {field} {found!r} (from its config.json), but the "
+                                    f"manifest's base model {spec.id} has {stated!r} (base_model.{field}): is this a copy "
+                                    f"of {spec.id}? If it is, run `{PROG} base-facts {directory}` and update "
+                                    "the manifest's base_model from what it prints"))
+    return problems
 
 
 def _gate(adapters, base, manifest) -> list[Problem]:

@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from cdk_adapters.manifest.lock import LockFile, load_lock, lock_path_for
-from cdk_adapters.manifest.schema import AdapterRow, Manifest
+from cdk_adapters.manifest.schema import AdapterRow, AlarmOverrides, Manifest
 from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_MANIFEST_PATH = Path("manifests/example.yaml")
@@ -171,6 +171,8 @@ def _problems_from(error: ValidationError, data: dict, subject: str) -> list[Pro
         message = detail["msg"]
         if detail["type"] == "extra_forbidden":
             message = "is not a known field (check the spelling; unknown keys are errors)"
+            if len(loc) >= 2 and loc[-2] == "alarms":
+                message += f"; known: {', '.join(AlarmOverrides.model_fields)}"
         elif message.startswith("Value error, "):
             message = message[len("Value error, ") :]
         problems.append(Problem(about, field, message))

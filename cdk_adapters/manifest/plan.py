@@ -60,11 +60,16 @@ class ManifestPlan:
     max_lora_rank: int
     acknowledged: tuple[AcknowledgedFinding, ...] = ()
     """Findings the rows acknowledged (rule id + reason): reported, not failed."""
+    tower_connector_lora: bool | None = None
+    """The engine's ``enable_tower_connector_lora`` the adapters were checked for (None: it follows
+    ``allow_vision_modules``, as the construct renders it)."""
 
     @property
     def reference(self) -> Reference:
         """What every adapter was checked against, with the rank limit resolved."""
-        return Reference(self.base, self.max_lora_rank, self.manifest.base_model.allow_vision_modules)
+        return Reference(
+            self.base, self.max_lora_rank, self.manifest.base_model.allow_vision_modules, self.tower_connector_lora
+        )
 
     @property
     def manifest(self) -> Manifest:
@@ -137,23 +142,32 @@ def base_facts(spec: BaseModelSpec) -> BaseModelFacts:
     )
 
 
-def manifest_reference(manifest: Manifest) -> Reference:
-    """What the manifest's adapters are checked against (``max_lora_rank`` None: derived)."""
+def manifest_reference(manifest: Manifest, tower_connector_lora: bool | None = None) -> Reference:
+    """What the manifest's adapters are checked against (``max_lora_rank`` None: derived).
+
+    :param tower_connector_lora: the engine's `VllmOptions.enable_tower_connector_lora`; None
+        (its default) means on exactly when the manifest allows vision modules.
+    """
     return Reference(
         base=base_facts(manifest.base_model),
         max_lora_rank=manifest.serving.max_lora_rank,
         allow_vision_modules=manifest.base_model.allow_vision_modules,
+        tower_connector_lora=tower_connector_lora,
     )
 
 
-def check_manifest(loaded: LoadedManifest) -> tuple[list[Problem], ManifestPlan | None]:
+def check_manifest(
+    loaded: LoadedManifest, *, tower_connector_lora: bool | None = None
+) -> tuple[list[Problem], ManifestPlan | None]:
     """Every open problem in the manifest and its adapters, and the plan when there are none.
+
+    `tower_connector_lora` is the engine's setting the rows are checked for (`manifest_reference`).
 
     Findings of a rule a row acknowledges (``acknowledge: {rule, reason}``) are not problems;
     the plan lists them as `ManifestPlan.acknowledged`.
     """
     manifest = loaded.manifest
-    reference = manifest_reference(manifest)
+    reference = manifest_reference(manifest, tower_connector_lora)
     problems: list[Problem] = []
     planned: list[PlannedAdapter] = []
     for row in manifest.adapters:
@@ -219,20 +233,26 @@ def check_manifest(loaded: LoadedManifest) -> tuple[list[Problem], ManifestPlan 
     limit = reference.max_lora_rank
     rank = limit if limit is not None else covering_max_lora_rank(adapter.facts for adapter in planned)
     return [], ManifestPlan(
-        loaded=loaded, base=reference.base, adapters=tuple(planned), max_lora_rank=rank, acknowledged=tuple(acknowledged)
+        loaded=loaded, base=reference.base, adapters=tuple(planned), max_lora_rank=rank, acknowledged=tuple(acknowledged),
+        tower_connector_lora=tower_connector_lora,
     )
 
 
-def plan_manifest(loaded: LoadedManifest) -> ManifestPlan:
+def plan_manifest(loaded: LoadedManifest, *, tower_connector_lora: bool | None = None) -> ManifestPlan:
     """`check_manifest`, raising one `ConfigurationError` with every problem."""
-    problems, plan = check_manifest(loaded)
+    problems, plan = check_manifest(loaded, tower_connector_lora=tower_connector_lora)
     raise_if_any(problems, heading=f"manifest {loaded.path} failed the compatibility gate")
     assert plan is not None
     return plan
 
 
-def plan_manifest_file(path: Path | str | None = None, *, lock_path: Path | None = None) -> ManifestPlan:
+def plan_manifest_file(
+    path: Path | str | None = None, *, lock_path: Path | None = None, tower_connector_lora: bool | None = None
+) -> ManifestPlan:
     """Load, schema-check and gate the manifest at `path`; one `ConfigurationError` with every problem.
+
+    `tower_connector_lora` is the engine's `VllmOptions.enable_tower_connector_lora` (None: on
+    with ``allow_vision_modules``): the rules about tower LoRA judge the engine that will serve.
 
     When some adapter rows fail the schema, the gate still runs on the rows that pass it (and the
     name rules on every row), so a user sees every problem of every row in one go.
@@ -243,7 +263,7 @@ def plan_manifest_file(path: Path | str | None = None, *, lock_path: Path | None
         partial = load_valid_rows(path, lock_path=lock_path)
         if partial is None:
             raise
-        problems = list(schema_error.problems) + check_manifest(partial.loaded)[0]
+        problems = list(schema_error.problems) + check_manifest(partial.loaded, tower_connector_lora=tower_connector_lora)[0]
         all_names = [row.name for row in partial.loaded.manifest.adapters] + list(partial.rejected_names)
         for name in partial.rejected_names:
             problems += validate_adapter_name(name, f"adapter '{name}'")
@@ -251,7 +271,7 @@ def plan_manifest_file(path: Path | str | None = None, *, lock_path: Path | None
         problems += UNIQUE_NAMES(named) + VERSION_SUFFIX_CHECK(named)
         problems = split_acknowledged(problems, _acknowledgments(partial.loaded.manifest.adapters))[0]
         raise ConfigurationError(_deduplicated(problems), heading=schema_error.heading) from None
-    return plan_manifest(loaded)
+    return plan_manifest(loaded, tower_connector_lora=tower_connector_lora)
 
 
 def _location_problems(row: AdapterRow, manifest: Manifest, subject: str) -> list[Problem]:

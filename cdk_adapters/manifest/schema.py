@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, ValidationInfo, field_validator, model_validator,
+    BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, ValidationInfo, create_model, field_validator,
+    model_validator,
 )
 
 from cdk_adapters.gate import vlm_traps
@@ -18,6 +19,7 @@ from cdk_adapters.gate.acknowledgments import reason_error, rule_error
 from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 from cdk_adapters.deploy_check_request import body_messages
+from cdk_adapters.monitoring import thresholds as alarm_thresholds
 
 MANIFEST_VERSION = 1
 _VISION_FACTS = ("architecture", "vision_tower_type", "vision_feature_select_strategy")
@@ -190,42 +192,41 @@ class RuleAcknowledgment(_Strict):
         return value
 
 
-class AlarmOverrides(_Strict):
+class _AlarmOverridesBase(_Strict):
     """A row's alarm settings over the endpoint's adapter defaults; ``null`` turns one alarm off.
 
     Only the keys written are overrides (``alarms: {latency_p95_ms: 8000}`` keeps the other
-    defaults). Names and meaning are `cdk_adapters.monitoring.alarms.AlarmThresholds`'.
+    defaults). The keys and their value rules are `cdk_adapters.monitoring.thresholds`' (the same
+    as `AlarmThresholds`'), except that the period is written in whole minutes (``period_minutes``).
     """
 
-    error_rate_percent: float | None = Field(default=None, gt=0, lt=100)
-    """5xx answers as a share of requests, percent (default 5)."""
-    latency_p95_ms: float | None = Field(default=None, gt=0)
-    """p95 request latency, milliseconds (default 30000)."""
-    cold_start_share_percent: float | None = Field(default=None, gt=0, lt=100)
-    """Requests that loaded their adapter, percent (default 25)."""
-    period_minutes: PositiveInt | None = None
-    """One evaluated period, minutes (default 5)."""
-    evaluation_periods: PositiveInt | None = None
-    """Periods looked at (default 3)."""
-    datapoints_to_alarm: PositiveInt | None = None
-    """Breaching periods that fire the alarm (default 2)."""
-
-    @model_validator(mode="after")
-    def _settings_not_nulled(self) -> "AlarmOverrides":
-        nulled = sorted(
-            name for name in ("period_minutes", "evaluation_periods", "datapoints_to_alarm")
-            if name in self.model_fields_set and getattr(self, name) is None
-        )
-        if nulled:
-            raise ValueError(f"{', '.join(nulled)} cannot be null (only the three thresholds can be turned off)")
-        return self
+    @field_validator("*", mode="after", check_fields=False)
+    @classmethod
+    def _value_allowed(cls, value: object, info: ValidationInfo) -> object:
+        error = alarm_thresholds.value_error(_ALARM_FIELD_OF_KEY[info.field_name], value)
+        if error:
+            raise ValueError(error)
+        return value
 
     def overrides(self) -> dict[str, Any]:
-        """Only what the row wrote, keyed by the threshold field names."""
-        written = {name: getattr(self, name) for name in self.model_fields_set}
-        if "period_minutes" in written:
-            written["period"] = written.pop("period_minutes")
-        return written
+        """Only what the row wrote, keyed by the threshold field names (``period`` in minutes)."""
+        return {_ALARM_FIELD_OF_KEY[key]: getattr(self, key) for key in self.model_fields_set}
+
+
+_PERIOD_KEY = "period_minutes"
+_ALARM_FIELD_OF_KEY = {
+    (_PERIOD_KEY if name == alarm_thresholds.PERIOD_FIELD else name): name for name in alarm_thresholds.THRESHOLD_FIELDS
+}
+"""Manifest key -> `AlarmThresholds` field: every field, none listed twice."""
+AlarmOverrides = create_model(
+    "AlarmOverrides",
+    __base__=_AlarmOverridesBase,
+    __module__=__name__,
+    **{
+        key: ((PositiveInt | None) if key == _PERIOD_KEY else Any, None)
+        for key in _ALARM_FIELD_OF_KEY
+    },
+)
 
 
 class LimitsSpec(_Strict):
@@ -303,8 +304,9 @@ class AdapterRow(_Strict):
     traffic: TrafficSpec | None = None
     """Expected load (requests per minute, prompt and output tokens, peak factor) for `cdk-adapters plan`."""
     alarms: AlarmOverrides | None = None
-    """Per-adapter alarms (error rate, p95 latency, cold-start share): ``true`` with the endpoint's
-    defaults, or a mapping of overrides (``{latency_p95_ms: 8000, cold_start_share_percent: null}``).
+    """Per-adapter alarms (error rate, p95 latency, cold-start share; throttled share and p95 queue
+    wait when given a threshold): ``true`` with the endpoint's defaults, or a mapping of overrides of
+    any `AlarmThresholds` field (``{latency_p95_ms: 8000, cold_start_share_percent: null}``).
     Default (or ``false``): none."""
     limits: LimitsSpec | None = None
     """Fair-share limits for this tenant: ``{weight: 2, max_in_flight: 8, max_queue: 32, max_queue_wait_s: 10}``.

@@ -29,7 +29,7 @@ from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.deploy_check import AdapterCheck
 from cdk_adapters.endpoint import MultiAdapterEndpoint
 from cdk_adapters.inference_component import AdapterInferenceComponent
-from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest_file
+from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest, plan_manifest_file
 from cdk_adapters.manifest.schema import BaseModelSpec
 from cdk_adapters.model_data import ModelData
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
@@ -65,16 +65,26 @@ def endpoint_from_manifest(
     The compatibility gate runs first, on every row (`plan_manifest_file`): when anything is
     wrong, one `ConfigurationError` lists every problem and nothing is added to `scope`.
 
-    :param manifest: the manifest's path, or a `ManifestPlan` that already passed the gate.
+    :param manifest: the manifest's path, or a `ManifestPlan` that already passed the gate (gated
+        again when it was planned for another ``enable_tower_connector_lora`` than `vllm`'s).
     :param vllm: engine options; the manifest's `max_loras`, `max_cpu_loras` and
-        `max_lora_rank` replace those fields. Default `VllmOptions()`.
+        `max_lora_rank` replace those fields. Default `VllmOptions()`. Its
+        ``enable_tower_connector_lora`` is what the gate checks the rows for (None: on when the
+        manifest allows vision modules).
     :param encryption_key: KMS key of the manifest's adapter locations that declare no
         ``kms_key_arn``, when the objects use a customer managed key.
     :param props: every other `MultiAdapterEndpoint` option (instance type, compute, image, ...).
         When rows opt into alarms (``alarms:``) and `props` has no ``alarms``, the endpoint gets
         `MonitoringAlarms()` (its defaults).
     """
-    plan = manifest if isinstance(manifest, ManifestPlan) else plan_manifest_file(manifest)
+    # The gate judges the engine that will serve: tower/connector LoRA as `vllm` sets it.
+    tower_connector_lora = vllm.enable_tower_connector_lora if vllm is not None else None
+    if not isinstance(manifest, ManifestPlan):
+        plan = plan_manifest_file(manifest, tower_connector_lora=tower_connector_lora)
+    elif manifest.tower_connector_lora != tower_connector_lora:
+        plan = plan_manifest(manifest.loaded, tower_connector_lora=tower_connector_lora)
+    else:
+        plan = manifest
     if plan.alarm_overrides and props.get("alarms") is None:
         props["alarms"] = MonitoringAlarms()
     endpoint = MultiAdapterEndpoint(

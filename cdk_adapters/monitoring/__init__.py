@@ -5,35 +5,40 @@
 * `alarms` - error-rate, p95-latency and cold-start-share alarms (and, opt-in, throttled-share and
   p95-queue-wait alarms), per endpoint and per adapter, with optional SNS actions;
 * `dashboard` - one dashboard per endpoint whose size does not depend on the adapter count;
-* `endpoint_monitoring` - the wiring of all three onto one `MultiAdapterEndpoint`.
+* `endpoint_monitoring` - the wiring of all three onto one `MultiAdapterEndpoint`;
+* `thresholds` - the alarm settings' names and value rules (standard library only).
+
+The names below are imported on first use, so that ``cdk_adapters.monitoring.thresholds`` can be
+read (by the manifest schema) without starting the CDK's runtime.
 """
 
-from cdk_adapters.monitoring.alarms import (
-    ALARM_KINDS,
-    COLD_START_SHARE,
-    ERROR_RATE,
-    LATENCY_P95,
-    QUEUE_WAIT_P95,
-    THROTTLED_SHARE,
-    AlarmThresholds,
-    MonitoringAlarms,
-)
-from cdk_adapters.monitoring.dashboard import EndpointDashboard, dashboard_limit_problems, top_adapters_query
-from cdk_adapters.monitoring.request_metrics import RequestMetricMethods, RequestMetrics, RequestMetricSource
+from __future__ import annotations
 
-__all__ = [
-    "ALARM_KINDS",
-    "COLD_START_SHARE",
-    "ERROR_RATE",
-    "LATENCY_P95",
-    "QUEUE_WAIT_P95",
-    "THROTTLED_SHARE",
-    "AlarmThresholds",
-    "EndpointDashboard",
-    "MonitoringAlarms",
-    "RequestMetricMethods",
-    "RequestMetricSource",
-    "RequestMetrics",
-    "dashboard_limit_problems",
-    "top_adapters_query",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ALARM_KINDS": "cdk_adapters.monitoring.alarms",
+    "COLD_START_SHARE": "cdk_adapters.monitoring.alarms",
+    "ERROR_RATE": "cdk_adapters.monitoring.alarms",
+    "LATENCY_P95": "cdk_adapters.monitoring.alarms",
+    "QUEUE_WAIT_P95": "cdk_adapters.monitoring.alarms",
+    "THROTTLED_SHARE": "cdk_adapters.monitoring.alarms",
+    "AlarmThresholds": "cdk_adapters.monitoring.alarms",
+    "MonitoringAlarms": "cdk_adapters.monitoring.alarms",
+    "EndpointDashboard": "cdk_adapters.monitoring.dashboard",
+    "dashboard_limit_problems": "cdk_adapters.monitoring.dashboard",
+    "top_adapters_query": "cdk_adapters.monitoring.dashboard",
+    "RequestMetricMethods": "cdk_adapters.monitoring.request_metrics",
+    "RequestMetrics": "cdk_adapters.monitoring.request_metrics",
+    "RequestMetricSource": "cdk_adapters.monitoring.request_metrics",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cdk_adapters.monitoring' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

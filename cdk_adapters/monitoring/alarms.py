@@ -46,6 +46,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from cdk_adapters.contract import request_metrics as contract
+from cdk_adapters.monitoring import thresholds
 from cdk_adapters.monitoring.request_metrics import RequestMetricSource
 from cdk_adapters.nag_acknowledgments import acknowledge_alarm_without_action, alarm_without_topic_reason
 from cdk_adapters.problems import Problem
@@ -109,21 +110,13 @@ class AlarmThresholds:
         def bad(name: str, message: str) -> None:
             found.append(Problem(subject, f"{field_prefix}.{name}", message))
 
-        for name in ("error_rate_percent", "cold_start_share_percent", "throttled_share_percent"):
-            value = getattr(self, name)
-            if value is not None and (not _is_number(value) or not 0 < value < 100):
-                bad(name, f"must be a percentage above 0 and below 100 (or None to turn the alarm off), got {value!r}")
-        for name in ("latency_p95_ms", "queue_wait_p95_ms"):
-            value = getattr(self, name)
-            if value is not None and (not _is_number(value) or value <= 0):
-                bad(name, f"must be a positive number of milliseconds (or None), got {value!r}")
+        for name in thresholds.THRESHOLD_FIELDS:
+            message = None if name == thresholds.PERIOD_FIELD else thresholds.value_error(name, getattr(self, name))
+            if message:
+                bad(name, message)
         seconds = self.period.to_seconds() if isinstance(self.period, Duration) else None
         if seconds is None or seconds < 60 or seconds % 60:
             bad("period", f"must be a Duration of whole minutes (standard-resolution metrics), got {self.period!r}")
-        for name in ("evaluation_periods", "datapoints_to_alarm"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                bad(name, f"must be a positive integer, got {value!r}")
         if (
             isinstance(self.datapoints_to_alarm, int)
             and isinstance(self.evaluation_periods, int)
@@ -134,6 +127,7 @@ class AlarmThresholds:
 
 
 THRESHOLD_FIELDS = tuple(f.name for f in fields(AlarmThresholds))
+"""The dataclass's fields; `cdk_adapters.monitoring.thresholds.THRESHOLD_FIELDS` names the same (a test holds them equal)."""
 
 
 @dataclass(frozen=True)
@@ -260,7 +254,3 @@ def create_alarms(
             )
         alarms[kind] = alarm
     return alarms
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

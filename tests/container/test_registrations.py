@@ -162,3 +162,41 @@ def test_each_registration_serialises_one_entry_not_the_whole_file(tmp_path, mon
     assert document["version"] == 1 and document["adapters"]["tenant-3-v1"] == {
         "src": "/opt/ml/3", "sha256": f"{3:064x}", "registered_at": store.get("tenant-3-v1").registered_at,
     }
+
+
+def python_calls_in_registrations_module(action) -> int:
+    """Python-level calls (generator steps included) made in registrations.py while `action` runs:
+    a count of the store's own work, exact and independent of the machine's speed."""
+    import sys
+
+    module_file = registrations.__file__
+    calls = 0
+
+    def profile(frame, event, arg):
+        nonlocal calls
+        if event == "call" and frame.f_code.co_filename == module_file:
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_one_more_registration_costs_the_store_the_same_python_work_at_10_and_at_1000(tmp_path):
+    """The file is still rewritten whole (its bytes grow with the fleet; one join and one fsync),
+    but no Python-level pass over the other registrations runs per write: that pass was what made
+    the middleware's own time per registration grow with the registered count."""
+    counts = {}
+    for size in (10, 1000):
+        store = RegistrationStore.load(tmp_path / f"state-{size}")
+        for index in range(size):
+            store.add(f"tenant-{index}-v1", f"/opt/ml/{index}", f"{index:064x}")
+        counts[size] = (
+            python_calls_in_registrations_module(lambda: store.add("newcomer-v1", "/opt/ml/new", "e" * 64)),
+            python_calls_in_registrations_module(lambda: store.remove("tenant-3-v1")),
+        )
+        assert len(RegistrationStore.load(tmp_path / f"state-{size}")) == size  # +1 added, -1 removed
+    assert counts[10] == counts[1000], counts

@@ -8,6 +8,7 @@ The synth path is the example app's (`app.build`, what ``cdk synth -c manifest=P
 
 from __future__ import annotations
 
+import copy
 import io
 import shutil
 from pathlib import Path
@@ -23,8 +24,9 @@ from cdk_adapters.cli import main as cli_main
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
-from cdk_adapters.manifest import endpoint_from_manifest, load_manifest
+from cdk_adapters.manifest import endpoint_from_manifest, load_manifest, plan_manifest_file
 from cdk_adapters.problems import ConfigurationError
+from cdk_adapters.vllm_options import VllmOptions
 from tests.constructs.conftest import app_context
 from tests.manifest.builders import write_manifest
 from tests.support import tiny_vlm
@@ -170,3 +172,60 @@ def test_bad_vlm_facts_are_refused_naming_the_field(vlm, tmp_path, base, field, 
         load_manifest(manifest)
     messages = {problem.field: problem.message for problem in refused.value.problems}
     assert field in messages and text in messages[field], messages
+
+
+def endpoint_for(tmp_path, manifest, **props):
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out")), "Vlm-Test")
+    endpoint = endpoint_from_manifest(
+        stack, "Vlm", manifest=manifest, image=ContainerImage.from_digest_uri(IMAGE),
+        compute=ComputeRequirements(min_memory_required_in_mb=16384), placement=FleetPlacement.in_endpoint_stack(), **props,
+    )
+    return stack, endpoint
+
+
+def test_the_gate_judges_the_endpoints_tower_lora_setting_not_the_vision_flag(vlm, tmp_path):
+    """allow_vision_modules: true with tower LoRA turned off in VllmOptions serves language-only rows
+    on a LLaVA "default" base (nothing crashes without the flag); with the default it refuses them."""
+    made = vlm["default"]
+    manifest = vlm_manifest(tmp_path, made["base"], {"tables-v1": made["language"]})
+    with pytest.raises(ConfigurationError) as refused:
+        endpoint_for(tmp_path / "default", manifest)
+    assert {(p.subject, p.rule) for p in refused.value.problems} == {("adapter 'tables-v1'", "vlm-engine-traps")}
+
+    stack, endpoint = endpoint_for(tmp_path / "off", manifest, vllm=VllmOptions(enable_tower_connector_lora=False))
+    (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
+    env = model["Properties"]["PrimaryContainer"]["Environment"]
+    assert env[serving_env.ALLOW_VISION_MODULES] == "true"
+    assert env.get(serving_env.VLLM_FLAG_PREFIX + "ENABLE_TOWER_CONNECTOR_LORA") in (None, "false")
+    assert sorted(endpoint.adapter_component_names()) == ["tables-v1"]
+
+    # A plan made for one setting is gated again for the endpoint's.
+    plan = plan_manifest_file(manifest, tower_connector_lora=False)
+    assert plan.reference.serves_tower_lora is False
+    with pytest.raises(ConfigurationError, match=r"\[vlm-engine-traps\]"):
+        endpoint_for(tmp_path / "plan", plan)
+
+    # The example app reads the setting from its "vllm" context, as `cdk synth` does.
+    context = copy.deepcopy(app_context("dev"))
+    context["environments"]["dev"]["vllm"]["enable_tower_connector_lora"] = False
+    stack = example_app.build(cdk.App(context={**context, "manifest": str(manifest)}))
+    assert sorted(stack.endpoint.adapter_component_names()) == ["tables-v1"]
+
+
+def test_with_tower_lora_off_a_tower_adapter_is_refused_for_the_flag_not_the_crash(vlm, tmp_path):
+    made = vlm["default"]
+    manifest = vlm_manifest(tmp_path, made["base"], {"tables-v1": made["language"], "describe-v1": made["tower"]})
+    with pytest.raises(ConfigurationError) as refused:
+        endpoint_for(tmp_path, manifest, vllm=VllmOptions(enable_tower_connector_lora=False))
+    [problem] = refused.value.problems
+    assert (problem.subject, problem.field, problem.rule) == ("adapter 'describe-v1'", "target_modules", "tower-connector-lora")
+    assert "without --enable-tower-connector-lora" in problem.message and serving_image.VLLM_VERSION in problem.message
+
+
+def test_tower_lora_turned_on_explicitly_on_a_full_base_serves_the_tower_adapter(vlm, tmp_path):
+    made = vlm["full"]
+    manifest = vlm_manifest(tmp_path, made["base"], {"tables-v1": made["language"], "describe-v1": made["tower"]})
+    stack, endpoint = endpoint_for(tmp_path, manifest, vllm=VllmOptions(enable_tower_connector_lora=True))
+    (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
+    assert model["Properties"]["PrimaryContainer"]["Environment"][serving_env.VLLM_FLAG_PREFIX + "ENABLE_TOWER_CONNECTOR_LORA"] == "true"
+    assert sorted(endpoint.adapter_component_names()) == ["describe-v1", "tables-v1"]

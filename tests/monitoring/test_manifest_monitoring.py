@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import aws_cdk as cdk
 import pytest
 
 from cdk_adapters.manifest import endpoint_from_manifest, plan_manifest_file
+from cdk_adapters.monitoring import thresholds
+from cdk_adapters.monitoring.alarms import THRESHOLD_FIELDS, AlarmThresholds
 from cdk_adapters.manifest.lock import LockFile, lock_path_for, write_lock
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import DIGEST_IMAGE
@@ -66,11 +70,43 @@ def test_bad_alarm_rows_are_refused_naming_the_adapter_and_field(tmp_path):
     text = str(raised.value)
     assert "(3 problem(s))" in text
     assert f"adapter '{adapter_name(0)}': alarms.latency_p99_ms: is not a known field" in text
-    assert f"adapter '{adapter_name(1)}': alarms.error_rate_percent: Input should be less than 100" in text
+    # The refusal lists what is known: every AlarmThresholds field (the period in minutes).
+    known = text.split("alarms.latency_p99_ms: ")[1].split("known: ")[1].splitlines()[0]
+    assert known.split(", ") == [
+        "period_minutes" if name == "period" else name for name in THRESHOLD_FIELDS
+    ]
+    assert f"adapter '{adapter_name(1)}': alarms.error_rate_percent: must be a percentage above 0 and below 100" in text
     assert f"adapter '{adapter_name(2)}': alarms: must be true, false or a mapping of overrides" in text
-    nulled = manifest_with(tmp_path / "nulled", {0: {"alarms": {"period_minutes": None}}})
-    with pytest.raises(ConfigurationError, match=r"period_minutes cannot be null \(only the three thresholds can be turned off\)"):
+    nulled = manifest_with(tmp_path / "nulled", {0: {"alarms": {"period_minutes": None, "queue_wait_p95_ms": -5, "throttled_share_percent": 100}}})
+    with pytest.raises(ConfigurationError) as raised:
         plan_manifest_file(nulled)
+    text = str(raised.value)
+    assert "(3 problem(s))" in text
+    assert "alarms.period_minutes: cannot be null (only the alarm thresholds can be turned off)" in text
+    assert "alarms.queue_wait_p95_ms: must be a positive number of milliseconds (or None), got -5" in text
+    assert "alarms.throttled_share_percent: must be a percentage above 0 and below 100" in text
+
+
+def test_rows_take_every_alarm_threshold_field_including_the_fair_share_ones(tmp_path):
+    path = manifest_with(tmp_path, {0: {"alarms": {"throttled_share_percent": 2, "queue_wait_p95_ms": 1500, "evaluation_periods": 4}}})
+    assert plan_manifest_file(path).alarm_overrides[adapter_name(0)] == {
+        "throttled_share_percent": 2, "queue_wait_p95_ms": 1500, "evaluation_periods": 4,
+    }
+    endpoint = build(path)
+    alarms = alarms_by_name(template_of(endpoint))
+    component = endpoint.adapters[adapter_name(0)].inference_component_name
+    mine = {name: alarm for name, alarm in alarms.items() if name.startswith(component + "/")}
+    assert set(mine) == {f"{component}/{kind}" for kind in ("error-rate", "latency-p95", "cold-start-share", "throttled-share", "queue-wait-p95")}
+    assert mine[f"{component}/throttled-share"]["Threshold"] == 0.02
+    assert mine[f"{component}/throttled-share"]["MetricName"] == "Throttled"
+    assert mine[f"{component}/queue-wait-p95"]["Threshold"] == 1500
+    assert mine[f"{component}/queue-wait-p95"]["MetricName"] == "QueueWait"
+    assert all(alarm["EvaluationPeriods"] == 4 for alarm in mine.values())
+
+
+def test_the_manifest_and_the_construct_share_one_list_of_alarm_settings():
+    assert THRESHOLD_FIELDS == tuple(field.name for field in fields(AlarmThresholds))
+    assert thresholds.THRESHOLD_FIELDS == THRESHOLD_FIELDS
 
 
 def test_canary_rows_make_the_canary_plan(tmp_path):
