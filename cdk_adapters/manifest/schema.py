@@ -203,9 +203,12 @@ class _AlarmOverridesBase(_Strict):
     @field_validator("*", mode="after", check_fields=False)
     @classmethod
     def _value_allowed(cls, value: object, info: ValidationInfo) -> object:
-        error = alarm_thresholds.value_error(_ALARM_FIELD_OF_KEY[info.field_name], value)
+        field = _ALARM_FIELD_OF_KEY[info.field_name]
+        error = alarm_thresholds.value_error(field, value)
         if error:
             raise ValueError(error)
+        if field in alarm_thresholds.NULLABLE_FIELDS and value is not None:
+            return float(value)  # a threshold is a float, as `AlarmThresholds` declares it (20000 -> 20000.0)
         return value
 
     def overrides(self) -> dict[str, Any]:
