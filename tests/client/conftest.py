@@ -5,6 +5,7 @@ import pytest
 from botocore.stub import Stubber
 
 from cdk_adapters.contract.discovery import DiscoveryRecord
+from tests.support.fake_clock import FakeClock
 
 RECORD = DiscoveryRecord(
     endpoint_name="support-endpoint",
@@ -29,21 +30,6 @@ def runtime():
         stubber.assert_no_pending_responses()
 
 
-class FakeClock:
-    """A clock that moves only when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1000.0)

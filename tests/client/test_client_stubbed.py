@@ -42,6 +42,7 @@ from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 from cdk_adapters.local.event_stream import model_stream_error, payload_part
 from tests.client.conftest import RECORD
 from tests.client.container_answers import container_error, held_while_replaying, start_up_failed
+from tests.support.fake_clock import FakeClock
 
 NO_CAPACITY = (
     "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress "
@@ -374,25 +375,13 @@ def test_botocore_standard_mode_retries_throttling_and_our_layer_owns_not_ready(
     assert client.invoke("support-en-v4", "x").text == " thirty days"
     assert len(sent) == 2  # botocore retried the throttled call itself
 
-    clock_ = _Clock()
+    clock_ = FakeClock()
     client = AdapterClient.from_record(RECORD, region_name="us-east-1", session=_session(), clock=clock_, sleep=clock_.sleep,
                                        retry=RetryPolicy(jitter=False))
     not_ready = (429, {"x-amzn-ErrorType": "ModelNotReadyException"}, b'{"Message": "not ready"}')
     sent = http_answers(client.runtime, [not_ready, ok])
     client.invoke("support-en-v4", "x")
     assert len(sent) == 2 and clock_.sleeps == [1.0]  # botocore did not retry it; the client did, once
-
-
-class _Clock:
-    def __init__(self):
-        self.now, self.sleeps = 0.0, []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def _session():

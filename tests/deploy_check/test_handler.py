@@ -23,6 +23,7 @@ from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.adapter_names import adapter_component_name
 from cdk_adapters.deploy_check_handler import index
 from tests.client.container_answers import container_error, held_while_replaying, start_up_failed
+from tests.support.fake_clock import FakeClock
 
 ENDPOINT = "adapters-prod-1a2b3c4d"
 PREFIX = ENDPOINT
@@ -32,21 +33,6 @@ NO_CAPACITY = (
     "(if configured) or try to increase the capacity by invoking UpdateInferenceComponentRuntimeConfig API."
 )
 SETTINGS = index.Settings(timeout_seconds=5, wake_attempts=3, retry_interval_seconds=30, concurrency=1)
-
-
-class Clock:
-    """Time that moves only when the handler sleeps, so retries run at once and are counted."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def runtime():
@@ -107,8 +93,8 @@ def model_error(stubber: Stubber, status: int, container_body: dict) -> None:
     )
 
 
-def handle(client, request: dict, clock: Clock | None = None) -> dict:
-    clock = clock or Clock()
+def handle(client, request: dict, clock: FakeClock | None = None) -> dict:
+    clock = clock or FakeClock()
     return index.handle(request, client, SETTINGS, 600, clock=clock, sleep=clock.sleep)
 
 
@@ -188,7 +174,7 @@ def test_an_adapter_that_does_not_answer_within_the_timeout_fails_the_deployment
     client = index.runtime_client(
         settings, region_name="us-east-1", endpoint_url=server.url, aws_access_key_id="test", aws_secret_access_key="test"
     )
-    clock = Clock()
+    clock = FakeClock()
     try:
         with pytest.raises(index.DeployCheckFailed) as raised:
             index.handle(event("Create", properties({"support-en-v1": "a" * 16})), client, settings, 600, clock=clock, sleep=clock.sleep)
@@ -204,7 +190,7 @@ def test_a_scaled_to_zero_component_waking_up_is_retried_until_it_answers():
     status, replaying = held_while_replaying(pending=2)
     model_error(stubber, status, replaying)
     expect_invoke(stubber, "support-en-v1", answer("support-en-v1"))
-    clock = Clock()
+    clock = FakeClock()
     with stubber:
         response = handle(client, event("Create", properties({"support-en-v1": "a" * 16})), clock)
     stubber.assert_no_pending_responses()
@@ -216,7 +202,7 @@ def test_a_component_that_stays_without_capacity_fails_after_its_attempts():
     client, stubber = runtime()
     for _ in range(SETTINGS.wake_attempts):
         stubber.add_client_error("invoke_endpoint", service_error_code="ValidationError", service_message=NO_CAPACITY, http_status_code=400)
-    clock = Clock()
+    clock = FakeClock()
     with stubber, pytest.raises(index.DeployCheckFailed) as raised:
         handle(client, event("Create", properties({"support-en-v1": "a" * 16})), clock)
     assert f"still had no capacity after {SETTINGS.wake_attempts} attempt(s)" in str(raised.value)
@@ -227,7 +213,7 @@ def test_a_container_whose_start_up_failed_is_not_waited_for():
     client, stubber = runtime()
     status, unhealthy = start_up_failed("adapter 'support-en-v1' could not be restored")
     model_error(stubber, status, unhealthy)
-    clock = Clock()
+    clock = FakeClock()
     with stubber, pytest.raises(index.DeployCheckFailed, match="the container answered 503"):
         handle(client, event("Create", properties({"support-en-v1": "a" * 16})), clock)
     assert clock.sleeps == []
@@ -311,7 +297,7 @@ def test_the_handler_keeps_the_rules_it_shares_with_the_library():
 def test_adapters_left_when_the_time_runs_out_fail_instead_of_the_function_dying():
     client, stubber = runtime()
     expect_invoke(stubber, "tenant-0000-v1", answer("tenant-0000-v1"))
-    clock = Clock()
+    clock = FakeClock()
     real_judge = index.judge
 
     def slow_judge(target, document):
@@ -343,7 +329,7 @@ def test_the_update_a_rollback_sends_checks_nothing():
     good, failed = properties({"tenant-a-v1": "a" * 16, "tenant-c-v1": "1" * 16}), properties({"tenant-a-v1": "a" * 16, "tenant-c-v1": "2" * 16})
     client, stubber = runtime()
     cloudformation, cfn_stubber = cloudformation_reporting("UPDATE_ROLLBACK_IN_PROGRESS")
-    clock = Clock()
+    clock = FakeClock()
     with stubber, cfn_stubber:
         response = index.handle(event("Update", good, old=failed), client, SETTINGS, 600, cloudformation=cloudformation, clock=clock, sleep=clock.sleep)
     cfn_stubber.assert_no_pending_responses()
@@ -354,7 +340,7 @@ def test_an_ordinary_update_reads_the_stack_status_and_checks_the_change():
     client, stubber = runtime()
     expect_invoke(stubber, "tenant-c-v1", answer("tenant-c-v1"))
     cloudformation, cfn_stubber = cloudformation_reporting("UPDATE_IN_PROGRESS")
-    clock = Clock()
+    clock = FakeClock()
     old, new = properties({"tenant-c-v1": "1" * 16}), properties({"tenant-c-v1": "2" * 16})
     with stubber, cfn_stubber:
         response = index.handle(event("Update", new, old=old), client, SETTINGS, 600, cloudformation=cloudformation, clock=clock, sleep=clock.sleep)
