@@ -28,6 +28,7 @@ from cdk_adapters.cli.common import PROG, Failure, UsageError
 from cdk_adapters.cli.terminal import printable
 from cdk_adapters.contract import request_metrics as rm
 from cdk_adapters.problems import ConfigurationError, Problem
+from cdk_adapters.text_table import aligned_rows
 
 MAX_QUERIES_PER_REQUEST = 500
 """GetMetricData takes at most 500 queries per call (CloudWatch API reference)."""
@@ -390,10 +391,8 @@ def write_table(report: UsageReport, out: TextIO) -> None:
         share = "" if row.cost_share is None else f"{row.cost_share:.1%}"
         cost = "" if row.cost_usd is None else f"{row.cost_usd:,.2f}"
         lines.append((printable(row.adapter), *(f"{getattr(row, column):,}" for column in COUNT_COLUMNS), share, cost))
-    widths = [max(len(line[index]) for line in lines) for index in range(len(headers))]
-    for line in lines:
-        cells = [line[0].ljust(widths[0]), *(cell.rjust(width) for cell, width in zip(line[1:], widths[1:]))]
-        out.write("  ".join(cells).rstrip() + "\n")
+    for line in aligned_rows(lines):
+        out.write(line + "\n")
     if not report.adapters:
         out.write("(no adapter has metrics for this endpoint in the period)\n")
     if report.cost:

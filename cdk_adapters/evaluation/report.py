@@ -7,6 +7,7 @@ from typing import Any
 from cdk_adapters.evaluation.golden import CHECKS, GoldenSet
 from cdk_adapters.evaluation.replay import MatchVerdict, Replay
 from cdk_adapters.evaluation.runner import ALL, TargetResult, Verdict
+from cdk_adapters.text_table import aligned_rows
 
 
 def table(results: dict[str, TargetResult]) -> str:
@@ -25,11 +26,7 @@ def table(results: dict[str, TargetResult]) -> str:
     rows.append(["prompt tokens", *(str(s["tokens"]["prompt"]) for s in summaries.values())])
     rows.append(["completion tokens", *(str(s["tokens"]["completion"]) for s in summaries.values())])
     rows.append(["errors", *(str(s["errors"]) for s in summaries.values())])
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) if column == 0 else cell.rjust(width) for column, (cell, width) in enumerate(zip(row, widths))).rstrip()
-        for row in rows
-    )
+    return "\n".join(aligned_rows(rows))
 
 
 def verdict_lines(verdicts: list[Verdict]) -> list[str]:

@@ -11,6 +11,7 @@ from cdk_adapters.planner.fit import GIB, MemoryPlan
 from cdk_adapters.planner.prices import InstancePrice
 from cdk_adapters.planner.throughput import InstanceThroughput
 from cdk_adapters.planner.traffic import TenantTraffic
+from cdk_adapters.text_table import aligned_rows
 
 
 @dataclass(frozen=True)
@@ -134,9 +135,7 @@ def to_table(report: PlanReport) -> str:
             f"{cost.shared_utilisation:.1%} (peak {cost.shared_peak_utilisation:.1%})",
         ),
     ]
-    widths = [max(len(row[i]) for row in (header, *table)) for i in range(4)]
-    for row in (header, *table):
-        lines.append("  " + "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    lines += ["  " + line for line in aligned_rows((header, *table))]
     even = cost.break_even_tenants
     lines += _rows(
         [
