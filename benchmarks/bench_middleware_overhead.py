@@ -15,8 +15,9 @@ switch.) The last row runs stock ``/invocations`` again right after itself, so t
 shows what that switch costs.
 
 The second table is throughput with `IN_FLIGHT` requests in flight at once, as a copy serving
-several callers sees them: one burst per path per round in the same order, median requests per
-second.
+several callers sees them: one burst per path per round in the same order, each once both
+servers are quiet, median requests per second. Both servers yield the CPU to the benchmark's
+client, which stands in for callers on other machines (see the README).
 
     .venv/bin/python -m benchmarks.bench_middleware_overhead [--rounds N] [--block N] [--burst N]
 """
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks._timing import interleaved_medians, print_table
+from benchmarks._timing import interleaved_medians, print_table, wait_until_quiet, yield_to_clients
 from cdk_adapters.contract import serving_env
 from tests.support import tiny_models as tm
 
@@ -135,11 +136,13 @@ async def _burst(base_url: str, path: str, body: dict, headers: dict, requests: 
         return requests / (time.perf_counter() - started)
 
 
-def interleaved_throughput(candidates: dict[str, tuple], *, rounds: int, burst: int) -> dict[str, float]:
-    """Median requests per second per candidate; each round runs one burst of each, in turn."""
+def interleaved_throughput(candidates: dict[str, tuple], *, rounds: int, burst: int, servers: list[int]) -> dict[str, float]:
+    """Median requests per second per candidate; each round runs one burst of each, in turn, each
+    once the `servers` (process groups) are quiet."""
     samples: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(rounds):
         for name, (base_url, path, body, headers) in candidates.items():
+            wait_until_quiet(servers)
             samples[name].append(asyncio.run(_burst(base_url, path, body, headers, burst)))
     return {name: statistics.median(values) for name, values in samples.items()}
 
@@ -173,6 +176,7 @@ def main() -> None:
         try:
             processes.append(start(command, dict(plan.environment), ours_port, root / "ours.log"))
             processes.append(start(stock_command, dict(plan.environment), stock_port, root / "stock.log"))
+            precedence = [yield_to_clients(process.pid) for process in processes][0]
             ours = httpx.Client(base_url=f"http://127.0.0.1:{ours_port}", timeout=60)
             stock = httpx.Client(base_url=f"http://127.0.0.1:{stock_port}", timeout=60)
             ours.post("/adapters", json={"name": ADAPTER, "src": str(adapter)}).raise_for_status()
@@ -210,8 +214,10 @@ def main() -> None:
                 },
                 rounds=args.rounds,
                 burst=args.burst,
+                servers=[process.pid for process in processes],
             )
-            print(f"\n{args.rounds} rounds x one burst of {args.burst} requests per path, {IN_FLIGHT} in flight")
+            print(f"\n{args.rounds} rounds x one burst of {args.burst} requests per path, {IN_FLIGHT} in flight; "
+                  f"each burst once both servers are quiet; clients first ({precedence})")
             print_throughput_table(
                 f"throughput with {IN_FLIGHT} requests in flight (ratio: stock's req/s over this path's)",
                 rates,

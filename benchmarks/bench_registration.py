@@ -6,7 +6,9 @@ thousand adapters either path is the copy's readiness. Two servers with the same
 and flags: ours (launcher + middleware: gate, content digest, persisted state, then vLLM's load)
 and stock vLLM (``/v1/load_lora_adapter`` alone, as the baseline). They take the registrations in
 alternating blocks of `BLOCK`, so machine noise hits both alike; the rate of the first and of the
-last block shows whether a registration costs more as the fleet grows. Then ours is restarted in
+last block shows whether a registration costs more as the fleet grows. Each block starts once both
+servers are quiet: vLLM's engine keeps a core busy for a second after its last message, which on a
+few cores slowed whichever server went next (`_timing.wait_until_quiet`). Then ours is restarted in
 place on the state it persisted, and the replay is timed from its ``cdk_adapters.replay`` lines.
 
 The adapters are copies of one real tiny PEFT adapter (distinct directories, the same bytes), so
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks._timing import wait_until_quiet
 from benchmarks.bench_middleware_overhead import free_port, server_environment, stop
 from tests.support import tiny_models as tm
 
@@ -151,9 +154,12 @@ def main() -> int:
             ours = httpx.Client(base_url=f"http://127.0.0.1:{ours_port}", timeout=120)
             stock = httpx.Client(base_url=f"http://127.0.0.1:{stock_port}", timeout=120)
             ours_blocks, stock_blocks = [], []
+            groups = [process.pid for process in processes]  # each server is its own session's group
             for first in range(0, count, BLOCK):
                 block = adapters[first : first + BLOCK]
+                wait_until_quiet(groups)
                 ours_blocks.append(register_block(ours, block))
+                wait_until_quiet(groups)
                 stock_blocks.append(load_block(stock, block))
             stop(processes.pop())  # stock: its part is done
             listed = len(ours.get("/adapters").json()["adapters"])

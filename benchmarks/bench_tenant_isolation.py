@@ -1,23 +1,33 @@
 """A quiet tenant's latency while another floods the same engine, with fair share off and on.
 
-One base model, two adapters, ``--max-num-seqs 4`` so the engine can saturate as a GPU copy does under
-a burst (on a few shared CPU cores the tiny model's flood is bound by CPU first: see the README). The quiet adapter sends one request at a time; the noisy adapter keeps `IN_FLIGHT` requests in
-flight. Both servers (fair share off, on) run the same launcher, middleware, model and flags; the
-phases alternate between them in rounds, so machine noise hits both alike.
+One base model, two adapters, ``--max-num-seqs 4`` so the engine saturates as a GPU copy does under
+a burst. The quiet adapter sends one request at a time; the noisy adapter keeps `IN_FLIGHT`
+requests in flight. Both servers (fair share off, on) run the same launcher, middleware, model and
+flags; the phases alternate between them in rounds, so machine noise hits both alike.
 
-Reported per server: the quiet adapter's p50/p95 alone and under the flood (and the ratio), and the
-noisy adapter's throughput under the flood. Targets: with fair share on, quiet p95 under the flood
-at most 2x its p95 alone; the noisy adapter keeps at least 80% of its throughput without fair share.
+Two shapes of flood, in every round: every noisy request the quiet one's length (they start and end
+together, so a place frees only when all of them end: the worst case for a one-at-a-time caller),
+and lengths spread evenly over ±50% of it (as real requests differ), the same mean.
+
+Reported per server and shape: the quiet adapter's p50/p95 alone and under the flood (and the
+ratio), the noisy adapter's output tokens per second under the flood (from each answer's
+``usage``), and the engine's total (both adapters). Targets: with fair share on, quiet p95 under
+the flood at most 2x its p95 alone; the noisy adapter keeps at least 80% of its throughput without
+fair share.
 
 Where the quiet adapter's time under the flood goes, from the middleware's own request log (each
 quiet request carries an ``X-Request-Id``): outside the middleware (the client's total minus the
-middleware's latency: sending, reaching the middleware, the answer's way back — the part CPU
-contention on the API server's event loop would inflate), waiting for a place (``queue_ms``), and
-inside vLLM (latency minus queue wait). The flood runs in a process of its own (`flooded`).
+middleware's latency), waiting for a place (``queue_ms``), and inside vLLM (latency minus queue
+wait).
+
+The clients stand in for callers on other machines, so they must not be slowed by the server they
+measure: the flood runs in a process of its own, the servers yield the CPU to the clients
+(`_timing.yield_to_clients`; at equal priority the clients were starved on two cores, the flood
+reached a sixth of the engine's throughput and the quiet client's own wait was counted as the
+server's), and each phase starts once both servers are quiet (`_timing.wait_until_quiet`).
 
     .venv/bin/python -m benchmarks.bench_tenant_isolation [--rounds N] [--quiet-requests N] [--max-tokens N]
 """
-
 from __future__ import annotations
 
 import argparse
@@ -25,6 +35,7 @@ import asyncio
 import itertools
 import json
 import multiprocessing
+import random
 import statistics
 import sys
 import tempfile
@@ -33,6 +44,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks._timing import wait_until_quiet, yield_to_clients
 from benchmarks.bench_middleware_overhead import free_port, server_environment, start, stop
 from cdk_adapters.contract import tenant_limits
 from tests.support import tiny_models as tm
@@ -41,6 +53,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 IN_FLIGHT = 16
 BODY = {"prompt": "The support team", "max_tokens": 32, "temperature": 0, "ignore_eos": True}
+SHAPES = {"same length": 0.0, "lengths +-50%": 0.5}  # flood shape: how far a noisy request's length strays
 
 
 def p(values: list[float], q: float) -> float:
@@ -86,40 +99,44 @@ def breakdown(log: Path, sent: dict[str, float]) -> dict[str, list[float]]:
     return parts
 
 
-def flooded(url: str, count: int, sent: dict[str, float]) -> tuple[list[float], float]:
+def flooded(url: str, count: int, sent: dict[str, float], spread: float) -> tuple[list[float], float, float]:
     """The quiet adapter's latencies while the noisy one keeps IN_FLIGHT requests in flight, and the
-    noisy adapter's requests per second over the same window.
+    output tokens per second of the noisy adapter and of both over the same window.
 
     The flood runs in its own process, as other tenants' clients do: on one event loop with the
     quiet client, the flood's own answers would delay the quiet one's and be counted as the server's."""
     context = multiprocessing.get_context("spawn")
-    done, failed, stop_flood = context.Value("i", 0), context.Value("i", 0), context.Event()
-    flood = context.Process(target=_noisy_process, args=(url, BODY, done, failed, stop_flood), daemon=True)
+    done, tokens, failed = context.Value("i", 0), context.Value("q", 0), context.Value("i", 0)
+    stop_flood = context.Event()
+    flood = context.Process(target=_noisy_process, args=(url, BODY, spread, done, tokens, failed, stop_flood), daemon=True)
     flood.start()
     try:
         while done.value < IN_FLIGHT:  # the flood is established (every connection answered once)
             time.sleep(0.1)
         time.sleep(0.5)
-        before, started = done.value, time.perf_counter()
+        before, started = tokens.value, time.perf_counter()
         latencies = asyncio.run(_quiet(url, count, sent))
-        rate = (done.value - before) / (time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        noisy_rate = (tokens.value - before) / elapsed
     finally:
         stop_flood.set()
         flood.join(timeout=120)
     if failed.value:
         print(f"  (the flood saw {failed.value} failed noisy request(s); it kept its {IN_FLIGHT} in flight)", flush=True)
-    return latencies, rate
+    return latencies, noisy_rate, noisy_rate + count * BODY["max_tokens"] / elapsed
 
 
-def _noisy_process(url: str, body: dict, done, failed, stop_flood) -> None:
-    """`IN_FLIGHT` noisy requests at all times until `stop_flood`; one that fails is counted and
-    sent again, so the flood never thins out unnoticed."""
+def _noisy_process(url: str, body: dict, spread: float, done, tokens, failed, stop_flood) -> None:
+    """`IN_FLIGHT` noisy requests at all times until `stop_flood`, each `body`'s length within
+    ±`spread` of it; one that fails is counted and sent again, so the flood never thins out unnoticed."""
     async def flood() -> None:
         async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=IN_FLIGHT)) as client:
-            async def noisy() -> None:
+            async def noisy(seed: int) -> None:
+                lengths = random.Random(seed)
                 while not stop_flood.is_set():
+                    length = max(1, round(body["max_tokens"] * lengths.uniform(1 - spread, 1 + spread)))
                     try:
-                        answer = await client.post("/invocations", json=body, headers={ADAPTER_HEADER: "noisy-v1"})
+                        answer = await client.post("/invocations", json=dict(body, max_tokens=length), headers={ADAPTER_HEADER: "noisy-v1"})
                         answer.raise_for_status()
                     except httpx.HTTPError:
                         with failed.get_lock():
@@ -127,8 +144,10 @@ def _noisy_process(url: str, body: dict, done, failed, stop_flood) -> None:
                         continue
                     with done.get_lock():
                         done.value += 1
+                    with tokens.get_lock():
+                        tokens.value += answer.json()["usage"]["completion_tokens"]
 
-            await asyncio.gather(*(noisy() for _ in range(IN_FLIGHT)))
+            await asyncio.gather(*(noisy(seed) for seed in range(IN_FLIGHT)))
 
     asyncio.run(flood())
 
@@ -153,37 +172,49 @@ def main() -> int:
             env.update(limits_env)
             log = root / f"server-{number}.log"
             process = start([sys.executable, "-m", "adapter_server", "serve"], env, port, log)
+            precedence = yield_to_clients(process.pid)
             for name, directory in adapters.items():
                 httpx.post(f"http://127.0.0.1:{port}/adapters", json={"name": name, "src": str(directory)}, timeout=120).raise_for_status()
             servers[label] = (process, f"http://127.0.0.1:{port}", log)
-        results: dict[str, dict[str, list[float]]] = {label: {"alone": [], "flood": [], "rate": []} for label in servers}
-        sent: dict[str, dict[str, float]] = {label: {} for label in servers}
+        alone: dict[str, list[float]] = {label: [] for label in servers}
+        cases = [(label, shape) for label in servers for shape in SHAPES]
+        flood: dict[tuple[str, str], dict[str, list[float]]] = {case: {"latency": [], "noisy": [], "total": []} for case in cases}
+        sent: dict[tuple[str, str], dict[str, float]] = {case: {} for case in cases}
         try:
+            groups = [process.pid for process, _, _ in servers.values()]  # each server is its own session's group
             for _ in range(args.rounds):
                 for label, (_, url, _) in servers.items():
-                    results[label]["alone"] += asyncio.run(_alone(url, args.quiet_requests))
-                    latencies, rate = flooded(url, args.quiet_requests, sent[label])
-                    results[label]["flood"] += latencies
-                    results[label]["rate"].append(rate)
+                    wait_until_quiet(groups)
+                    alone[label] += asyncio.run(_alone(url, args.quiet_requests))
+                    for shape, spread in SHAPES.items():
+                        wait_until_quiet(groups)
+                        latencies, noisy, total = flooded(url, args.quiet_requests, sent[label, shape], spread)
+                        flood[label, shape]["latency"] += latencies
+                        flood[label, shape]["noisy"].append(noisy)
+                        flood[label, shape]["total"].append(total)
         finally:
             for process, _, _ in servers.values():
                 stop(process)
-        parts = {label: breakdown(log, sent[label]) for label, (_, _, log) in servers.items()}
-    print(f"\nquiet adapter: one request at a time; noisy adapter: {IN_FLIGHT} in flight; --max-num-seqs 4; {args.max_tokens} tokens each; "
-          f"{args.rounds} round(s) x {args.quiet_requests} quiet requests")
-    print(f"  {'server':<16} {'alone p50':>10} {'alone p95':>10} {'flood p50':>10} {'flood p95':>10} {'p95 ratio':>10} {'noisy req/s':>12}")
-    for label, found in results.items():
-        alone50, alone95 = p(found["alone"], 0.5), p(found["alone"], 0.95)
-        flood50, flood95 = p(found["flood"], 0.5), p(found["flood"], 0.95)
-        print(f"  {label:<16} {alone50:>9.3f}s {alone95:>9.3f}s {flood50:>9.3f}s {flood95:>9.3f}s "
-              f"{flood95 / alone95:>9.2f}x {statistics.median(found['rate']):>12.2f}")
-    off, on = (statistics.median(results[label]["rate"]) for label in servers)
-    print(f"  noisy throughput with fair share on: {on / off:.0%} of off")
+        parts = {(label, shape): breakdown(servers[label][2], sent[label, shape]) for label, shape in cases}
+    print(f"\nquiet adapter: one request at a time; noisy adapter: {IN_FLIGHT} in flight; --max-num-seqs 4; {args.max_tokens} tokens "
+          f"per quiet request (the noisy ones' mean); {args.rounds} round(s) x {args.quiet_requests} quiet requests; "
+          f"clients first ({precedence})")
+    print(f"  {'flood':<14} {'server':<15} {'alone p50':>9} {'alone p95':>9} {'flood p50':>9} {'flood p95':>9} {'p95 ratio':>9} "
+          f"{'noisy tok/s':>11} {'vs off':>6} {'both tok/s':>10}")
+    for shape in SHAPES:
+        off_rate = statistics.median(flood[next(iter(servers)), shape]["noisy"])
+        for label in servers:
+            found = flood[label, shape]
+            alone50, alone95 = p(alone[label], 0.5), p(alone[label], 0.95)
+            flood50, flood95 = p(found["latency"], 0.5), p(found["latency"], 0.95)
+            noisy = statistics.median(found["noisy"])
+            print(f"  {shape:<14} {label:<15} {alone50:>8.3f}s {alone95:>8.3f}s {flood50:>8.3f}s {flood95:>8.3f}s "
+                  f"{flood95 / alone95:>8.2f}x {noisy:>11.0f} {noisy / off_rate:>6.0%} {statistics.median(found['total']):>10.0f}")
     print("\nwhere the quiet adapter's time goes under the flood (p50 / p95 of each part, seconds)")
-    print(f"  {'server':<16} {'outside middleware':>20} {'waiting for a place':>20} {'inside vLLM':>20}")
-    for label, found in parts.items():
+    print(f"  {'flood':<14} {'server':<15} {'outside middleware':>20} {'waiting for a place':>20} {'inside vLLM':>20}")
+    for (label, shape), found in parts.items():
         cells = [f"{p(found[part], 0.5):.3f} / {p(found[part], 0.95):.3f}" if found[part] else "-" for part in ("outside", "queue", "vllm")]
-        print(f"  {label:<16} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20}")
+        print(f"  {shape:<14} {label:<15} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20}")
     return 0
 
 
