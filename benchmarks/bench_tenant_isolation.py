@@ -2,8 +2,10 @@
 
 One base model, two adapters, ``--max-num-seqs 4`` so the engine saturates as a GPU copy does under
 a burst. The quiet adapter sends one request at a time; the noisy adapter keeps `IN_FLIGHT`
-requests in flight. Both servers (fair share off, on) run the same launcher, middleware, model and
-flags; the phases alternate between them in rounds, so machine noise hits both alike.
+requests in flight. Three servers run the same launcher, middleware, model and flags: fair share
+off, fair share without headroom (a quiet request waits for the next place to free), and the
+default (one place kept for adapters with none in the engine). The phases alternate between them
+in rounds, so machine noise hits all alike.
 
 Two shapes of flood, in every round: every noisy request the quiet one's length (they start and end
 together, so a place frees only when all of them end: the worst case for a one-at-a-time caller),
@@ -61,9 +63,10 @@ def p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-SERVERS = {  # label: the server's tenant-limit settings
+SERVERS = {  # label: the server's tenant-limit settings; the first is the baseline of "vs off"
     "fair share off": tenant_limits.environment(fair_share=False),
-    "fair share on": tenant_limits.environment(),
+    "no headroom": tenant_limits.environment(engine_headroom=0),
+    "fair share on": tenant_limits.environment(),  # the container's default: one place kept (headroom)
 }
 _request_ids = itertools.count()
 

@@ -24,6 +24,9 @@ FAIR_SHARE_ENV = "CDK_ADAPTERS_FAIR_SHARE"
 """``false`` turns fair share off: requests go to vLLM as they come (its first-come, first-served)."""
 ENGINE_IN_FLIGHT_ENV = "CDK_ADAPTERS_ENGINE_IN_FLIGHT"
 """Requests let into vLLM at once. Default: vLLM's ``--max-num-seqs`` (its running-batch size)."""
+ENGINE_HEADROOM_ENV = "CDK_ADAPTERS_ENGINE_HEADROOM"
+"""Places in the engine kept free for adapters that have none there while such an adapter is
+present, so its next request joins the running batch at once. Default: `default_headroom`."""
 LIMITS_ENV = "CDK_ADAPTERS_TENANT_LIMITS"
 """JSON ``{"default": {<limits>}, "adapters": {"<adapter>": {<limits>}}}``; each part optional."""
 
@@ -87,18 +90,30 @@ class TenantLimits:
 
     fair_share: bool = True
     engine_in_flight: int | None = None
+    engine_headroom: int | None = None
+    """None: `default_headroom` of the engine's budget."""
     default: AdapterLimits = AdapterLimits()
     adapters: Mapping[str, AdapterLimits] = field(default_factory=dict)
     """Keyed by `adapter_name_key`."""
 
+    def headroom_for(self, engine_in_flight: int) -> int:
+        """Places kept free for adapters with none in the engine: the setting, else `default_headroom`."""
+        return self.engine_headroom if self.engine_headroom is not None else default_headroom(engine_in_flight)
+
     def for_adapter(self, adapter: str) -> AdapterLimits:
         return self.adapters.get(adapter_name_key(adapter), self.default)
+
+
+def default_headroom(engine_in_flight: int) -> int:
+    """One place kept free when the engine takes 4 or more at once; none below (too dear a share)."""
+    return 1 if engine_in_flight >= 4 else 0
 
 
 def environment(
     *,
     fair_share: bool = True,
     engine_in_flight: int | None = None,
+    engine_headroom: int | None = None,
     default: AdapterLimits | None = None,
     adapters: Mapping[str, AdapterLimits] | None = None,
 ) -> dict[str, str]:
@@ -108,6 +123,8 @@ def environment(
         env[FAIR_SHARE_ENV] = "false"
     if engine_in_flight is not None:
         env[ENGINE_IN_FLIGHT_ENV] = str(engine_in_flight)
+    if engine_headroom is not None:
+        env[ENGINE_HEADROOM_ENV] = str(engine_headroom)
     document: dict[str, Any] = {}
     if default is not None and default.to_document():
         document["default"] = default.to_document()
@@ -130,6 +147,13 @@ def decode(environ: Mapping[str, str]) -> tuple[TenantLimits, list[Problem]]:
             in_flight = int(raw_in_flight)
         else:
             problems.append(Problem(ENGINE_IN_FLIGHT_ENV, "value", f"must be a whole number >= 1, got {raw_in_flight!r}"))
+    headroom: int | None = None
+    raw_headroom = environ.get(ENGINE_HEADROOM_ENV, "").strip()
+    if raw_headroom:
+        if raw_headroom.isdigit():
+            headroom = int(raw_headroom)
+        else:
+            problems.append(Problem(ENGINE_HEADROOM_ENV, "value", f"must be a whole number >= 0, got {raw_headroom!r}"))
     default, adapters = AdapterLimits(), {}
     raw_limits = environ.get(LIMITS_ENV, "").strip()
     if raw_limits:
@@ -154,4 +178,4 @@ def decode(environ: Mapping[str, str]) -> tuple[TenantLimits, list[Problem]]:
                 limits, found = AdapterLimits.from_document(value, LIMITS_ENV, f"adapters.{name}")
                 problems += found
                 adapters[adapter_name_key(name)] = limits
-    return TenantLimits(fair_share, in_flight, default, adapters), problems
+    return TenantLimits(fair_share, in_flight, headroom, default, adapters), problems

@@ -7,7 +7,17 @@ concurrency into vLLM, so vLLM never has a queue of its own, and holds the rest 
 adapter, released by weighted fair queueing (stride scheduling): each admission advances its
 adapter's pass by ``1 / weight``, and a freed place goes to the waiting adapter with the lowest
 pass. A quiet adapter therefore waits for at most the next place to free, whatever the backlog of
-others, and a single busy adapter still fills the whole engine (nothing is reserved or wasted).
+others, and a single busy adapter still fills the whole engine.
+
+Headroom: waiting even for that next place costs a quiet adapter up to a whole request of another
+adapter's, because vLLM batches continuously but only as wide as its batch. With ``headroom`` places
+kept free for adapters that have nothing in the engine, a newly arriving request of such an adapter
+joins the running batch at once. The places are kept only while such an adapter has been seen in the
+last `RECENT_S` seconds: a single busy adapter on its own, or busy adapters that all hold places,
+still fill the whole engine. A kept place stays empty only while a present adapter has none in the
+engine and sends nothing: at most ``headroom`` of the batch, for at most `RECENT_S` after that
+adapter's last request (`tenant_limits.default_headroom`: one place from a batch of 4 up; vLLM
+0.31's default batch is 256 on GPUs under 70 GB, 128 on CPU).
 
 Per-adapter limits (`contract.tenant_limits`) cap what one adapter may hold: places in the engine
 (the rest of its requests wait), waiting requests and time spent waiting (over either: 429 with
@@ -27,6 +37,9 @@ from typing import AsyncIterator, Awaitable, Callable
 from adapter_server.asgi_io import Refusal
 from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.tenant_limits import AdapterLimits
+
+RECENT_S = 10.0
+"""How long after its last request an adapter still counts as present, so headroom is kept for it."""
 
 
 class CallerGone(Exception):
@@ -60,12 +73,21 @@ class Admitted:
 class FairAdmission:
     """At most `capacity` requests inside the engine; the rest wait per adapter, released fairly."""
 
-    def __init__(self, capacity: int, limits: Callable[[str], AdapterLimits]) -> None:
+    def __init__(
+        self, capacity: int, limits: Callable[[str], AdapterLimits], *, headroom: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.capacity = max(1, capacity)
+        self.headroom = min(max(0, headroom), self.capacity - 1)
         self._limits = limits
+        self._clock = clock
         self._lanes: dict[str, _Lane] = {}
         self.in_engine = 0
         self._virtual_time = 0.0
+        self._seen: dict[str, float] = {}
+        """When each adapter last started or ended a request (only while headroom is kept)."""
+        self._pruned_at = float("-inf")
+        self._wake: asyncio.TimerHandle | None = None
 
     def waiting(self, adapter: str) -> int:
         lane = self._lanes.get(adapter)
@@ -80,13 +102,15 @@ class FairAdmission:
         """
         started = time.monotonic()
         lane = self._lane(adapter)
-        if not self._enter_now(lane):
+        self._saw(adapter)
+        if not self._enter_now(adapter, lane):
             await self._wait(adapter, lane, caller_gone)
         try:
             yield Admitted(queue_ms=round((time.monotonic() - started) * 1000, 3), in_flight=lane.in_engine)
         finally:
             lane.in_engine -= 1
             self.in_engine -= 1
+            self._saw(adapter)
             self._dispatch()
             self._forget_if_idle(adapter, lane)
 
@@ -97,15 +121,49 @@ class FairAdmission:
             lane = self._lanes[adapter] = _Lane(self._limits(adapter), pass_value=self._virtual_time)
         return lane
 
-    def _enter_now(self, lane: _Lane) -> bool:
-        """Take a free place at once, unless this lane's earlier requests wait or it is at its cap.
+    def _enter_now(self, adapter: str, lane: _Lane) -> bool:
+        """Take a free place at once, unless this lane's earlier requests wait or it may not enter.
 
-        (Another lane that waits while a place is free is at its own cap: `_dispatch` leaves no
+        (Another lane that waits while a place is free may not enter either: `_dispatch` leaves no
         enterable request waiting beside a free place.)"""
-        if self.in_engine < self.capacity and not lane.waiting and lane.can_enter():
+        if not lane.waiting and self._may_enter(adapter, lane):
             self._take(lane)
             return True
         return False
+
+    def _may_enter(self, adapter: str, lane: _Lane) -> bool:
+        """A free place, within the lane's cap, and not one of the headroom places if the lane
+        already has a request in the engine while another adapter, present, has none there."""
+        if self.in_engine >= self.capacity or not lane.can_enter():
+            return False
+        if lane.in_engine == 0 or self.capacity - self.in_engine > self.headroom:
+            return True
+        return not self._other_outside(adapter)
+
+    def _saw(self, adapter: str) -> None:
+        if self.headroom:
+            self._seen[adapter] = self._clock()
+
+    def _other_outside(self, adapter: str) -> bool:
+        """Whether another adapter that was seen within `RECENT_S` has nothing in the engine (the one
+        the headroom is kept for; adapters that all hold places share the whole engine)."""
+        self._forget_absent()
+        return any(name != adapter and self._in_engine_of(name) == 0 for name in self._seen)
+
+    def _in_engine_of(self, adapter: str) -> int:
+        lane = self._lanes.get(adapter)
+        return lane.in_engine if lane else 0
+
+    def _forget_absent(self, *, force: bool = False) -> None:
+        """Drop adapters not seen for `RECENT_S`: a pass over every adapter seen, so at most once a
+        second (an adapter may count as present for up to a second longer) unless `force`d."""
+        now = self._clock()
+        if now - self._pruned_at < 1.0 and not force:
+            return
+        self._pruned_at = now
+        for name, seen in list(self._seen.items()):
+            if now - seen > RECENT_S and name not in self._lanes:
+                del self._seen[name]
 
     async def _wait(self, adapter: str, lane: _Lane, caller_gone: Callable[[], Awaitable[object]]) -> None:
         limits = lane.limits
@@ -113,6 +171,7 @@ class FairAdmission:
             raise throttled(adapter, "max_queue", f"{limits.max_queue} requests already wait", limits)
         ticket: asyncio.Future = asyncio.get_running_loop().create_future()
         lane.waiting.append(ticket)
+        self._wake_when_headroom_lapses()  # a place may be free, kept back: free it when it lapses
         watcher = asyncio.ensure_future(caller_gone())
         try:
             done, _ = await asyncio.wait(
@@ -147,15 +206,33 @@ class FairAdmission:
     def _dispatch(self) -> None:
         """Give free places to waiting requests: the enterable lane with the lowest pass first."""
         while self.in_engine < self.capacity:
-            ready = [lane for lane in self._lanes.values() if lane.waiting and lane.can_enter()]
+            ready = [(name, lane) for name, lane in self._lanes.items() if lane.waiting and self._may_enter(name, lane)]
             if not ready:
+                self._wake_when_headroom_lapses()
                 return
-            lane = min(ready, key=lambda candidate: candidate.pass_value)
+            _, lane = min(ready, key=lambda candidate: candidate[1].pass_value)
             ticket = lane.waiting.popleft()
             if ticket.cancelled():
                 continue
             self._take(lane)
             ticket.set_result(None)
+
+    def _wake_when_headroom_lapses(self) -> None:
+        """Headroom kept for adapters that have since gone quiet is given back once they count as
+        gone (`RECENT_S`), not only when the next request ends."""
+        if self._wake is not None or self.in_engine >= self.capacity or not any(lane.waiting for lane in self._lanes.values()):
+            return
+        self._forget_absent(force=True)
+        absent = [seen for name, seen in self._seen.items() if name not in self._lanes]
+        if not absent:
+            return  # what holds the places back is a request in the engine: its end dispatches again
+
+        def wake() -> None:
+            self._wake = None
+            self._forget_absent(force=True)
+            self._dispatch()
+
+        self._wake = asyncio.get_running_loop().call_later(max(absent) + RECENT_S - self._clock() + 0.001, wake)
 
     def _take(self, lane: _Lane) -> None:
         lane.in_engine += 1

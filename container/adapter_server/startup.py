@@ -77,7 +77,8 @@ class ServerStartup:
         context.residency = observability.ResidencyTracker(int(args.max_loras))
         limits = settings.tenant_limits
         if limits.fair_share:
-            context.admission = FairAdmission(limits.engine_in_flight or _engine_batch_size(starlette_app), limits.for_adapter)
+            capacity = limits.engine_in_flight or _engine_batch_size(starlette_app)
+            context.admission = FairAdmission(capacity, limits.for_adapter, headroom=limits.headroom_for(capacity))
         context.base = await asyncio.to_thread(
             BaseModelFacts.from_model_dir,
             args.model,

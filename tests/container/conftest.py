@@ -44,8 +44,13 @@ SERVER_LIMITS = {
 """The measured tiny-model recipe; float32 so outputs can be compared with transformers exactly, and a
 running batch of 4 so a burst saturates the engine as it would a GPU copy (fair share is tested on it)."""
 
-LIMITS = tenant_limits.environment(adapters={"limited-v1": tenant_limits.AdapterLimits(max_in_flight=1, max_queue=1, max_queue_wait_s=30)})
-"""Limits for one adapter name, so the shared server starts with fair share on and limits decoded."""
+LIMITS = tenant_limits.environment(
+    engine_headroom=0,
+    adapters={"limited-v1": tenant_limits.AdapterLimits(max_in_flight=1, max_queue=1, max_queue_wait_s=30)},
+)
+"""Limits for one adapter name, so the shared server starts with fair share on and limits decoded.
+No headroom: the fair-share tests fill the engine with one adapter while others were just served,
+which headroom would (rightly) refuse; headroom itself is driven in `test_admission.py`."""
 
 METRICS_NAMESPACE = "CdkAdaptersTests"
 METRICS_ENDPOINT_NAME = "tests-endpoint"
