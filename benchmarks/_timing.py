@@ -9,16 +9,20 @@ from typing import Callable, Iterable, Mapping
 
 
 def interleaved_medians(
-    candidates: Mapping[str, Callable[[], object]], *, rounds: int, block: int = 1, discard_first: bool = False
+    candidates: Mapping[str, Callable[[], object]], *, rounds: int, block: int = 1, discard_first: bool = False,
+    before_block: Callable[[], object] | None = None,
 ) -> dict[str, float]:
     """Median wall seconds per candidate over `rounds`; each round runs every candidate `block` times.
 
     `discard_first` drops each block's first run: for candidates that pay a cost when they take over
     from another one (an idle server waking up), which is not the cost being measured.
+    `before_block` runs, untimed, before each block (e.g. `wait_until_quiet`).
     """
     samples: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(rounds):
         for name, run in candidates.items():
+            if before_block is not None:
+                before_block()
             for index in range(block + (1 if discard_first else 0)):
                 start = time.perf_counter()
                 run()
