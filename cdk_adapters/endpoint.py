@@ -214,7 +214,9 @@ class MultiAdapterEndpoint(Construct):
             is captured. Prompts and answers then sit in CloudWatch Logs: see docs/evaluation.md.
         :param fair_share: let at most the engine's batch (``vllm.max_num_seqs``) into vLLM and queue
             the rest per adapter, released fairly, so one tenant's burst never queues ahead of
-            another's. Default True; False sends requests to vLLM as they come (first come, first served).
+            another's; one place is kept for an adapter arriving with nothing in the engine, so it
+            joins the running batch at once (docs/container.md, "Headroom"). Default True; False
+            sends requests to vLLM as they come (first come, first served).
         :param deployment: rolling update with auto-rollback for the base component (applied on
             updates only, e.g. a new image or base model). Default None: SageMaker's default.
         :param logs: retention, customer managed key and removal policy of the two log groups the
