@@ -42,6 +42,13 @@ class Engine:
             await event.wait()
         return tag
 
+    async def served_once(self, adapter: str, tag: str) -> None:
+        """One request of `adapter` enters and ends: the adapter was here and has nothing in the engine now."""
+        request = asyncio.ensure_future(self.request(adapter, tag))
+        await self.settle()
+        self.release[tag].set()
+        await request
+
     async def settle(self) -> None:
         for _ in range(5):
             await asyncio.sleep(0)
@@ -238,10 +245,7 @@ def test_headroom_lets_a_returning_quiet_adapter_join_the_batch_at_once():
     async def scenario():
         clock = FakeClock(1000.0)
         engine = Engine(FairAdmission(4, limits_of({}), headroom=1, clock=clock))
-        first = asyncio.ensure_future(engine.request("quiet", "q0"))
-        await engine.settle()
-        engine.release["q0"].set()
-        await first  # the quiet adapter was here and has nothing in the engine now
+        await engine.served_once("quiet", "q0")
         tasks = [asyncio.ensure_future(engine.request("noisy", f"n{i}")) for i in range(6)]
         await engine.settle()
         assert engine.entered == ["q0", "n0", "n1", "n2"]  # one place stays free for the quiet adapter
@@ -267,10 +271,7 @@ def test_headroom_is_given_back_once_the_quiet_adapter_counts_as_gone():
     async def scenario():
         clock = FakeClock(1000.0)
         engine = Engine(FairAdmission(4, limits_of({}), headroom=1, clock=clock))
-        first = asyncio.ensure_future(engine.request("quiet", "q0"))
-        await engine.settle()
-        engine.release["q0"].set()
-        await first
+        await engine.served_once("quiet", "q0")
         tasks = [asyncio.ensure_future(engine.request("noisy", f"n{i}")) for i in range(6)]
         await engine.settle()
         assert engine.entered == ["q0", "n0", "n1", "n2"]
@@ -339,10 +340,7 @@ def test_headroom_kept_for_an_adapter_that_left_is_given_back_by_the_timer_witho
 
         admission._dispatch = counted
         engine = Engine(admission)
-        first = asyncio.ensure_future(engine.request("quiet", "q0"))
-        await engine.settle()
-        engine.release["q0"].set()
-        await first
+        await engine.served_once("quiet", "q0")
         tasks = [asyncio.ensure_future(engine.request("noisy", f"n{i}")) for i in range(4)]
         await engine.settle()
         assert engine.entered == ["q0", "n0", "n1", "n2"]  # the fourth waits: a place is kept for "quiet"

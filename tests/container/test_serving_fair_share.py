@@ -239,12 +239,17 @@ def test_a_queued_request_whose_caller_left_never_reaches_the_engine(served, zoo
         unregister(client, LIMITED)
 
 
+def _hold_places(served, adapter: str, count: int, calls: list[Call]) -> None:
+    """`count` of `adapter`'s held streams, each in its place in the engine."""
+    for _ in range(count):
+        calls.append(hold(served, adapter))
+    wait_for(served.client, f"{count} held streams of {adapter} in the engine", lambda s: s.of(adapter) == (count, 0))
+
+
 def _saturate(served, noisy: str, *, waiting_body: dict, waiting: int, calls: list[Call]) -> None:
     """Fill every engine place with `noisy`'s held streams, then make `waiting` more of its requests wait."""
     client = served.client
-    for _ in range(ENGINE_PLACES):
-        calls.append(hold(served, noisy))
-    wait_for(client, "the engine full of held streams", lambda s: s.of(noisy) == (ENGINE_PLACES, 0))
+    _hold_places(served, noisy, ENGINE_PLACES, calls)
     for _ in range(waiting):
         calls.append(Call(served, noisy, waiting_body))
     wait_for(client, "the noisy adapter's queue", lambda s: s.of(noisy) == (ENGINE_PLACES, waiting))
@@ -321,9 +326,7 @@ def test_with_headroom_a_present_adapter_joins_a_full_batch_at_once_and_the_back
         assert register(client, name, zoo.adapter("good")).status_code == 200
     calls: list[Call] = []
     try:
-        for _ in range(ENGINE_PLACES - 1):
-            calls.append(hold(server, noisy))
-        wait_for(client, "three noisy places held", lambda s: s.of(noisy) == (ENGINE_PLACES - 1, 0))
+        _hold_places(server, noisy, ENGINE_PLACES - 1, calls)
         assert invoke(client, quiet, SHORT).status_code == 200
         quiet_seen = time.monotonic()  # the server saw it end a little earlier: present from then on
 
