@@ -41,6 +41,7 @@ def uses_feature_select_strategy(architecture: str | None) -> bool:
     ``vision_feature_select_strategy`` (``default`` when config.json leaves it out)."""
     return architecture is not None and architecture.startswith("Llava")
 
+
 TRANSFORMERS5_TOWER_ADAPTER = VlmTrap(
     id="transformers5-tower-adapter-keys",
     vllm_version=serving_image.VLLM_VERSION,
