@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_sagemaker as sagemaker
 
+from cdk_adapters.contract.runtime_api import METRICS_PATH
 from cdk_adapters.problems import Problem
 
 PUBLISH_FREQUENCIES_SECONDS = (10, 30, 60, 120, 180, 240, 300)
 """``MetricPublishFrequencyInSeconds``'s valid values (SageMaker API ``MetricsConfig`` and ``MetricsEndpoint``)."""
-CONTAINER_METRICS_PATH = "/metrics"
+CONTAINER_METRICS_PATH = METRICS_PATH
 """Where the serving container serves Prometheus text on port 8080 (vLLM's series and ours)."""
 METRICS_PATH_MAX_LENGTH = 256
 

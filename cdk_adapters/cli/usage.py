@@ -27,6 +27,7 @@ from typing import Any, TextIO
 from cdk_adapters.cli.common import PROG, Failure, UsageError
 from cdk_adapters.cli.terminal import printable
 from cdk_adapters.contract import request_metrics as rm
+from cdk_adapters.contract.runtime_api import METRICS_PATH
 from cdk_adapters.problems import ConfigurationError, Problem
 from cdk_adapters.text_table import aligned_rows
 
@@ -219,7 +220,7 @@ def read_prometheus(url: str) -> list[AdapterUsage]:
     """Each adapter's totals since the server started, from its Prometheus text (``/metrics``)."""
     import httpx
 
-    target = url if url.rstrip("/").endswith("/metrics") else url.rstrip("/") + "/metrics"
+    target = url if url.rstrip("/").endswith(METRICS_PATH) else url.rstrip("/") + METRICS_PATH
     try:
         answer = httpx.get(target, timeout=30)
     except httpx.HTTPError as error:

@@ -18,6 +18,9 @@ ADAPTER_IDENTIFIER_HEADER = "x-amzn-sagemaker-adapter-identifier"
 """What SageMaker sets on the container's /invocations when the caller named an adapter component."""
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
 """InvokeEndpoint's ``CustomAttributes``, passed to the container verbatim."""
+METRICS_PATH = "/metrics"
+"""Where the container serves Prometheus text (vLLM's series and the middleware's per-adapter ones):
+SageMaker's metrics collection, local mode's front and ``cdk-adapters usage --prometheus`` read it."""
 LOCAL_DISCOVERY_PATH = "/cdk-adapters/discovery"
 """Where local mode serves its discovery record (a deployed endpoint's is in SSM)."""
 

@@ -6,6 +6,10 @@ container answers: its body as is, an error as ``ModelError`` (424) carrying
 ``OriginalStatusCode``/``OriginalMessage``, a stream as event-stream ``PayloadPart`` events. This
 front does the same on loopback, so the code that calls it is the code that calls AWS.
 
+It also passes on the server's Prometheus ``GET /metrics``, so ``cdk-adapters usage --prometheus``
+reads a local run at the address that serves it (SageMaker exposes no such route; CloudWatch has
+the same per-adapter figures there).
+
 Local mode has one endpoint and no accounts; request signatures are not checked.
 """
 
@@ -32,6 +36,7 @@ COMPONENT_HEADER = runtime_api.COMPONENT_HEADER
 CUSTOM_ATTRIBUTES_HEADER = runtime_api.CUSTOM_ATTRIBUTES_HEADER
 ADAPTER_HEADER = runtime_api.ADAPTER_IDENTIFIER_HEADER
 DISCOVERY_PATH = runtime_api.LOCAL_DISCOVERY_PATH
+METRICS_PATH = runtime_api.METRICS_PATH
 ACCOUNT = "local"
 COMPONENT_REQUIRED = (
     "Inference Component Name header is required for endpoints to which you plan to deploy inference "
@@ -58,7 +63,8 @@ class Invocation:
 
 
 class RuntimeFront:
-    """ASGI app: SageMaker Runtime's two invocation routes, ``/ping`` and the discovery record."""
+    """ASGI app: SageMaker Runtime's two invocation routes, ``/ping``, the discovery record and the
+    server's ``/metrics``."""
 
     def __init__(self, record: DiscoveryRecord, backend_url: str, *, adapters: Mapping[str, str] | None = None) -> None:
         self.record = record
@@ -85,6 +91,8 @@ class RuntimeFront:
                 await _send_whole(send, 200, {"content-type": "text/plain"}, b"ok")
             elif method == "GET" and path == DISCOVERY_PATH:
                 await _send_whole(send, 200, {"content-type": "application/json"}, self.record.to_json().encode())
+            elif method == "GET" and path == METRICS_PATH:
+                await self._metrics(send)
             elif method == "POST" and path.startswith("/endpoints/"):
                 invocation = await self._parse(scope, receive)
                 if invocation.streaming:
@@ -177,6 +185,13 @@ class RuntimeFront:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await answer.aclose()
+
+    async def _metrics(self, send: Send) -> None:
+        try:
+            answer = await self.client.get(METRICS_PATH)
+        except httpx.HTTPError as error:
+            raise RuntimeApiError(500, "InternalFailure", f"the local adapter server did not answer: {error}") from None
+        await _send_whole(send, answer.status_code, {"content-type": answer.headers.get("content-type", "text/plain")}, answer.content)
 
     async def _backend_call(self, invocation: Invocation) -> httpx.Response:
         try:

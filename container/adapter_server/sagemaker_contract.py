@@ -32,7 +32,7 @@ GUARDED_GENERATION_PATHS: frozenset[str] = ROUTABLE_PATHS
 the ``route=`` targets, and what an OpenAI client calls in local mode. Every other route that
 generates (responses, messages, batch, scoring, pooling, embeddings, audio, ...) is closed."""
 
-PASSTHROUGH_ROUTES: frozenset[tuple[str, str]] = frozenset({("GET", "/metrics"), ("GET", "/version")})
+PASSTHROUGH_ROUTES: frozenset[tuple[str, str]] = frozenset({("GET", runtime_api.METRICS_PATH), ("GET", "/version")})
 """Read-only vLLM routes that reach vLLM unchanged: Prometheus metrics and the version."""
 
 LOCAL_ONLY_ROUTES: frozenset[tuple[str, str]] = frozenset({("GET", "/v1/models")})
