@@ -14,6 +14,7 @@ port of its own that only the front calls.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import signal
 import socket
@@ -64,11 +65,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     local.set_defaults(handler=run)
 
 
-def _capture_environment(manifest) -> dict[str, str]:
-    """The rows' ``capture:`` settings, as an endpoint would render them (capture lines go to the server log)."""
-    from cdk_adapters.contract.capture_record import CapturePolicy, environment
+def _row_environment(manifest) -> dict[str, str]:
+    """The rows' ``capture:`` and ``limits:`` settings, as an endpoint renders them for its container
+    (capture lines go to the server log; fair share applies the limits to the local engine)."""
+    from cdk_adapters.contract import capture_record, tenant_limits
 
-    return environment(CapturePolicy(adapters={row.name: row.capture.to_settings() for row in manifest.adapters if row.capture is not None}))
+    env = capture_record.environment(capture_record.CapturePolicy(
+        adapters={row.name: row.capture.to_settings() for row in manifest.adapters if row.capture is not None}))
+    env.update(tenant_limits.environment(adapters=_row_limits(manifest)))
+    return env
+
+
+def _row_limits(manifest) -> dict:
+    return {row.name: row.limits.to_limits() for row in manifest.adapters if row.limits is not None}
 
 
 def _positive(text: str) -> int:
@@ -130,7 +139,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         max_loras=serving.max_loras, max_cpu_loras=serving.max_cpu_loras, max_lora_rank=_max_lora_rank(manifest),
         max_model_len=args.max_model_len, dtype=args.dtype, allow_base_model=args.allow_base_model,
         allow_vision_modules=manifest.base_model.allow_vision_modules, kv_cache_gib=args.kv_cache_gib,
-        extra_env=_capture_environment(manifest),
+        extra_env=_row_environment(manifest),
     ))
     # SIGTERM must run the `finally` below, or the adapter server (its own process group) outlives us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -146,7 +155,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         if problems:
             raise Failure(problems, f"{len(problems)} adapter(s) could not be registered; local mode stopped")
         record = local_record(allow_base_model=args.allow_base_model, aliases=manifest.alias_weights)
-        _serve(record, server, adapters, args, listener, out, started)
+        _serve(record, server, adapters, _row_limits(manifest), args, listener, out, started)
     finally:
         listener.close()
         server.stop()
@@ -285,7 +294,7 @@ def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tup
     return adapters, skipped, problems
 
 
-def _serve(record, server, adapters, args, listener: socket.socket, out: TextIO, started: float) -> None:
+def _serve(record, server, adapters, limits, args, listener: socket.socket, out: TextIO, started: float) -> None:
     import uvicorn
 
     from cdk_adapters.local.front import RuntimeFront
@@ -297,7 +306,9 @@ def _serve(record, server, adapters, args, listener: socket.socket, out: TextIO,
     out.write(f"{PROG}: serving endpoint '{record.endpoint_name}' at {url} (SageMaker Runtime API), "
               f"ready in {time.monotonic() - started:.1f} s\n")
     for adapter in adapters:
-        out.write(f"  adapter '{adapter.name}': InferenceComponentName={record.component_name(adapter.name)} ({adapter.source})\n")
+        limited = limits.get(adapter.name)
+        said = f", limits {json.dumps(limited.to_document(), sort_keys=True)}" if limited is not None and limited.to_document() else ""
+        out.write(f"  adapter '{adapter.name}': InferenceComponentName={record.component_name(adapter.name)} ({adapter.source}{said})\n")
     for alias, targets in record.aliases.items():
         out.write(f"  alias '{alias}': {', '.join(f'{t} {w}%' for t, w in targets.items())}\n")
     base = "on" if record.allow_base_model else "off"

@@ -247,6 +247,12 @@ class LimitsSpec(_Strict):
     max_queue_wait_s: float | None = Field(default=None, gt=0, le=60)
     """Seconds a request may wait before it gets 429 (default: as long as it takes)."""
 
+    def to_limits(self):
+        """The contract's `AdapterLimits` for this row, its defaults for what the row leaves out."""
+        from cdk_adapters.contract.tenant_limits import AdapterLimits
+
+        return AdapterLimits(**self.model_dump(exclude_none=True))
+
 
 class CaptureSpec(_Strict):
     """Per-adapter capture (`cdk_adapters.contract.capture_record.CaptureSettings`): a sampled copy of

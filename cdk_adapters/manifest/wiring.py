@@ -187,7 +187,7 @@ def package_local_adapter(adapter: PlannedAdapter, package_dir: Path) -> Path:
 def _limits(adapter: PlannedAdapter) -> AdapterLimits | None:
     """The row's ``limits:``, with the contract's defaults for what it leaves out."""
     given = adapter.row.limits
-    return None if given is None else AdapterLimits(**given.model_dump(exclude_none=True))
+    return None if given is None else given.to_limits()
 
 
 def _capture(adapter: PlannedAdapter) -> CaptureSettings | None:

@@ -2,7 +2,8 @@
 
 Starting it costs 35-60 s (vLLM on 2 cores), so it starts once, lazily, and every test that needs
 a server shares it. It serves the demo that ``cdk-adapters demo-model`` writes (two versions of
-one adapter and a 90/10 alias) plus a third adapter from a ``.tar.gz`` on disk.
+one adapter and a 90/10 alias) plus a third adapter from a ``.tar.gz`` on disk, and a fourth row
+with fair-share limits.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from tests.support.local_mode import start_local_mode, stop_local_mode
 ARCHIVED_ADAPTER = "support-en-v3"
 CAPTURED_ADAPTER = "support-en-v2"
 """The one row whose requests the served manifest captures (``capture: true``); the others stay off."""
+LIMITED_ADAPTER = "limited-v1"
+"""A row the served manifest adds (support-en-v1's files) with `LIMITED_ROW_LIMITS`."""
+LIMITED_ROW_LIMITS = "{max_in_flight: 1, max_queue: 0, max_queue_wait_s: 5}"
 
 
 def cli(*args: str, **options) -> subprocess.CompletedProcess:
@@ -89,9 +93,11 @@ def local_mode(demo_dir, tmp_path_factory):
     archive = package_adapter(adapter, root / f"{ARCHIVED_ADAPTER}.tar.gz").path
     port = free_port()
     output = root / "local.out"
-    served_manifest = demo_dir / "served-manifest.yaml"  # the demo, with capture on for one row
+    served_manifest = demo_dir / "served-manifest.yaml"  # the demo, with capture on for one row and a limited row
     row = f"  - name: {CAPTURED_ADAPTER}\n"
-    served_manifest.write_text((demo_dir / "manifest.yaml").read_text().replace(row, row + "    capture: true\n"))
+    demo = (demo_dir / "manifest.yaml").read_text().replace(row, row + "    capture: true\n")
+    limited = f"  - name: {LIMITED_ADAPTER}\n    source: adapters/support-en-v1\n    limits: {LIMITED_ROW_LIMITS}\n"
+    served_manifest.write_text(demo.replace("aliases:\n", limited + "aliases:\n"))
     process, seconds = start_local_mode(
         ["--manifest", str(served_manifest), "--base-model-dir", str(demo_dir / "base"),
          "--work-dir", str(root / "work"), "--adapter", f"{ARCHIVED_ADAPTER}={archive}",
