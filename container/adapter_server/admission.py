@@ -168,7 +168,7 @@ class FairAdmission:
     async def _wait(self, adapter: str, lane: _Lane, caller_gone: Callable[[], Awaitable[object]]) -> None:
         limits = lane.limits
         if limits.max_queue is not None and len(lane.waiting) >= limits.max_queue:
-            raise throttled(adapter, "max_queue", f"{limits.max_queue} requests already wait", limits)
+            raise throttled(adapter, "max_queue", _queue_full(limits.max_queue), limits)
         ticket: asyncio.Future = asyncio.get_running_loop().create_future()
         lane.waiting.append(ticket)
         self._wake_when_headroom_lapses()  # a place may be free, kept back: free it when it lapses
@@ -254,3 +254,9 @@ def throttled(adapter: str, limit: str, why: str, limits: AdapterLimits) -> Refu
         f"adapter {adapter!r} is over its {limit} limit ({why}); retry after {retry_after} s",
         headers={"Retry-After": str(retry_after)}, adapter=adapter, limit=limit, retry_after=retry_after,
     )
+
+
+def _queue_full(max_queue: int) -> str:
+    if max_queue == 0:
+        return "no request may wait"
+    return "1 request already waits" if max_queue == 1 else f"{max_queue} requests already wait"

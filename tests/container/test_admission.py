@@ -145,7 +145,7 @@ def test_over_max_queue_is_429_with_retry_after_and_takes_no_place():
             await engine.request("t", "t2")
         error = refused.value
         assert (error.status, error.kind, error.extra["limit"], error.headers) == (429, "adapter_throttled", "max_queue", {"Retry-After": "3"})
-        assert error.message == "adapter 't' is over its max_queue limit (1 requests already wait); retry after 3 s"
+        assert error.message == "adapter 't' is over its max_queue limit (1 request already waits); retry after 3 s"
         engine.release["t0"].set()
         engine.release["t1"].set()
         await asyncio.gather(holder, waiter)

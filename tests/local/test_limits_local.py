@@ -58,6 +58,7 @@ def test_a_rows_limits_throttle_its_tenant_through_the_front_and_others_keep_ans
         error = json.loads(response["OriginalMessage"])["error"]
         assert (error["type"], error["adapter"], error["limit"], error["retry_after"]) == (
             error_kinds.ADAPTER_THROTTLED, LIMITED_ADAPTER, "max_queue", 5)
+        assert error["message"] == f"adapter '{LIMITED_ADAPTER}' is over its max_queue limit (no request may wait); retry after 5 s"
 
         # Retry-After (5 s) is past the client's deadline (1 s): it gives up at once, typed.
         with pytest.raises(AdapterThrottled) as throttled:
