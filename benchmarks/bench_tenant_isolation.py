@@ -15,7 +15,9 @@ Reported per server and shape: the quiet adapter's p50/p95 alone and under the f
 ratio), the noisy adapter's output tokens per second under the flood (from each answer's
 ``usage``), and the engine's total (both adapters). Targets: with fair share on, quiet p95 under
 the flood at most 2x its p95 alone; the noisy adapter keeps at least 80% of its throughput without
-fair share.
+fair share. Also the noisy adapter's rate in the `NOISY_ALONE_S` before the quiet one starts:
+what each server gives the flood with nobody else sending, which separates what fair share itself
+costs the engine from what the quiet adapter takes.
 
 Where the quiet adapter's time under the flood goes, from the middleware's own request log (each
 quiet request carries an ``X-Request-Id``): outside the middleware (the client's total minus the
@@ -54,6 +56,8 @@ from tests.support import tiny_models as tm
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 IN_FLIGHT = 16
+NOISY_ALONE_S = 3.0
+"""How long the flood runs on its own, measured, before the quiet adapter starts sending."""
 BODY = {"prompt": "The support team", "max_tokens": 32, "temperature": 0, "ignore_eos": True}
 SHAPES = {"same length": 0.0, "lengths +-50%": 0.5}  # flood shape: how far a noisy request's length strays
 
@@ -102,9 +106,12 @@ def breakdown(log: Path, sent: dict[str, float]) -> dict[str, list[float]]:
     return parts
 
 
-def flooded(url: str, count: int, sent: dict[str, float], spread: float) -> tuple[list[float], float, float]:
-    """The quiet adapter's latencies while the noisy one keeps IN_FLIGHT requests in flight, and the
-    output tokens per second of the noisy adapter and of both over the same window.
+def flooded(url: str, count: int, sent: dict[str, float], spread: float) -> tuple[list[float], float, float, float]:
+    """The quiet adapter's latencies while the noisy one keeps IN_FLIGHT requests in flight, the
+    output tokens per second of the noisy adapter and of both over the same window, and the noisy
+    adapter's rate in the `NOISY_ALONE_S` before the quiet one starts (what the engine gives the
+    flood with nobody else sending; with headroom, a place is still kept for the quiet adapter
+    that was served moments before).
 
     The flood runs in its own process, as other tenants' clients do: on one event loop with the
     quiet client, the flood's own answers would delay the quiet one's and be counted as the server's."""
@@ -118,6 +125,9 @@ def flooded(url: str, count: int, sent: dict[str, float], spread: float) -> tupl
             time.sleep(0.1)
         time.sleep(0.5)
         before, started = tokens.value, time.perf_counter()
+        time.sleep(NOISY_ALONE_S)
+        alone_rate = (tokens.value - before) / (time.perf_counter() - started)
+        before, started = tokens.value, time.perf_counter()
         latencies = asyncio.run(_quiet(url, count, sent))
         elapsed = time.perf_counter() - started
         noisy_rate = (tokens.value - before) / elapsed
@@ -126,7 +136,7 @@ def flooded(url: str, count: int, sent: dict[str, float], spread: float) -> tupl
         flood.join(timeout=120)
     if failed.value:
         print(f"  (the flood saw {failed.value} failed noisy request(s); it kept its {IN_FLIGHT} in flight)", flush=True)
-    return latencies, noisy_rate, noisy_rate + count * BODY["max_tokens"] / elapsed
+    return latencies, noisy_rate, noisy_rate + count * BODY["max_tokens"] / elapsed, alone_rate
 
 
 def _noisy_process(url: str, body: dict, spread: float, done, tokens, failed, stop_flood) -> None:
@@ -181,7 +191,7 @@ def main() -> int:
             servers[label] = (process, f"http://127.0.0.1:{port}", log)
         alone: dict[str, list[float]] = {label: [] for label in servers}
         cases = [(label, shape) for label in servers for shape in SHAPES]
-        flood: dict[tuple[str, str], dict[str, list[float]]] = {case: {"latency": [], "noisy": [], "total": []} for case in cases}
+        flood: dict[tuple[str, str], dict[str, list[float]]] = {case: {"latency": [], "noisy": [], "total": [], "noisy alone": []} for case in cases}
         sent: dict[tuple[str, str], dict[str, float]] = {case: {} for case in cases}
         try:
             groups = [process.pid for process, _, _ in servers.values()]  # each server is its own session's group
@@ -191,8 +201,9 @@ def main() -> int:
                     alone[label] += asyncio.run(_alone(url, args.quiet_requests))
                     for shape, spread in SHAPES.items():
                         wait_until_quiet(groups)
-                        latencies, noisy, total = flooded(url, args.quiet_requests, sent[label, shape], spread)
+                        latencies, noisy, total, noisy_alone = flooded(url, args.quiet_requests, sent[label, shape], spread)
                         flood[label, shape]["latency"] += latencies
+                        flood[label, shape]["noisy alone"].append(noisy_alone)
                         flood[label, shape]["noisy"].append(noisy)
                         flood[label, shape]["total"].append(total)
         finally:
@@ -213,6 +224,14 @@ def main() -> int:
             noisy = statistics.median(found["noisy"])
             print(f"  {shape:<14} {label:<15} {alone50:>8.3f}s {alone95:>8.3f}s {flood50:>8.3f}s {flood95:>8.3f}s "
                   f"{flood95 / alone95:>8.2f}x {noisy:>11.0f} {noisy / off_rate:>6.0%} {statistics.median(found['total']):>10.0f}")
+    print(f"\nthe noisy adapter alone: its output tokens per second in the {NOISY_ALONE_S:g} s before the quiet one starts "
+          "(the quiet adapter was served moments before, so the default keeps its place)")
+    print(f"  {'flood':<14} {'server':<15} {'tok/s':>7} {'vs off':>6}")
+    for shape in SHAPES:
+        off_alone = statistics.median(flood[next(iter(servers)), shape]["noisy alone"])
+        for label in servers:
+            rate = statistics.median(flood[label, shape]["noisy alone"])
+            print(f"  {shape:<14} {label:<15} {rate:>7.0f} {rate / off_alone:>6.0%}")
     print("\nwhere the quiet adapter's time goes under the flood (p50 / p95 of each part, seconds)")
     print(f"  {'flood':<14} {'server':<15} {'outside middleware':>20} {'waiting for a place':>20} {'inside vLLM':>20}")
     for (label, shape), found in parts.items():
