@@ -241,13 +241,20 @@ def test_churn_leaks_nothing():
     run(scenario())
 
 
+async def _six_noisy_after_one_quiet(clock: FakeClock) -> tuple[Engine, list[asyncio.Future]]:
+    """An engine of 4 places with headroom 1: the quiet adapter served once (q0), then six noisy
+    requests (n0..n5) sent and settled."""
+    engine = Engine(FairAdmission(4, limits_of({}), headroom=1, clock=clock))
+    await engine.served_once("quiet", "q0")
+    tasks = [asyncio.ensure_future(engine.request("noisy", f"n{i}")) for i in range(6)]
+    await engine.settle()
+    return engine, tasks
+
+
 def test_headroom_lets_a_returning_quiet_adapter_join_the_batch_at_once():
     async def scenario():
         clock = FakeClock(1000.0)
-        engine = Engine(FairAdmission(4, limits_of({}), headroom=1, clock=clock))
-        await engine.served_once("quiet", "q0")
-        tasks = [asyncio.ensure_future(engine.request("noisy", f"n{i}")) for i in range(6)]
-        await engine.settle()
+        engine, tasks = await _six_noisy_after_one_quiet(clock)
         assert engine.entered == ["q0", "n0", "n1", "n2"]  # one place stays free for the quiet adapter
         engine.release["n0"].set()
         await engine.settle()
@@ -270,10 +277,7 @@ def test_headroom_lets_a_returning_quiet_adapter_join_the_batch_at_once():
 def test_headroom_is_given_back_once_the_quiet_adapter_counts_as_gone():
     async def scenario():
         clock = FakeClock(1000.0)
-        engine = Engine(FairAdmission(4, limits_of({}), headroom=1, clock=clock))
-        await engine.served_once("quiet", "q0")
-        tasks = [asyncio.ensure_future(engine.request("noisy", f"n{i}")) for i in range(6)]
-        await engine.settle()
+        engine, tasks = await _six_noisy_after_one_quiet(clock)
         assert engine.entered == ["q0", "n0", "n1", "n2"]
         clock.now += RECENT_S + 1
         engine.release["n0"].set()

@@ -14,6 +14,8 @@ How a place is held still, and how the state is read: `tests.support.held_places
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -52,11 +54,24 @@ def wait_logged(server, call: Call) -> dict:
     return line
 
 
-def test_over_its_limit_an_adapter_gets_429_and_places_are_released_on_cancel_and_on_stream_end(served, zoo):
-    client = served.client
-    assert register(client, LIMITED, zoo.adapter("good")).status_code == 200
+@contextmanager
+def _registered(server, zoo, *adapters: str) -> Iterator[list[Call]]:
+    """`adapters` registered (each a good adapter); yields the test's calls. At the end every caller
+    leaves, and once none of the adapters holds or waits for a place they are unregistered."""
+    for name in adapters:
+        assert register(server.client, name, zoo.adapter("good")).status_code == 200
     calls: list[Call] = []
     try:
+        yield calls
+    finally:
+        release(server.client, calls, adapters)
+        for name in adapters:
+            unregister(server.client, name)
+
+
+def test_over_its_limit_an_adapter_gets_429_and_places_are_released_on_cancel_and_on_stream_end(served, zoo):
+    client = served.client
+    with _registered(served, zoo, LIMITED) as calls:
         held = hold(served, LIMITED)
         calls.append(held)
         wait_for(client, "the held stream in its one place", lambda s: s.of(LIMITED) == (1, 0))
@@ -91,16 +106,11 @@ def test_over_its_limit_an_adapter_gets_429_and_places_are_released_on_cancel_an
         line = wait_logged(served, queued)
         assert line[rm.STATUS] == 200 and line[rm.QUEUE_MS] > 0
         assert line[rm.OUTPUT_TOKENS] == HELD_STREAM["n"] * HELD_STREAM["max_tokens"]
-    finally:
-        release(client, calls, (LIMITED,))
-        unregister(client, LIMITED)
 
 
 def test_a_queued_request_whose_caller_left_never_reaches_the_engine(served, zoo):
     client = served.client
-    assert register(client, LIMITED, zoo.adapter("good")).status_code == 200
-    calls: list[Call] = []
-    try:
+    with _registered(served, zoo, LIMITED) as calls:
         before = wait_for(client, "the adapter idle", lambda s: s.of(LIMITED) == (0, 0))
         held = hold(served, LIMITED)
         calls.append(held)
@@ -124,9 +134,6 @@ def test_a_queued_request_whose_caller_left_never_reaches_the_engine(served, zoo
         held.leave()
         after = wait_for(client, "the place free", lambda s: s.of(LIMITED) == (0, 0))
         assert after.engine_finished == before.engine_finished + engine_work, "only the held request reached vLLM"
-    finally:
-        release(client, calls, (LIMITED,))
-        unregister(client, LIMITED)
 
 
 def _hold_places(served, adapter: str, count: int, calls: list[Call]) -> None:
@@ -150,10 +157,7 @@ def test_a_quiet_adapter_is_admitted_at_the_first_freed_place_ahead_of_a_noisy_b
     it takes the first freed place while three stay held, so it ends before any of the backlog."""
     client = served.client
     noisy, quiet = "fair-noisy-v1", "fair-quiet-v1"
-    for name in (noisy, quiet):
-        assert register(client, name, zoo.adapter("good")).status_code == 200
-    calls: list[Call] = []
-    try:
+    with _registered(served, zoo, noisy, quiet) as calls:
         _saturate(served, noisy, waiting_body=LONG, waiting=ENGINE_PLACES, calls=calls)
         held, backlog = calls[:ENGINE_PLACES], calls[ENGINE_PLACES:]
         quiet_call = Call(served, quiet, SHORT)
@@ -174,10 +178,6 @@ def test_a_quiet_adapter_is_admitted_at_the_first_freed_place_ahead_of_a_noisy_b
         # Server-side order: the quiet request ended before any of the backlog that waited before it.
         order = [line[rm.REQUEST_ID] for line in served.events(rm.REQUEST_EVENT)]
         assert all(order.index(quiet_call.request_id) < order.index(call.request_id) for call in backlog), order[-6:]
-    finally:
-        release(client, calls, (noisy, quiet))
-        for name in (noisy, quiet):
-            unregister(client, name)
 
 
 def test_registration_and_ping_are_not_queued_behind_a_flood(served, zoo):
@@ -212,10 +212,7 @@ def test_with_headroom_a_present_adapter_joins_a_full_batch_at_once_and_the_back
     server.restart(allow_base_model=False, extra_env={tenant_limits.ENGINE_HEADROOM_ENV: "1"})
     client = server.client
     noisy, quiet = "headroom-noisy-v1", "headroom-quiet-v1"
-    for name in (noisy, quiet):
-        assert register(client, name, zoo.adapter("good")).status_code == 200
-    calls: list[Call] = []
-    try:
+    with _registered(server, zoo, noisy, quiet) as calls:
         _hold_places(server, noisy, ENGINE_PLACES - 1, calls)
         assert invoke(client, quiet, SHORT).status_code == 200
         quiet_seen = time.monotonic()  # the server saw it end a little earlier: present from then on
@@ -233,7 +230,3 @@ def test_with_headroom_a_present_adapter_joins_a_full_batch_at_once_and_the_back
 
         calls[0].leave()  # a noisy place frees: it goes to the noisy backlog, headroom is not taken from it
         wait_for(client, "the waiting noisy request in the freed place", lambda s: s.of(noisy) == (ENGINE_PLACES - 1, 0))
-    finally:
-        release(client, calls, (noisy, quiet))
-        for name in (noisy, quiet):
-            unregister(client, name)
