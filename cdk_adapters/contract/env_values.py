@@ -23,3 +23,14 @@ def parse_bool(environ: Mapping[str, str], name: str, default: bool, problems: l
         return value == _TRUE
     problems.append(Problem(name, "value", f"must be 'true' or 'false', got {raw!r}"))
     return default
+
+
+def parse_whole_number(environ: Mapping[str, str], name: str, minimum: int, problems: list[Problem]) -> int | None:
+    """A whole number of at least `minimum`; unset or empty is ``None``; anything else is a problem naming the variable."""
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return None
+    if raw.isdigit() and int(raw) >= minimum:
+        return int(raw)
+    problems.append(Problem(name, "value", f"must be a whole number >= {minimum}, got {raw!r}"))
+    return None

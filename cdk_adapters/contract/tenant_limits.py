@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from cdk_adapters.contract.env_values import parse_bool
+from cdk_adapters.contract.env_values import parse_bool, parse_whole_number
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.problems import Problem
 
@@ -140,20 +140,8 @@ def decode(environ: Mapping[str, str]) -> tuple[TenantLimits, list[Problem]]:
     """What `environment` wrote, and every problem with it (naming the variable and field)."""
     problems: list[Problem] = []
     fair_share = parse_bool(environ, FAIR_SHARE_ENV, True, problems)
-    in_flight: int | None = None
-    raw_in_flight = environ.get(ENGINE_IN_FLIGHT_ENV, "").strip()
-    if raw_in_flight:
-        if raw_in_flight.isdigit() and int(raw_in_flight) >= 1:
-            in_flight = int(raw_in_flight)
-        else:
-            problems.append(Problem(ENGINE_IN_FLIGHT_ENV, "value", f"must be a whole number >= 1, got {raw_in_flight!r}"))
-    headroom: int | None = None
-    raw_headroom = environ.get(ENGINE_HEADROOM_ENV, "").strip()
-    if raw_headroom:
-        if raw_headroom.isdigit():
-            headroom = int(raw_headroom)
-        else:
-            problems.append(Problem(ENGINE_HEADROOM_ENV, "value", f"must be a whole number >= 0, got {raw_headroom!r}"))
+    in_flight = parse_whole_number(environ, ENGINE_IN_FLIGHT_ENV, 1, problems)
+    headroom = parse_whole_number(environ, ENGINE_HEADROOM_ENV, 0, problems)
     default, adapters = AdapterLimits(), {}
     raw_limits = environ.get(LIMITS_ENV, "").strip()
     if raw_limits:
