@@ -65,18 +65,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     local.set_defaults(handler=run)
 
 
-def _row_environment(manifest) -> dict[str, str]:
-    """The rows' ``capture:`` and ``limits:`` settings, as an endpoint renders them for its container
-    (capture lines go to the server log; fair share applies the limits to the local engine)."""
+def _row_environment(manifest, limits: dict) -> dict[str, str]:
+    """The rows' ``capture:`` settings and their `limits`, as an endpoint renders them for its
+    container (capture lines go to the server log; fair share applies the limits to the local engine)."""
     from cdk_adapters.contract import capture_record, tenant_limits
 
     env = capture_record.environment(capture_record.CapturePolicy(
         adapters={row.name: row.capture.to_settings() for row in manifest.adapters if row.capture is not None}))
-    env.update(tenant_limits.environment(adapters=_row_limits(manifest)))
+    env.update(tenant_limits.environment(adapters=limits))
     return env
 
 
 def _row_limits(manifest) -> dict:
+    """Each row's ``limits:``, by adapter name (rows without any are left out)."""
     return {row.name: row.limits.to_limits() for row in manifest.adapters if row.limits is not None}
 
 
@@ -133,13 +134,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="cdk-adapters-local-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     serving = manifest.serving
+    limits = _row_limits(manifest)
     server = AdapterServer(LocalSettings(
         base_model_dir=args.base_model_dir.resolve(), base_model_id=manifest.base_model.id,
         base_model_revision=manifest.base_model.revision, work_dir=work_dir.resolve(),
         max_loras=serving.max_loras, max_cpu_loras=serving.max_cpu_loras, max_lora_rank=_max_lora_rank(manifest),
         max_model_len=args.max_model_len, dtype=args.dtype, allow_base_model=args.allow_base_model,
         allow_vision_modules=manifest.base_model.allow_vision_modules, kv_cache_gib=args.kv_cache_gib,
-        extra_env=_row_environment(manifest),
+        extra_env=_row_environment(manifest, limits),
     ))
     # SIGTERM must run the `finally` below, or the adapter server (its own process group) outlives us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -155,7 +157,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         if problems:
             raise Failure(problems, f"{len(problems)} adapter(s) could not be registered; local mode stopped")
         record = local_record(allow_base_model=args.allow_base_model, aliases=manifest.alias_weights)
-        _serve(record, server, adapters, _row_limits(manifest), args, listener, out, started)
+        _serve(record, server, adapters, limits, args, listener, out, started)
     finally:
         listener.close()
         server.stop()
@@ -306,8 +308,8 @@ def _serve(record, server, adapters, limits, args, listener: socket.socket, out:
     out.write(f"{PROG}: serving endpoint '{record.endpoint_name}' at {url} (SageMaker Runtime API), "
               f"ready in {time.monotonic() - started:.1f} s\n")
     for adapter in adapters:
-        limited = limits.get(adapter.name)
-        said = f", limits {json.dumps(limited.to_document(), sort_keys=True)}" if limited is not None and limited.to_document() else ""
+        limited = limits[adapter.name].to_document() if adapter.name in limits else {}
+        said = f", limits {json.dumps(limited, sort_keys=True)}" if limited else ""
         out.write(f"  adapter '{adapter.name}': InferenceComponentName={record.component_name(adapter.name)} ({adapter.source}{said})\n")
     for alias, targets in record.aliases.items():
         out.write(f"  alias '{alias}': {', '.join(f'{t} {w}%' for t, w in targets.items())}\n")

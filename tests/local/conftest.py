@@ -34,6 +34,13 @@ def cli(*args: str, **options) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cdk_adapters.cli", *args], capture_output=True, text=True, **options)
 
 
+def usage_rows(url: str) -> dict[str, dict]:
+    """``cdk-adapters usage --prometheus URL/metrics --json``'s rows, by adapter, as a user runs it."""
+    done = cli("usage", "--prometheus", f"{url}/metrics", "--json", "--instance-type", "ml.g5.xlarge", "--instance-hours", "1")
+    assert done.returncode == 0, done.stderr
+    return {row["adapter"]: row for row in json.loads(done.stdout)["adapters"]}
+
+
 @dataclass
 class LocalMode:
     url: str

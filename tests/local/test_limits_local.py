@@ -20,7 +20,7 @@ import pytest
 
 from cdk_adapters.client import AdapterClient, AdapterThrottled, RetryPolicy
 from cdk_adapters.contract import error_kinds
-from tests.local.conftest import LIMITED_ADAPTER, cli
+from tests.local.conftest import LIMITED_ADAPTER, usage_rows
 from tests.support.held_places import hold, release, state, wait_for
 
 pytestmark = pytest.mark.vllm
@@ -35,10 +35,7 @@ def served(client: AdapterClient, adapter: str) -> bool:
 
 
 def throttled_count(url: str) -> int:
-    done = cli("usage", "--prometheus", f"{url}/metrics", "--json", "--instance-type", "ml.g5.xlarge", "--instance-hours", "1")
-    assert done.returncode == 0, done.stderr
-    rows = {row["adapter"]: row for row in json.loads(done.stdout)["adapters"]}
-    return rows.get(LIMITED_ADAPTER, {"throttled": 0})["throttled"]
+    return usage_rows(url).get(LIMITED_ADAPTER, {"throttled": 0})["throttled"]
 
 
 def test_a_rows_limits_throttle_its_tenant_through_the_front_and_others_keep_answering(local_mode):

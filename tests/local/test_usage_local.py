@@ -12,18 +12,12 @@ import json
 import boto3
 import pytest
 
-from tests.local.conftest import cli
+from tests.local.conftest import cli, usage_rows
 
 pytestmark = pytest.mark.vllm
 
 ADAPTER = "support-en-v1"
 BODY = {"prompt": "Invoices are due", "max_tokens": 5, "temperature": 0, "ignore_eos": True}
-
-
-def usage_rows(url: str) -> dict[str, dict]:
-    done = cli("usage", "--prometheus", f"{url}/metrics", "--json", "--instance-type", "ml.g5.xlarge", "--instance-hours", "1")
-    assert done.returncode == 0, done.stderr
-    return {row["adapter"]: row for row in json.loads(done.stdout)["adapters"]}
 
 
 def test_usage_reads_local_mode_metrics_at_the_address_it_serves(local_mode):
