@@ -64,7 +64,7 @@ from cdk_adapters.observability import Observability
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.routing import Routing
 from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
-from cdk_adapters.contract import capture_record, tenant_limits
+from cdk_adapters.contract import adapter_identity, capture_record, tenant_limits
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
 from cdk_adapters.vllm_options import VllmOptions
@@ -336,6 +336,8 @@ class MultiAdapterEndpoint(Construct):
             problems.append(Problem(self._subject, "stack_name", "the stack name must be known at synth to derive component names"))
         raise_if_any(problems, heading=f"MultiAdapterEndpoint {self.node.path!r} is misconfigured")
         container_environment.update(self.request_metric_settings.environment(self.endpoint_name, self._subject))
+        # Whichever name SageMaker sends the container (component or adapter), it keys one identity.
+        container_environment.update(adapter_identity.environment(self.prefix))
 
         # Everything below only creates constructs; all checks passed above.
         self.role: iam.IRole = role or iam.Role(

@@ -301,7 +301,7 @@ def _serve(record, server, adapters, limits, args, listener: socket.socket, out:
 
     from cdk_adapters.local.front import RuntimeFront
 
-    front = RuntimeFront(record, server.url, adapters={adapter.name: adapter.name for adapter in adapters})
+    front = RuntimeFront(record, server.url)
     url = f"http://{args.host}:{args.port}"
     config = uvicorn.Config(front, host=args.host, port=args.port, log_level="warning", lifespan="on")
     web = uvicorn.Server(config)

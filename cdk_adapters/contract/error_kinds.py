@@ -32,6 +32,14 @@ INVALID_JSON = "invalid_json"
 """400: a body that is not a JSON object the middleware can read (bad syntax, too deep, huge numbers)."""
 HEADERS_TOO_LARGE = "headers_too_large"
 """431: the request's headers are over the middleware's limit."""
+TOO_MANY_SEQUENCES = "too_many_sequences"
+"""400: the request asks for more sequences (``n`` times its prompts) than its adapter's ``max_n``
+or than the engine runs at once."""
+BODY_TIMEOUT = "body_timeout"
+"""408: the request body did not arrive in time (a stalled upload would hold its connection)."""
+CROSS_ORIGIN_REFUSED = "cross_origin_refused"
+"""403: an administrative request carried a browser's ``Origin`` header or was not JSON: SageMaker
+sends neither, and a web page must never register or remove adapters on a loopback server."""
 
 # Readiness (every route, and /ping)
 STARTING = "starting"

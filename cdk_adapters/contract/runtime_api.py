@@ -24,6 +24,12 @@ SageMaker's metrics collection, local mode's front and ``cdk-adapters usage --pr
 LOCAL_DISCOVERY_PATH = "/cdk-adapters/discovery"
 """Where local mode serves its discovery record (a deployed endpoint's is in SSM)."""
 
+BODY_DEADLINE_S = 20.0
+"""Seconds a request body may take to arrive in full, in the container and local mode's front.
+SageMaker's front end has the body before it calls the container (6 MiB crosses its network in
+well under a second); a body still arriving after this is a stalled upload that would otherwise
+hold its connection indefinitely."""
+
 ROUTE_ATTRIBUTE = "route"
 COMPLETIONS_ROUTE = "/v1/completions"
 CHAT_ROUTE = "/v1/chat/completions"
@@ -44,3 +50,25 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def is_loopback_host_header(host_header: str | None, port: int) -> bool:
+    """Whether an HTTP ``Host`` header names this machine's loopback at `port`.
+
+    A server bound to loopback answers only such requests: a web page that rebinds its own DNS
+    name to 127.0.0.1 reaches the port, but its requests still carry the page's host name.
+    """
+    if not host_header:
+        return False
+    host, _, given_port = host_header.strip().rpartition(":")
+    if not host or not given_port.isdigit() or int(given_port) != port:
+        return False
+    return is_loopback(host)
+
+
+def refuses_host(server: tuple[str, int] | None, host_header: str | None) -> bool:
+    """Whether a server listening at `server` (the ASGI scope's ``server``) must refuse a request
+    with this ``Host``: one bound to loopback answers only Host values naming loopback at its port."""
+    if server is None or not is_loopback(str(server[0])):
+        return False
+    return not is_loopback_host_header(host_header, int(server[1]))

@@ -31,6 +31,9 @@ LIMITS_ENV = "CDK_ADAPTERS_TENANT_LIMITS"
 """JSON ``{"default": {<limits>}, "adapters": {"<adapter>": {<limits>}}}``; each part optional."""
 
 MAX_WEIGHT = 100.0
+DEFAULT_MAX_N = 4
+"""Sequences one request may ask the engine for by default (``n`` times its prompts): a request
+with ``"n": 12`` occupies twelve places of the running batch, so it is bounded like a burst."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class AdapterLimits:
     """Requests of this adapter that may wait for a place; one more gets 429. Default: any."""
     max_queue_wait_s: float | None = None
     """Seconds a request may wait for a place before it gets 429. Default: as long as it takes."""
+    max_n: int = DEFAULT_MAX_N
+    """Sequences one request may ask for (``n``, or ``best_of``, times its prompts); more gets 400.
+    Each sequence is a place in the engine, counted by fair share and `max_in_flight`. Default 4."""
 
     @property
     def retry_after_s(self) -> int:
@@ -57,10 +63,10 @@ class AdapterLimits:
         weight = self.weight
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or not 0.01 <= weight <= MAX_WEIGHT:
             found.append(Problem(subject, f"{prefix}.weight", f"must be a number from 0.01 to {MAX_WEIGHT:g}, got {weight!r}"))
-        for name in ("max_in_flight", "max_queue"):
+        for name in ("max_in_flight", "max_queue", "max_n"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "max_in_flight" else 0)):
-                low = 1 if name == "max_in_flight" else 0
+            low = 0 if name == "max_queue" else 1
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
                 found.append(Problem(subject, f"{prefix}.{name}", f"must be an integer >= {low}, got {value!r}"))
         wait = self.max_queue_wait_s
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not math.isfinite(wait) or not 0 < wait <= 60):

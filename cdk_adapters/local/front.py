@@ -15,6 +15,7 @@ Local mode has one endpoint and no accounts; request signatures are not checked.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass
@@ -66,14 +67,10 @@ class RuntimeFront:
     """ASGI app: SageMaker Runtime's two invocation routes, ``/ping``, the discovery record and the
     server's ``/metrics``."""
 
-    def __init__(self, record: DiscoveryRecord, backend_url: str, *, adapters: Mapping[str, str] | None = None) -> None:
+    def __init__(self, record: DiscoveryRecord, backend_url: str) -> None:
         self.record = record
         self.backend_url = backend_url
-        self._adapters = {adapter_name_key(name): name for name in (adapters or {})}
         self._client: httpx.AsyncClient | None = None
-
-    def add_adapter(self, name: str) -> None:
-        self._adapters[adapter_name_key(name)] = name
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -87,6 +84,10 @@ class RuntimeFront:
             return
         path, method = scope["path"], scope["method"]
         try:
+            host = next((value.decode("latin-1") for name, value in scope["headers"] if name.lower() == b"host"), None)
+            if runtime_api.refuses_host(scope.get("server"), host):
+                # A web page that rebinds its DNS name to 127.0.0.1 reaches the port, never with this Host.
+                raise RuntimeApiError(403, "AccessDeniedException", f"Host {host!r} is not this loopback endpoint")
             if method == "GET" and path == "/ping":
                 await _send_whole(send, 200, {"content-type": "text/plain"}, b"ok")
             elif method == "GET" and path == DISCOVERY_PATH:
@@ -126,16 +127,17 @@ class RuntimeFront:
         return Invocation(parts[3] != "invocations", self._adapter_for(component), headers, body)
 
     def _adapter_for(self, component: str) -> str | None:
-        """The adapter an inference component serves: ``None`` for the base component."""
+        """What the adapter header carries for an inference component: ``None`` for the base
+        component, else the component name itself, as SageMaker is expected to send it (the
+        container maps it to the adapter, `adapter_identity`; its tests cover the other answers)."""
         if component.lower() == self.record.base_inference_component_name.lower():
             return None
         prefix = self.record.component_prefix.lower() + "-"
-        if not component.lower().startswith(prefix):
+        if not component.lower().startswith(prefix) or len(component) == len(prefix):
             raise RuntimeApiError(400, "ValidationError", f"Inference Component {component} not found.")
-        suffix = component[len(prefix):]
         # A component whose adapter is not registered still reaches the container, which answers
         # 404 naming it, as an adapter component whose adapter the container lost would.
-        return self._adapters.get(adapter_name_key(suffix), suffix)
+        return adapter_name_key(component)
 
     def _backend_headers(self, invocation: Invocation) -> dict[str, str]:
         headers = {"content-type": invocation.headers.get("content-type", "application/json"),
@@ -211,20 +213,25 @@ async def _lifespan(receive: Receive, send: Send, front: RuntimeFront) -> None:
             return
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes:
+async def _read_body(receive: Receive, limit: int, deadline_s: float = runtime_api.BODY_DEADLINE_S) -> bytes:
     """The whole body, refused (413) as soon as it passes `limit` bytes: a chunked body states no
-    length, and holding all of an endless one in memory is what the limit is for."""
+    length, and holding all of an endless one in memory is what the limit is for. A body that has
+    not arrived within `deadline_s` is refused (408), so a stalled upload frees its connection."""
     chunks, size, more = [], 0, True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(None)
-        chunks.append(chunk)
-        more = message.get("more_body", False)
+    try:
+        async with asyncio.timeout(deadline_s):
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    break
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(None)
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+    except TimeoutError:
+        raise RuntimeApiError(408, "RequestTimeout", f"the request body did not arrive within {deadline_s:g} s") from None
     return b"".join(chunks)
 
 

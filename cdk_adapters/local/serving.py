@@ -22,7 +22,8 @@ from typing import Mapping
 
 import httpx
 
-from cdk_adapters.contract import serving_env
+from cdk_adapters.contract import adapter_identity, serving_env
+from cdk_adapters.contract.adapter_names import adapter_component_name
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.problems import Problem
 
@@ -124,6 +125,7 @@ class AdapterServer:
             serving_env.LOCAL_BODY_NAMES_ADAPTER: "true",
             serving_env.LISTEN_HOST: "127.0.0.1",
             serving_env.LISTEN_PORT: str(self.port),
+            **adapter_identity.environment(LOCAL_ENDPOINT),
             "VLLM_CPU_KVCACHE_SPACE": str(s.kv_cache_gib),
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), str(CONTAINER_DIR), env.get("PYTHONPATH", "")) if p),
             "HF_HUB_OFFLINE": "1",
@@ -166,7 +168,9 @@ class AdapterServer:
                 except (OSError, tarfile.TarError) as error:
                     problems.append(Problem(f"adapter '{adapter.name}'", "source", f"cannot extract {adapter.source}: {error}"))
                     continue
-                answer = client.post("/adapters", json={"name": adapter.name, "src": str(src)})
+                # Registered under its component name, as SageMaker registers an adapter component.
+                component = adapter_component_name(LOCAL_ENDPOINT, adapter.name)
+                answer = client.post("/adapters", json={"name": component, "src": str(src)})
                 if answer.status_code != 200:
                     problems.extend(_registration_problems(adapter.name, answer))
         return problems

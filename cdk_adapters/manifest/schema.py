@@ -246,6 +246,8 @@ class LimitsSpec(_Strict):
     """Requests that may wait for a place; one more gets 429 (default: any)."""
     max_queue_wait_s: float | None = Field(default=None, gt=0, le=60)
     """Seconds a request may wait before it gets 429 (default: as long as it takes)."""
+    max_n: PositiveInt | None = None
+    """Sequences one request may ask for (``n`` times its prompts); more gets 400 (default 4)."""
 
     def to_limits(self):
         """The contract's `AdapterLimits` for this row, its defaults for what the row leaves out."""

@@ -119,7 +119,9 @@ class EndpointMonitoring:
 
     def bind_adapter(self, name: str, component: Any, subject: str) -> None:
         """Bind an added adapter's request metrics, and add its alarms if it opted in by name."""
-        component.bind_request_metrics(self.rollup.for_adapter(component.inference_component_name, subject))
+        # The container's Adapter dimension is the adapter key (`adapter_identity`), whichever name
+        # SageMaker sends it; query the same value.
+        component.bind_request_metrics(self.rollup.for_adapter(names.adapter_name_key(name), subject))
         if names.adapter_name_key(name) in self._opted_in:
             self.add_adapter_alarms(name, component)
 

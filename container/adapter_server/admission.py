@@ -19,6 +19,10 @@ engine and sends nothing: at most ``headroom`` of the batch, for at most `RECENT
 adapter's last request (`tenant_limits.default_headroom`: one place from a batch of 4 up; vLLM
 0.31's default batch is 256 on GPUs under 70 GB, 128 on CPU).
 
+A request costs one place per sequence it puts into the engine (``"n": 12`` is twelve: vLLM runs
+twelve sequences in its batch), so fair share, `max_in_flight` and headroom count what a request
+really takes; a request costing more than the whole engine is refused (`cost_refusal`).
+
 Per-adapter limits (`contract.tenant_limits`) cap what one adapter may hold: places in the engine
 (the rest of its requests wait), waiting requests and time spent waiting (over either: 429 with
 ``Retry-After``). A request whose caller disconnects while it waits leaves the queue and never
@@ -51,13 +55,15 @@ class _Lane:
     """One adapter's waiting requests and its share of the engine."""
 
     limits: AdapterLimits
-    waiting: deque[asyncio.Future] = field(default_factory=deque)
+    waiting: deque[tuple[asyncio.Future, int]] = field(default_factory=deque)
+    """Each waiting request's ticket and cost (places), in arrival order."""
     in_engine: int = 0
+    """Places this adapter holds (a request of cost 3 holds 3)."""
     pass_value: float = 0.0
 
-    def can_enter(self) -> bool:
+    def can_enter(self, cost: int) -> bool:
         cap = self.limits.max_in_flight
-        return cap is None or self.in_engine < cap
+        return cap is None or self.in_engine + cost <= cap or self.in_engine == 0
 
 
 @dataclass(frozen=True)
@@ -93,23 +99,32 @@ class FairAdmission:
         lane = self._lanes.get(adapter)
         return len(lane.waiting) if lane else 0
 
-    @asynccontextmanager
-    async def place(self, adapter: str, caller_gone: Callable[[], Awaitable[object]]) -> AsyncIterator[Admitted]:
-        """Hold a place in the engine for `adapter`'s request while the block runs.
+    def cost_refusal(self, adapter: str, cost: int) -> Refusal | None:
+        """`sequence_refusal` against this adapter's ``max_n`` and the engine's places."""
+        return sequence_refusal(adapter, cost, self._limits(adapter), self.capacity)
 
-        Raises `Refusal` (429) over the adapter's limits and `CallerGone` when `caller_gone`
-        (an awaitable that completes on disconnect) fires before a place is free.
+    @asynccontextmanager
+    async def place(
+        self, adapter: str, caller_gone: Callable[[], Awaitable[object]], cost: int = 1
+    ) -> AsyncIterator[Admitted]:
+        """Hold `cost` places in the engine for `adapter`'s request while the block runs.
+
+        Raises `Refusal` (400 for a cost that can never fit: `cost_refusal`; 429 over the adapter's
+        limits) and `CallerGone` when `caller_gone` (an awaitable that completes on disconnect)
+        fires before its places are free.
         """
+        refusal = self.cost_refusal(adapter, cost)
+        if refusal is not None:
+            raise refusal
         started = time.monotonic()
         lane = self._lane(adapter)
         self._saw(adapter)
-        if not self._enter_now(adapter, lane):
-            await self._wait(adapter, lane, caller_gone)
+        if not self._enter_now(adapter, lane, cost):
+            await self._wait(adapter, lane, caller_gone, cost)
         try:
             yield Admitted(queue_ms=round((time.monotonic() - started) * 1000, 3), in_flight=lane.in_engine)
         finally:
-            lane.in_engine -= 1
-            self.in_engine -= 1
+            self._release(lane, cost)
             self._saw(adapter)
             self._dispatch()
             self._forget_if_idle(adapter, lane)
@@ -121,22 +136,22 @@ class FairAdmission:
             lane = self._lanes[adapter] = _Lane(self._limits(adapter), pass_value=self._virtual_time)
         return lane
 
-    def _enter_now(self, adapter: str, lane: _Lane) -> bool:
-        """Take a free place at once, unless this lane's earlier requests wait or it may not enter.
+    def _enter_now(self, adapter: str, lane: _Lane, cost: int) -> bool:
+        """Take free places at once, unless this lane's earlier requests wait or it may not enter.
 
-        (Another lane that waits while a place is free may not enter either: `_dispatch` leaves no
-        enterable request waiting beside a free place.)"""
-        if not lane.waiting and self._may_enter(adapter, lane):
-            self._take(lane)
+        (Another lane that waits while places are free may not enter either: `_dispatch` leaves no
+        enterable request waiting beside free places.)"""
+        if not lane.waiting and self._may_enter(adapter, lane, cost):
+            self._take(lane, cost)
             return True
         return False
 
-    def _may_enter(self, adapter: str, lane: _Lane) -> bool:
-        """A free place, within the lane's cap, and not one of the headroom places if the lane
+    def _may_enter(self, adapter: str, lane: _Lane, cost: int) -> bool:
+        """`cost` free places, within the lane's cap, and none of the headroom places if the lane
         already has a request in the engine while another adapter, present, has none there."""
-        if self.in_engine >= self.capacity or not lane.can_enter():
+        if self.in_engine + cost > self.capacity or not lane.can_enter(cost):
             return False
-        if lane.in_engine == 0 or self.capacity - self.in_engine > self.headroom:
+        if lane.in_engine == 0 or self.capacity - self.in_engine - cost >= self.headroom:
             return True
         return not self._other_outside(adapter)
 
@@ -165,12 +180,12 @@ class FairAdmission:
             if now - seen > RECENT_S and name not in self._lanes:
                 del self._seen[name]
 
-    async def _wait(self, adapter: str, lane: _Lane, caller_gone: Callable[[], Awaitable[object]]) -> None:
+    async def _wait(self, adapter: str, lane: _Lane, caller_gone: Callable[[], Awaitable[object]], cost: int) -> None:
         limits = lane.limits
         if limits.max_queue is not None and len(lane.waiting) >= limits.max_queue:
             raise throttled(adapter, "max_queue", _queue_full(limits.max_queue), limits)
         ticket: asyncio.Future = asyncio.get_running_loop().create_future()
-        lane.waiting.append(ticket)
+        lane.waiting.append((ticket, cost))
         self._wake_when_headroom_lapses()  # a place may be free, kept back: free it when it lapses
         watcher = asyncio.ensure_future(caller_gone())
         try:
@@ -178,27 +193,26 @@ class FairAdmission:
                 {ticket, watcher}, timeout=limits.max_queue_wait_s, return_when=asyncio.FIRST_COMPLETED
             )
         except BaseException:
-            self._abandon(adapter, lane, ticket)
+            self._abandon(adapter, lane, ticket, cost)
             raise
         finally:
             watcher.cancel()
         if ticket in done:
-            return  # `_dispatch` took the place on our behalf
-        self._abandon(adapter, lane, ticket)
+            return  # `_dispatch` took the places on our behalf
+        self._abandon(adapter, lane, ticket, cost)
         if watcher in done:
             raise CallerGone()
         raise throttled(adapter, "max_queue_wait_s", f"no place freed within {limits.max_queue_wait_s:g} s", limits)
 
-    def _abandon(self, adapter: str, lane: _Lane, ticket: asyncio.Future) -> None:
-        """Leave the queue; if a place was granted in the same instant, give it back."""
+    def _abandon(self, adapter: str, lane: _Lane, ticket: asyncio.Future, cost: int) -> None:
+        """Leave the queue; if places were granted in the same instant, give them back."""
         if ticket.done() and not ticket.cancelled():
-            lane.in_engine -= 1
-            self.in_engine -= 1
+            self._release(lane, cost)
             self._dispatch()
         else:
             ticket.cancel()
             try:
-                lane.waiting.remove(ticket)
+                lane.waiting.remove((ticket, cost))
             except ValueError:
                 pass
         self._forget_if_idle(adapter, lane)
@@ -206,15 +220,18 @@ class FairAdmission:
     def _dispatch(self) -> None:
         """Give free places to waiting requests: the enterable lane with the lowest pass first."""
         while self.in_engine < self.capacity:
-            ready = [(name, lane) for name, lane in self._lanes.items() if lane.waiting and self._may_enter(name, lane)]
+            ready = [
+                (name, lane) for name, lane in self._lanes.items()
+                if lane.waiting and self._may_enter(name, lane, lane.waiting[0][1])
+            ]
             if not ready:
                 self._wake_when_headroom_lapses()
                 return
             _, lane = min(ready, key=lambda candidate: candidate[1].pass_value)
-            ticket = lane.waiting.popleft()
+            ticket, cost = lane.waiting.popleft()
             if ticket.cancelled():
                 continue
-            self._take(lane)
+            self._take(lane, cost)
             ticket.set_result(None)
 
     def _wake_when_headroom_lapses(self) -> None:
@@ -234,15 +251,39 @@ class FairAdmission:
 
         self._wake = asyncio.get_running_loop().call_later(max(absent) + RECENT_S - self._clock() + 0.001, wake)
 
-    def _take(self, lane: _Lane) -> None:
-        lane.in_engine += 1
-        self.in_engine += 1
+    def _take(self, lane: _Lane, cost: int) -> None:
+        lane.in_engine += cost
+        self.in_engine += cost
         self._virtual_time = max(self._virtual_time, lane.pass_value)
-        lane.pass_value = max(lane.pass_value, self._virtual_time) + 1.0 / lane.limits.weight
+        lane.pass_value = max(lane.pass_value, self._virtual_time) + cost / lane.limits.weight
+
+    def _release(self, lane: _Lane, cost: int) -> None:
+        lane.in_engine -= cost
+        self.in_engine -= cost
 
     def _forget_if_idle(self, adapter: str, lane: _Lane) -> None:
         if not lane.waiting and lane.in_engine == 0 and self._lanes.get(adapter) is lane:
             del self._lanes[adapter]
+
+
+def sequence_refusal(adapter: str, cost: int, limits: AdapterLimits, capacity: int | None) -> Refusal | None:
+    """400 for a request that asks for more sequences than its adapter's ``max_n``, or than the
+    engine's `capacity` holds at once (it could never be let in); None when it fits."""
+    if cost > limits.max_n:
+        return Refusal(
+            400, error_kinds.TOO_MANY_SEQUENCES,
+            f"the request asks for {cost} sequences (n times its prompts); adapter {adapter!r} may ask for "
+            f"at most {limits.max_n} per request (its max_n limit): send fewer, or several requests",
+            adapter=adapter, limit="max_n",
+        )
+    if capacity is not None and cost > capacity:
+        return Refusal(
+            400, error_kinds.TOO_MANY_SEQUENCES,
+            f"the request asks for {cost} sequences (n times its prompts); this engine runs at most "
+            f"{capacity} at once: send fewer, or several requests",
+            adapter=adapter, limit="engine",
+        )
+    return None
 
 
 def throttled(adapter: str, limit: str, why: str, limits: AdapterLimits) -> Refusal:

@@ -7,6 +7,7 @@ Handlers raise `Refusal` for a request they answer themselves; whoever catches i
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Awaitable, Callable
 
@@ -49,20 +50,31 @@ def refuse_oversized_headers(scope: Scope) -> None:
         )
 
 
-async def read_body(scope: Scope, receive: Receive) -> bytes:
-    """The whole request body, or a 413 once it is larger than SageMaker would ever pass on."""
+BODY_DEADLINE_S = runtime_api.BODY_DEADLINE_S
+
+
+async def read_body(scope: Scope, receive: Receive, *, deadline_s: float = BODY_DEADLINE_S) -> bytes:
+    """The whole request body, a 413 once it is larger than SageMaker would ever pass on, or a 408
+    when it has not arrived within `deadline_s`."""
     declared = sagemaker_contract.header(scope["headers"], "content-length")
     size, chunks, more = 0, [], True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        more = message.get("more_body", False)
-        size += len(message.get("body", b""))
-        if size <= MAX_BODY_BYTES and not (declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES):
-            chunks.append(message.get("body", b""))
-        else:
-            chunks = []  # keep reading (and dropping) the rest, so the client gets to read the answer
+    try:
+        async with asyncio.timeout(deadline_s):
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    break
+                more = message.get("more_body", False)
+                size += len(message.get("body", b""))
+                if size <= MAX_BODY_BYTES and not (declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES):
+                    chunks.append(message.get("body", b""))
+                else:
+                    chunks = []  # keep reading (and dropping) the rest, so the client gets to read the answer
+    except TimeoutError:
+        raise Refusal(
+            408, error_kinds.BODY_TIMEOUT,
+            f"the request body did not arrive within {deadline_s:g} s ({size} bytes came); send it at once",
+        ) from None
     if size > MAX_BODY_BYTES:
         raise Refusal(
             413, error_kinds.PAYLOAD_TOO_LARGE,
@@ -70,6 +82,17 @@ async def read_body(scope: Scope, receive: Receive) -> bytes:
             "(6 MiB): send smaller or fewer images or a shorter prompt, or split the work into several requests",
         )
     return b"".join(chunks)
+
+
+OFF_LOOP_BYTES = 64 * 1024
+"""Bodies larger than this are parsed in a worker thread (the event loop keeps answering)."""
+
+
+async def read_json_object(body: bytes, what: str = "the request body") -> dict:
+    """`json_object`, off the event loop for a body over `OFF_LOOP_BYTES`."""
+    if len(body) <= OFF_LOOP_BYTES:
+        return json_object(body, what)
+    return await asyncio.to_thread(json_object, body, what)
 
 
 def json_object(body: bytes, what: str = "the request body") -> dict:

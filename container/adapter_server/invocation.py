@@ -15,16 +15,17 @@ import time
 from typing import Awaitable, Callable
 
 from adapter_server import observability, sagemaker_contract
-from adapter_server.admission import CallerGone, FairAdmission
-from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_error
+from adapter_server.admission import CallerGone, FairAdmission, sequence_refusal
+from adapter_server.asgi_io import Receive, Refusal, Send, read_body, read_json_object, send_error
 from adapter_server.capture import Capture
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation_request import (
     chosen_adapter,
     forwarded_body,
-    refuse_remote_media,
     forwarded_scope,
+    refuse_remote_media,
     replaying,
+    sequence_count,
     target_route,
 )
 from adapter_server.readiness import Readiness
@@ -70,15 +71,18 @@ class InvocationHandler:
         """The metrics label of a request refused before admission: its adapter, if registered."""
         if adapter is None:
             return observability.BASE_MODEL_LABEL if self._context.settings.allow_base_model else observability.UNREGISTERED_LABEL
-        return adapter if adapter in self._context.store else observability.UNREGISTERED_LABEL
+        key = self._context.store.resolve(self._context.settings.adapter_key(adapter))
+        return key if key is not None else observability.UNREGISTERED_LABEL
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
         headers = scope["headers"]
         path = scope["path"]
         named = _named_headers(headers)
+        given = named.get(_ADAPTER_HEADER) or None
         record = observability.RequestRecord(
-            adapter=named.get(_ADAPTER_HEADER) or None,
+            # The adapter key (`adapter_identity`) from the start, so even a refusal logs one identity.
+            adapter=self._context.settings.adapter_key(given) if given else None,
             route=path,
             stream=False,
             request_id=named.get(_AMZN_REQUEST_ID_HEADER) or named.get(_REQUEST_ID_HEADER),
@@ -98,33 +102,42 @@ class InvocationHandler:
                                     request_id=record.request_id, write=observability.write_line)
 
         try:
-            body = await read_body(scope, receive)
             target = target_route(path, headers)
             record.route = target
-            document = json_object(body)
-            refuse_remote_media(document)
-            record.adapter = chosen_adapter(
-                record.adapter, document, self._context.served_model_names,
-                # Local runs only, and never on /invocations (SageMaker's door, and local mode's front).
-                body_names_adapter=self._context.settings.body_names_adapter and path != sagemaker_contract.INVOCATIONS_PATH,
-            )
+            # Local runs only, and never on /invocations (SageMaker's door, and local mode's front).
+            body_names_adapter = self._context.settings.body_names_adapter and path != sagemaker_contract.INVOCATIONS_PATH
             await self._readiness.wait()
+            # What cannot be served is refused before a byte of the body is read or parsed.
+            if given is not None:
+                record.adapter = self._resolve(given)
+            elif not body_names_adapter:
+                self._refuse_without_adapter()
+            body = await read_body(scope, receive)
+            document = await read_json_object(body)
+            refuse_remote_media(document)
+            if record.adapter is None:
+                chosen = chosen_adapter(None, document, self._context.served_model_names, body_names_adapter=body_names_adapter)
+                record.adapter = self._resolve(chosen) if chosen is not None else None
             label = self._admit(record)
+            cost = sequence_count(document)
             forwarded = forwarded_body(document, record.adapter, self._context.base_model_name, target)
             record.stream = forwarded.stream
             capture = Capture.begin(self._context.settings.capture, record.adapter, target, document)
 
             def forward() -> Awaitable[None]:
                 return self._forward(
-                    forwarded_scope(scope, forwarded.body, target), replaying(forwarded.body, receive),
+                    forwarded_scope(scope, forwarded.body, target, record.adapter), replaying(forwarded.body, receive),
                     capture.watching(send) if capture is not None else send, record, started, forwarded.strip_usage, publish,
                 )
 
             admission = self._context.admission
             if admission is None:
+                refusal = sequence_refusal(label, cost, self._context.settings.tenant_limits.for_adapter(label), None)
+                if refusal is not None:
+                    raise refusal
                 await forward()
             else:
-                await self._forward_in_turn(admission, label, forward, receive, record, started)
+                await self._forward_in_turn(admission, label, cost, forward, receive, record, started)
         except Refusal as refusal:
             record.status, record.error = refusal.status, refusal.message
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
@@ -138,25 +151,25 @@ class InvocationHandler:
             publish()
 
     async def _forward_in_turn(
-        self, admission: FairAdmission, label: str, forward: Callable[[], Awaitable[None]], receive: Receive,
-        record: observability.RequestRecord, started: float,
+        self, admission: FairAdmission, label: str, cost: int, forward: Callable[[], Awaitable[None]],
+        receive: Receive, record: observability.RequestRecord, started: float,
     ) -> None:
-        """Forward once `admission` gives this adapter a place in the engine (fair share); a caller
-        that leaves before then is logged (499) and never reaches the engine."""
+        """Forward once `admission` gives this adapter `cost` places in the engine (fair share); a
+        caller that leaves before then is logged (499) and never reaches the engine."""
         waiting = observability.waiting_gauge(label)
         waiting.inc()  # a place free at once is taken without yielding, so no scrape sees this
         still_waiting = True
         try:
-            async with admission.place(label, lambda: _until_disconnect(receive)) as admitted:
+            async with admission.place(label, lambda: _until_disconnect(receive), cost) as admitted:
                 waiting.dec()
                 still_waiting = False
                 record.queue_ms, record.in_flight = admitted.queue_ms, admitted.in_flight
                 in_engine = observability.in_engine_gauge(label)
-                in_engine.inc()
+                in_engine.inc(cost)
                 try:
                     await forward()
                 finally:
-                    in_engine.dec()
+                    in_engine.dec(cost)
         except CallerGone:
             record.status, record.error = 499, "the caller disconnected while the request waited for a place"
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
@@ -164,22 +177,31 @@ class InvocationHandler:
             if still_waiting:  # refused (429) or left before it had a place
                 waiting.dec()
 
-    def _admit(self, record: observability.RequestRecord) -> str:
-        """The request's metrics label; 400 if it names no adapter and base access is off, 404 if unknown."""
-        if record.adapter is None:
-            if not self._context.settings.allow_base_model:
-                raise Refusal(
-                    400, error_kinds.ADAPTER_REQUIRED,
-                    "the request names no adapter (header X-Amzn-SageMaker-Adapter-Identifier is missing: call "
-                    "InvokeEndpoint with InferenceComponentName set to an adapter inference component); "
-                    f"base-model access is disabled on this endpoint ({serving_env.ALLOW_BASE_MODEL})",
-                )
-            return observability.BASE_MODEL_LABEL
-        if record.adapter not in self._context.store:
+    def _refuse_without_adapter(self) -> None:
+        """400 for a request that names no adapter while base-model access is off."""
+        if not self._context.settings.allow_base_model:
             raise Refusal(
-                404, error_kinds.ADAPTER_NOT_FOUND, f"adapter {record.adapter!r} is not registered on this endpoint",
-                adapter=record.adapter,
+                400, error_kinds.ADAPTER_REQUIRED,
+                "the request names no adapter (header X-Amzn-SageMaker-Adapter-Identifier is missing: call "
+                "InvokeEndpoint with InferenceComponentName set to an adapter inference component); "
+                f"base-model access is disabled on this endpoint ({serving_env.ALLOW_BASE_MODEL})",
             )
+
+    def _resolve(self, given: str) -> str:
+        """The registered adapter `given` names (a component name or the adapter's own name, by
+        `adapter_identity`), or 404 naming what was given."""
+        key = self._context.store.resolve(self._context.settings.adapter_key(given))
+        if key is None:
+            raise Refusal(
+                404, error_kinds.ADAPTER_NOT_FOUND, f"adapter {given!r} is not registered on this endpoint", adapter=given,
+            )
+        return key
+
+    def _admit(self, record: observability.RequestRecord) -> str:
+        """The request's metrics label (its resolved adapter, or the base model's)."""
+        if record.adapter is None:
+            self._refuse_without_adapter()
+            return observability.BASE_MODEL_LABEL
         record.cold = self._context.residency.use(record.adapter)
         return record.adapter
 

@@ -83,6 +83,27 @@ def refuse_remote_media(document: dict) -> None:
                     )
 
 
+SEQUENCE_FIELDS = ("n", "best_of")
+"""Body fields that multiply the sequences one prompt runs as (``best_of`` in older OpenAI APIs)."""
+
+
+def sequence_count(document: dict) -> int:
+    """How many sequences the request puts into the engine: the largest of ``n`` and ``best_of``
+    (beam search runs ``n`` beams), times the prompts of a batched completion (``prompt`` as a list
+    of strings or of token lists). 400 for an ``n`` that is not a positive integer."""
+    per_prompt = 1
+    for key in SEQUENCE_FIELDS:
+        value = document.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise Refusal(400, error_kinds.BAD_REQUEST, f"\"{key}\" must be a positive integer, got {json.dumps(value)[:40]}")
+        per_prompt = max(per_prompt, value)
+    prompt = document.get("prompt")
+    prompts = len(prompt) if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)) else 1
+    return per_prompt * max(1, prompts)
+
+
 @dataclass(frozen=True)
 class ForwardedBody:
     """The body vLLM gets, and what it says about the answer to expect."""
@@ -110,12 +131,19 @@ def forwarded_body(document: dict, adapter: str | None, base_model_name: str, ta
     return ForwardedBody(json.dumps(document).encode(), stream, strip_usage)
 
 
-def forwarded_scope(scope: Scope, body: bytes, target: str) -> Scope:
-    """`scope` with the new body's length and, when ``route=`` moved it, the target path."""
+_REWRITTEN_HEADERS = (b"content-length", sagemaker_contract.ADAPTER_IDENTIFIER_HEADER.encode("latin-1"))
+
+
+def forwarded_scope(scope: Scope, body: bytes, target: str, adapter: str | None = None) -> Scope:
+    """`scope` with the new body's length, the adapter header naming the resolved `adapter` (vLLM's
+    SageMaker layer writes that header over the body's ``model``, so it must carry the adapter key
+    vLLM loaded, not the component name SageMaker sent) and, when ``route=`` moved it, the target path."""
     forward_scope = dict(scope)
-    forward_scope["headers"] = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"] + [
-        (b"content-length", str(len(body)).encode())
-    ]
+    headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _REWRITTEN_HEADERS]
+    headers.append((b"content-length", str(len(body)).encode()))
+    if adapter is not None:
+        headers.append((_REWRITTEN_HEADERS[1], adapter.encode("latin-1")))
+    forward_scope["headers"] = headers
     if target != scope["path"]:
         forward_scope["path"] = target
         forward_scope["raw_path"] = target.encode()

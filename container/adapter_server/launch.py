@@ -130,7 +130,29 @@ def resolve_launch(
     environment["VLLM_PLUGINS"] = reserved_config.OFFLINE_ENVIRONMENT["VLLM_PLUGINS"]
     environment[serving_env.RUNTIME_LORA_UPDATING] = "true"
     environment[_STANDARDS_MODEL_PATH] = str(custom_code_dir)
+    # vLLM accepts n up to 16,384 by default; no request may ask for more sequences than one batch.
+    environment[MAX_N_SEQUENCES_VARIABLE] = str(_engine_batch(flags, extra))
     return LaunchPlan(command=tuple(command), environment=environment)
+
+
+MAX_N_SEQUENCES_VARIABLE = "VLLM_MAX_N_SEQUENCES"
+DEFAULT_ENGINE_BATCH = 256
+"""vLLM 0.31's default ``--max-num-seqs`` on GPUs under 70 GB (the largest it picks for ours)."""
+
+
+def _engine_batch(flags: Mapping[str, list[str]], extra: list[str]) -> int:
+    """The engine's running-batch size as configured (``--max-num-seqs``), else vLLM's default."""
+    tokens = [*(token for values in flags.values() for token in values), *extra]
+    for index, token in enumerate(tokens):
+        if token.startswith("--max-num-seqs="):
+            value = token.split("=", 1)[1]
+        elif token == "--max-num-seqs" and index + 1 < len(tokens):
+            value = tokens[index + 1]
+        else:
+            continue
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return DEFAULT_ENGINE_BATCH
 
 
 def _check_variables(environ: Mapping[str, str], problems: list[Problem]) -> None:

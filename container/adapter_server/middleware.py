@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 from adapter_server import sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal, Send, refuse_oversized_headers, send_error
+from adapter_server.origin_guard import refuse_browser_requests
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation import InvocationHandler
 from adapter_server.readiness import Readiness
@@ -59,6 +60,7 @@ class SageMakerAdapterMiddleware:
         path, method = scope["path"], scope["method"]
         try:
             refuse_oversized_headers(scope)
+            refuse_browser_requests(scope)
             if path == sagemaker_contract.ADAPTERS_PATH and method == "POST":
                 await self.registrations.register(scope, receive, send)
             elif path == sagemaker_contract.ADAPTERS_PATH and method == "GET":

@@ -89,6 +89,54 @@ def adapter_digest(src: Path) -> str:
     return digest.hexdigest()
 
 
+def copy_admitted(src: Path, destination: Path) -> tuple[str, str | None]:
+    """Copy every file under `src` into `destination` (a new directory), hashing what is copied:
+    (`adapter_digest` of the copy, `stat_fingerprint` of `src` taken before reading).
+
+    What vLLM loads is this private copy, so files changed under `src` after registration can never
+    change what is served. A file that grows while it is copied is cut at the size the listing
+    saw, and the fingerprint is then None (the next look reads `src` again). Files end read-only.
+    """
+    src, destination = Path(src), Path(destination)
+    before = stat_fingerprint(src)
+    listing = list_directory(src)
+    if listing.links or not listing.complete:
+        raise DigestRefused(f"{src} holds symbolic links or too many entries")
+    destination.mkdir(mode=0o700)
+    digest = hashlib.sha256()
+    for relative_name, size in listing.files.items():
+        relative = relative_name.encode()
+        digest.update(len(relative).to_bytes(8, "little") + relative)
+        digest.update(size.to_bytes(8, "little"))
+        target = destination / relative_name
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        left = size
+        with open_regular_file(src / relative_name) as stream, open(target, "xb") as out:
+            while left > 0 and (chunk := stream.read(min(_CHUNK, left))):
+                digest.update(chunk)
+                out.write(chunk)
+                left -= len(chunk)
+        if left:
+            raise DigestRefused(f"{src / relative_name} shrank while it was copied")
+        os.chmod(target, 0o444)
+    for folder in sorted((p for p in destination.rglob("*") if p.is_dir()), reverse=True):
+        os.chmod(folder, 0o555)
+    os.chmod(destination, 0o555)
+    return digest.hexdigest(), before if before is not None and stat_fingerprint(src) == before else None
+
+
+def remove_copy(path: Path) -> None:
+    """Delete a private copy made by `copy_admitted` (its folders are read-only)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    for folder in [path, *(p for p in path.rglob("*") if p.is_dir())]:
+        os.chmod(folder, 0o700)
+    for item in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        item.rmdir() if item.is_dir() else item.unlink()
+    path.rmdir()
+
+
 @dataclass(frozen=True)
 class Registration:
     """One adapter as SageMaker registered it."""
@@ -99,6 +147,10 @@ class Registration:
     registered_at: float
     fingerprint: str | None = None
     """`stat_fingerprint` of `src` when the digest was taken (None: unknown, read the bytes again)."""
+    known_as: tuple[str, ...] = ()
+    """Other adapter keys that name this registration (the alias header's, when it differs)."""
+    served_from: str | None = None
+    """The private, read-only copy of the admitted files vLLM loads (None: not copied yet)."""
 
 
 class StateFileError(ValueError):
@@ -119,6 +171,8 @@ class RegistrationStore:
         self._registrations: dict[str, Registration] = {}
         self._members: dict[str, str] = {}
         """Each registration's JSON member (one line of the file), by name, in step with `_registrations`."""
+        self._known_as: dict[str, str] = {}
+        """Other keys of a registration (`Registration.known_as`) -> its name."""
         for registration in (registrations or {}).values():
             self._put(registration)
 
@@ -138,11 +192,13 @@ class RegistrationStore:
             if document.get("version") != _FORMAT_VERSION:
                 raise StateFileError(f"{path}: unsupported format version {document.get('version')!r}")
             for name, entry in document["adapters"].items():
-                fingerprint = entry.get("fingerprint")
+                fingerprint, served_from = entry.get("fingerprint"), entry.get("served_from")
                 store._put(Registration(
                     name=name, src=str(entry["src"]), sha256=str(entry["sha256"]),
                     registered_at=float(entry["registered_at"]),
                     fingerprint=str(fingerprint) if fingerprint is not None else None,
+                    known_as=tuple(str(key) for key in entry.get("known_as", ())),
+                    served_from=str(served_from) if served_from is not None else None,
                 ))
         except StateFileError:
             raise
@@ -156,6 +212,12 @@ class RegistrationStore:
     def __contains__(self, name: object) -> bool:
         return name in self._registrations
 
+    def resolve(self, key: str) -> str | None:
+        """The registration an adapter key names: its own key, or one it is also known as."""
+        if key in self._registrations:
+            return key
+        return self._known_as.get(key)
+
     def __len__(self) -> int:
         return len(self._registrations)
 
@@ -163,9 +225,15 @@ class RegistrationStore:
         """Registrations in the order they were made (replay loads them in that order)."""
         return sorted(self._registrations.values(), key=lambda r: (r.registered_at, r.name))
 
-    def add(self, name: str, src: str, sha256: str, fingerprint: str | None = None) -> Registration:
+    def add(
+        self, name: str, src: str, sha256: str, fingerprint: str | None = None, *,
+        known_as: tuple[str, ...] = (), served_from: str | None = None,
+    ) -> Registration:
         """Record and persist; if persisting fails, memory is left as it was and the error raised."""
-        registration = Registration(name=name, src=src, sha256=sha256, registered_at=time.time(), fingerprint=fingerprint)
+        registration = Registration(
+            name=name, src=src, sha256=sha256, registered_at=time.time(), fingerprint=fingerprint,
+            known_as=tuple(key for key in known_as if key != name), served_from=served_from,
+        )
         previous = self._registrations.get(name)
         self._put(registration)
         self._write_or_restore(name, previous)
@@ -191,13 +259,18 @@ class RegistrationStore:
 
     def _put(self, registration: Registration) -> None:
         """Keep `registration` and its serialised line (the one serialisation it gets)."""
-        fields = {k: v for k, v in asdict(registration).items() if k != "name" and v is not None}
+        fields = {k: v for k, v in asdict(registration).items() if k != "name" and v is not None and v != ()}
+        self._drop(registration.name)
         self._registrations[registration.name] = registration
+        self._known_as.update({key: registration.name for key in registration.known_as})
         self._members[registration.name] = f"  {json.dumps(registration.name)}: {json.dumps(fields, sort_keys=True)}"
 
     def _drop(self, name: str) -> None:
-        self._registrations.pop(name, None)
+        dropped = self._registrations.pop(name, None)
         self._members.pop(name, None)
+        for key in dropped.known_as if dropped is not None else ():
+            if self._known_as.get(key) == name:
+                del self._known_as[key]
 
     def _document(self) -> str:
         """The file's text: ``{"version": 1, "adapters": {name: {...}, ...}}``, one adapter a line."""

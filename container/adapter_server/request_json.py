@@ -6,6 +6,12 @@ recursion limit, an integer too long to convert), and others in a 400 whose mess
 name the problem (a JSON array, an unpaired surrogate escape). Every such body is refused here
 first, naming the problem, and what vLLM gets is the document re-encoded, so both sides read the
 same thing: no duplicate keys, no ``NaN``, no number that does not fit a float.
+
+A body is at most 6 MiB, but its shape decides what parsing it costs: C-speed byte counts bound
+its arrays, objects and values before the parser starts (`MAX_JSON_CONTAINERS`,
+`MAX_JSON_VALUES`), so the per-object steps (the duplicate-key hook, the nesting walk) are bounded
+too. Large bodies are parsed off the event loop (`asgi_io.read_json_object`), so ``/ping`` and
+other tenants' requests are answered while one is parsed.
 """
 
 from __future__ import annotations
@@ -19,6 +25,19 @@ from typing import Any
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays and objects accepted. OpenAI-style requests nest a few levels (a chat
 message's content parts, a tool's JSON schema); a deep schema still stays well under this."""
+
+MAX_JSON_CONTAINERS = 100_000
+"""Most ``{`` and ``[`` bytes a body may hold (counted anywhere, strings included, by a C-speed
+scan before parsing). A model context of 128k tokens is about 512 KB of text; a request with a
+hundred thousand brackets is past any context, while a 6 MB body of ``{},{},...`` (two million
+objects) would take the parser seconds. Bounding it bounds every per-object step after it."""
+MAX_JSON_VALUES = 1_000_000
+"""Most ``,`` bytes a body may hold (counted the same way): a prompt of token ids as long as any
+context has a few hundred thousand; a million bounds the parse of a body of small numbers."""
+
+_HUGE_NUMBER = re.compile(rb"[eE][+]?[0-9]{3}|[0-9]{309}", re.ASCII)
+"""A number that may not fit a float (an exponent of 100 or more, or 309 digits): only then is each
+float parsed through Python to refuse infinity; every other body is parsed at C speed."""
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]", re.ASCII)
 """A ``\\ud800``-``\\udfff`` escape: the only way a surrogate gets into a str from UTF-8 JSON."""
@@ -38,10 +57,21 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
         raise JsonBodyError(
             f"is not valid UTF-8 (byte 0x{body[error.start]:02x} at offset {error.start}); send JSON encoded as UTF-8"
         ) from None
-    try:
-        document = json.loads(
-            text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite_float
+    containers = body.count(b"{") + body.count(b"[")
+    if containers > MAX_JSON_CONTAINERS:
+        raise JsonBodyError(
+            f"holds {containers} '{{' and '[' characters; at most {MAX_JSON_CONTAINERS} are accepted "
+            "(no request within a model's context needs more arrays and objects)"
         )
+    commas = body.count(b",")
+    if commas > MAX_JSON_VALUES:
+        raise JsonBodyError(
+            f"holds {commas} ',' characters; at most {MAX_JSON_VALUES} are accepted "
+            "(no request within a model's context needs more values)"
+        )
+    floats = {"parse_float": _finite_float} if _HUGE_NUMBER.search(body) else {}
+    try:
+        document = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, **floats)
     except JsonBodyError:
         raise
     except json.JSONDecodeError as error:

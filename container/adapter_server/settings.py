@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from cdk_adapters.contract import capture_record, request_metrics, serving_env
+from cdk_adapters.contract import adapter_identity, capture_record, request_metrics, serving_env
 from cdk_adapters.contract.env_values import parse_bool
 from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.contract import tenant_limits as limits_contract
@@ -38,6 +38,13 @@ class ServingSettings:
     """Fair share across adapters and each adapter's limits; decoded by the contract."""
     capture: capture_record.CapturePolicy = capture_record.CapturePolicy()
     """Which adapters' requests are captured to the log (none by default); decoded by the contract."""
+    component_prefix: str | None = None
+    """The endpoint's component prefix (`adapter_identity`): a component name SageMaker sends is
+    reduced to the adapter it serves, so every per-adapter feature keys by one identity."""
+
+    def adapter_key(self, name: str) -> str:
+        """The identity every per-adapter feature keys by (`adapter_identity.adapter_key`)."""
+        return adapter_identity.adapter_key(name, self.component_prefix)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> tuple["ServingSettings", list[Problem]]:
@@ -62,6 +69,7 @@ class ServingSettings:
             metrics=metrics,
             tenant_limits=limits,
             capture=capture,
+            component_prefix=adapter_identity.component_prefix_from(environ),
         )
         if settings.body_names_adapter and not is_loopback(environ.get(serving_env.LISTEN_HOST, "")):
             problems.append(

@@ -88,7 +88,7 @@ PIECES = ["Invoices \x1b[3", "1mare\x1b[0m due \x1b]52;c;", "cm0gLXJm\x07in 30 d
 @pytest.mark.parametrize("mode", [[], ["--no-stream"]], ids=["streamed", "whole"])
 def test_invoke_prints_the_models_text_without_escapes(mode):
     record = local_record(allow_base_model=False, aliases={})
-    with Served(hostile_model(PIECES)) as backend, Served(RuntimeFront(record, backend, adapters={"invoices-v1": "invoices-v1"})) as front:
+    with Served(hostile_model(PIECES)) as backend, Served(RuntimeFront(record, backend)) as front:
         out, err = io.StringIO(), io.StringIO()
         status = main(["invoke", "--local", front, "invoices-v1", "Invoices are", *mode], stdout=out, stderr=err)
     assert status == 0, err.getvalue()

@@ -87,10 +87,12 @@ def expected_matrix(*, base_access: bool) -> dict[str, str]:
     for name, *_ in PATHS:
         for body_label in BODY_MODELS:
             expected[f"{name} | header {A} | body {body_label}"] = A  # the header wins, as SageMaker meant
-            if body_label in ("names B", "names unknown"):
+            if not base_access:  # refused before the body is read: nothing it says is looked at
+                outcome = "400 adapter_required"
+            elif body_label in ("names B", "names unknown"):
                 outcome = "403 adapter_choice_refused"
             else:
-                outcome = "base" if base_access else "400 adapter_required"
+                outcome = "base"
             expected[f"{name} | header none | body {body_label}"] = outcome
     return expected
 

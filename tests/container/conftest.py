@@ -23,7 +23,7 @@ import pytest
 
 from cdk_adapters.contract import serving_env
 from cdk_adapters.local.serving import stop_process_group
-from cdk_adapters.contract import error_kinds, request_metrics, tenant_limits
+from cdk_adapters.contract import adapter_identity, capture_record, error_kinds, request_metrics, tenant_limits
 from tests.gate.zoo import AdapterZoo, session_zoo
 from tests.container.sagemaker_calls import MODEL_CODE_MARKER
 from tests.support import tiny_models as tm
@@ -44,14 +44,27 @@ SERVER_LIMITS = {
 """The measured tiny-model recipe; float32 so outputs can be compared with transformers exactly, and a
 running batch of 4 so a burst saturates the engine as it would a GPU copy (fair share is tested on it)."""
 
+IDENTITY_ADAPTERS = ("ida-v1", "idb-v1", "idc-v1")
+"""One adapter per hypothesis of what SageMaker sends (`test_serving_identity.py`): each has its own
+limit (``max_n`` 2) and redacted capture, rendered under its adapter name as the construct renders them."""
+IDENTITY_MAX_N = 2
+
 LIMITS = tenant_limits.environment(
     engine_headroom=0,
-    adapters={"limited-v1": tenant_limits.AdapterLimits(max_in_flight=1, max_queue=1, max_queue_wait_s=30)},
+    adapters={
+        "limited-v1": tenant_limits.AdapterLimits(max_in_flight=1, max_queue=1, max_queue_wait_s=30),
+        **{name: tenant_limits.AdapterLimits(max_n=IDENTITY_MAX_N) for name in IDENTITY_ADAPTERS},
+    },
 )
 """Limits for one adapter name, so the shared server starts with fair share on and limits decoded.
 No headroom: the fair-share tests fill the engine with one adapter while others were just served,
 which headroom would (rightly) refuse. Headroom is driven in `test_admission.py`, and on this server
 restarted with it by `test_serving_fair_share.py`'s restart test."""
+
+COMPONENT_PREFIX = "tests-0123abcd"
+"""The shared server is told a component prefix as an endpoint's container is, so the identity
+tests can register and invoke under component names (``tests-0123abcd-<adapter>``) beside the
+plain adapter names every other test uses."""
 
 METRICS_NAMESPACE = "CdkAdaptersTests"
 METRICS_ENDPOINT_NAME = "tests-endpoint"
@@ -135,6 +148,10 @@ class VllmServer:
         env.update({serving_env.VLLM_FLAG_PREFIX + key: value for key, value in SERVER_LIMITS.items()})
         env.update(request_metrics.environment(namespace=METRICS_NAMESPACE, endpoint_name=METRICS_ENDPOINT_NAME))
         env.update(LIMITS)
+        env.update(adapter_identity.environment(COMPONENT_PREFIX))
+        env.update(capture_record.environment(capture_record.CapturePolicy(
+            adapters={name: capture_record.CaptureSettings(redact=("prompt",)) for name in IDENTITY_ADAPTERS}
+        )))
         env.update(
             {
                 serving_env.VLLM_FLAG_PREFIX + "MODEL": str(self.base_dir),

@@ -361,3 +361,118 @@ def test_headroom_kept_for_an_adapter_that_left_is_given_back_by_the_timer_witho
         assert admission.in_engine == 0 and admission._lanes == {}
 
     run(scenario())
+
+
+# --- A request costs one place per sequence it asks for (``n``). ---
+
+
+async def _enter(admission: FairAdmission, adapter: str, cost: int, release: asyncio.Event, entered: list[str]) -> None:
+    async with admission.place(adapter, never_gone, cost):
+        entered.append(adapter)
+        await release.wait()
+
+
+def test_a_request_with_n_takes_n_places_and_the_rest_stay_for_others():
+    async def scenario():
+        admission = FairAdmission(4, limits_of({}))
+        release, entered = asyncio.Event(), []
+        fan = asyncio.ensure_future(_enter(admission, "fan", 3, release, entered))
+        await asyncio.sleep(0)
+        wide = asyncio.ensure_future(_enter(admission, "wide", 2, release, entered))
+        quiet = asyncio.ensure_future(_enter(admission, "quiet", 1, release, entered))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        held = (admission.in_engine, list(entered), admission.waiting("wide"))
+        release.set()
+        await asyncio.gather(fan, wide, quiet)
+        return held, admission.in_engine
+
+    (in_engine, entered, waiting), after = run(scenario())
+    assert (in_engine, entered, waiting) == (4, ["fan", "quiet"], 1)
+    assert after == 0
+
+
+def test_a_costly_request_advances_its_adapter_by_its_cost():
+    """Stride: a request of cost 3 counts as three turns, so its adapter's next request waits behind
+    three single requests of another adapter (counted as one turn, it would go second)."""
+    async def scenario():
+        admission = FairAdmission(3, limits_of({}))
+        order: list[str] = []
+        release = {tag: asyncio.Event() for tag in ("h", "a1")}
+
+        async def one(adapter: str, cost: int, tag: str) -> None:
+            async with admission.place(adapter, never_gone, cost):
+                order.append(tag)
+                if tag in release:
+                    await release[tag].wait()
+
+        tasks = [asyncio.ensure_future(one("h", 3, "h"))]
+        await asyncio.sleep(0)
+        tasks += [asyncio.ensure_future(one("a", 3, "a1"))]
+        await asyncio.sleep(0)
+        tasks += [asyncio.ensure_future(one("b", 1, f"b{i}")) for i in (1, 2, 3)]
+        tasks += [asyncio.ensure_future(one("a", 1, "a2"))]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        release["h"].set()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        release["a1"].set()
+        await asyncio.gather(*tasks)
+        return order
+
+    assert run(scenario()) == ["h", "a1", "b1", "b2", "b3", "a2"]
+
+
+def test_more_sequences_than_max_n_or_the_engine_is_400_and_takes_no_place():
+    async def scenario():
+        admission = FairAdmission(4, limits_of({"small": AdapterLimits(max_n=2)}))
+        refusals = []
+        for adapter, cost in (("small", 3), ("other", 5), ("big", 8)):
+            try:
+                async with admission.place(adapter, never_gone, cost):
+                    pass
+            except Refusal as refusal:
+                refusals.append((refusal.status, refusal.kind, refusal.extra["limit"]))
+        return refusals, admission.in_engine
+
+    refusals, in_engine = run(scenario())
+    assert refusals == [(400, "too_many_sequences", "max_n"), (400, "too_many_sequences", "max_n"), (400, "too_many_sequences", "max_n")]
+    assert in_engine == 0
+    engine_bound = FairAdmission(2, limits_of({"wide": AdapterLimits(max_n=8)})).cost_refusal("wide", 3)
+    assert engine_bound is not None and engine_bound.extra["limit"] == "engine"
+    assert "runs at most 2 at once" in engine_bound.message
+
+
+def test_max_in_flight_counts_sequences_but_one_request_always_fits_an_empty_lane():
+    async def scenario():
+        admission = FairAdmission(8, limits_of({"capped": AdapterLimits(max_in_flight=2, max_n=4)}))
+        release, entered = asyncio.Event(), []
+        first = asyncio.ensure_future(_enter(admission, "capped", 3, release, entered))
+        await asyncio.sleep(0)
+        second = asyncio.ensure_future(_enter(admission, "capped", 1, release, entered))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        held = (admission.in_engine, admission.waiting("capped"))
+        release.set()
+        await asyncio.gather(first, second)
+        return held
+
+    assert run(scenario()) == (3, 1)
+
+
+def test_a_cancelled_costly_waiter_granted_in_the_same_tick_gives_every_place_back():
+    async def scenario():
+        admission = FairAdmission(3, limits_of({}))
+        release, entered = asyncio.Event(), []
+        holder = asyncio.ensure_future(_enter(admission, "a", 3, release, entered))
+        await asyncio.sleep(0)
+        waiter = asyncio.ensure_future(_enter(admission, "b", 2, asyncio.Event(), entered))
+        await asyncio.sleep(0)
+        release.set()
+        await holder  # its exit grants b's places: b's ticket is done, b has not run yet
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+        return admission.in_engine
+
+    assert run(scenario()) == 0

@@ -296,3 +296,15 @@ def test_entrypoint_refuses_the_local_only_body_rule_on_a_public_listener(tmp_pa
     )
     assert result.returncode == 78
     assert f"{serving_env.LOCAL_BODY_NAMES_ADAPTER}: value: is for local runs only" in result.stderr
+
+
+@pytest.mark.parametrize("env, batch", [
+    ({}, "256"),
+    ({"CDK_ADAPTERS_VLLM_MAX_NUM_SEQS": "4"}, "4"),
+    ({"CDK_ADAPTERS_EXTRA_ARGS": '["--max-num-seqs=12"]'}, "12"),
+    ({"CDK_ADAPTERS_VLLM_MAX_NUM_SEQS": "8", "VLLM_MAX_N_SEQUENCES": "16384"}, "8"),
+])
+def test_no_request_may_ask_vllm_for_more_sequences_than_one_batch(tmp_path, env, batch):
+    """vLLM takes ``n`` up to VLLM_MAX_N_SEQUENCES (16,384 by default): the launcher sets it to the
+    engine's batch, over anything configured, so one request can never outsize the engine."""
+    assert launch(env, tmp_path).environment["VLLM_MAX_N_SEQUENCES"] == batch

@@ -104,9 +104,10 @@ def test_unknown_adapter_is_404_naming_it(served):
     # Inside the container the OpenAI route answers the same for the header's adapter...
     direct = served.client.post("/v1/completions", json=completion_body(), headers={ADAPTER_HEADER: "never-registered-v1"})
     assert direct.status_code == 404
-    # ...while a body naming it, with no header, is not a way to choose an adapter at all.
+    # ...while a body naming it, with no header, is not a way to choose an adapter at all: with
+    # base access off such a request is refused before its body is read.
     by_body = served.client.post("/v1/completions", json=completion_body(model="never-registered-v1"))
-    assert (by_body.status_code, by_body.json()["error"]["type"]) == (403, "adapter_choice_refused")
+    assert (by_body.status_code, by_body.json()["error"]["type"]) == (400, "adapter_required")
 
 
 def test_vllm_admin_routes_are_closed(served, zoo):

@@ -13,6 +13,7 @@ runtime client through local mode's SageMaker front, then lets the replay go on.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -28,9 +29,11 @@ from cdk_adapters.contract import error_kinds, request_metrics
 from cdk_adapters.local.front import RuntimeFront
 from cdk_adapters.local.serving import local_record
 from tests.container import boundary_matrix as boundary
+from tests.container.conftest import COMPONENT_PREFIX
 from tests.container.sagemaker_calls import NEW_TOKENS, PROMPT, invoke, register, token_ids, unregister
 from tests.support import tiny_models as tm
 from tests.support.loopback import Served
+from adapter_server.registrations import remove_copy
 
 pytestmark = pytest.mark.vllm
 
@@ -91,7 +94,12 @@ def test_a_restart_replays_every_registration_before_ping_or_requests_pass_and_b
         assert (starting.status_code, starting.json()["error"]) == (503, {
             "type": error_kinds.STARTING, "message": "the server is reading its persisted adapter registrations", "code": 503,
         })
-        record = local_record(allow_base_model=True, aliases={})
+        # Local mode's front before this server, with the server's component prefix: the front
+        # sends component names, as SageMaker is expected to.
+        record = dataclasses.replace(
+            local_record(allow_base_model=True, aliases={}),
+            component_prefix=COMPONENT_PREFIX, base_inference_component_name=f"{COMPONENT_PREFIX}-base",
+        )
         sleeps: list[float] = []
 
         def sleep(seconds: float) -> None:
@@ -163,20 +171,39 @@ def test_no_body_reaches_an_adapter_its_header_did_not_name_with_base_access_on(
     assert boundary.served_by(server, references) == boundary.expected_matrix(base_access=True)
 
 
-def test_an_adapter_whose_files_changed_is_not_replayed_silently(restartable_server, zoo, tmp_path):
+def test_a_replay_serves_the_admitted_copy_whatever_happened_to_src(restartable_server, zoo, tmp_path):
+    """What was admitted is what is replayed: the private copy vLLM loads, not ``src``, whose
+    files change here while the server is down (a half-written re-extraction, a bad disk)."""
     server = restartable_server
     source = zoo.copy("good", tmp_path / "extracted")
     assert register(server.client, "replay-changed-v1", source).status_code == 200
-    # While the server is down, the extracted files change (a half-written re-extraction, a bad disk).
+    before = token_ids(invoke(server.client, "replay-changed-v1"))
     config = source / "adapter_config.json"
     config.write_text(config.read_text().replace('"lora_alpha": 16', '"lora_alpha": 32'))
 
+    server.restart(allow_base_model=True)
+
+    assert token_ids(invoke(server.client, "replay-changed-v1")) == before
+    assert [e["status"] for e in server.events("cdk_adapters.replay") if e.get("adapter") == "replay-changed-v1"][-1] == "loaded"
+
+
+def test_without_its_copy_an_adapter_whose_src_changed_is_not_replayed_silently(restartable_server, zoo, tmp_path):
+    """A lost private copy falls back to ``src``, which must still hold the registered files: here it
+    does not, and SageMaker sees an unhealthy container (and replaces it) instead of one that lost an adapter."""
+    server = restartable_server
+    source = zoo.copy("good", tmp_path / "extracted")
+    assert register(server.client, "replay-lost-v1", source).status_code == 200
+    config = source / "adapter_config.json"
+    config.write_text(config.read_text().replace('"lora_alpha": 16', '"lora_alpha": 32'))
+    server.stop()
+    recorded = json.loads((server.state_dir / STATE_FILE).read_text())["adapters"]["replay-lost-v1"]
+    remove_copy(Path(recorded["served_from"]))
+
     ping = server.restart(allow_base_model=True, expect_healthy=False)
 
-    # SageMaker sees an unhealthy container (and replaces it) instead of one that lost an adapter.
     error = ping.json()["error"]
     assert ping.status_code == 503 and error["type"] == error_kinds.UNHEALTHY
-    assert "adapter 'replay-changed-v1': src: files in" in error["message"]
+    assert "adapter 'replay-lost-v1': src: files in" in error["message"]
     assert "changed since registration" in error["message"]
     refused = invoke(server.client, "replay-a-v1")
     assert refused.status_code == 503 and refused.json()["error"]["message"] == error["message"]

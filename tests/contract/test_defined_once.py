@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from adapter_server.launch import resolve_launch
-from cdk_adapters.contract import capture_record, error_kinds, request_metrics, reserved_config, serving_env, tenant_limits
+from cdk_adapters.contract import adapter_identity, capture_record, error_kinds, request_metrics, reserved_config, serving_env, tenant_limits
 from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.serving_policy import ServingPolicy
 from cdk_adapters.vllm_options import VllmOptions
@@ -78,7 +78,7 @@ def test_every_container_variable_is_named_once_in_the_contract():
     assert outside == [], "container variables spelt outside cdk_adapters/contract/"
     assert [name for name, count in inside.items() if count > 1] == [], "a variable defined twice in the contract"
     defined = {
-        value for module in (serving_env, request_metrics, tenant_limits, capture_record)
+        value for module in (serving_env, request_metrics, tenant_limits, capture_record, adapter_identity)
         for name, value in vars(module).items() if name.isupper() and isinstance(value, str) and VARIABLE.match(value)
     }
     assert defined == set(inside), "every variable the contract spells is a constant of one of its codecs"

@@ -31,7 +31,7 @@ def record():
 
 
 def test_a_stream_cut_off_mid_way_ends_with_a_model_stream_error(record):
-    with Served(breaking_server) as backend, Served(RuntimeFront(record, backend, adapters={"invoices-v1": "invoices-v1"})) as front:
+    with Served(breaking_server) as backend, Served(RuntimeFront(record, backend)) as front:
         client = AdapterClient(record, runtime=local_runtime_client(front))
         stream = client.stream("invoices-v1", "Invoices are")
         received = []

@@ -36,7 +36,7 @@ class Backend:
 def front():
     backend = Backend()
     record = local_record(allow_base_model=False, aliases={})
-    with Served(backend) as backend_url, Served(RuntimeFront(record, backend_url, adapters={"a-v1": "a-v1"})) as url:
+    with Served(backend) as backend_url, Served(RuntimeFront(record, backend_url)) as url:
         yield url.removeprefix("http://"), backend
 
 

@@ -141,19 +141,21 @@ def test_unknown_version(tmp_path):
 def test_a_rows_limits_parse_and_bad_ones_name_the_adapter_and_field(tmp_path):
     good = write_manifest(tmp_path, [
         {"name": "bulk-v1", "source": "s3://example-adapters/adapters/bulk-v1/adapter.tar.gz",
-         "limits": {"weight": 0.5, "max_in_flight": 4, "max_queue": 32, "max_queue_wait_s": 10}},
+         "limits": {"weight": 0.5, "max_in_flight": 4, "max_queue": 32, "max_queue_wait_s": 10, "max_n": 2}},
     ], name="good.yaml")
     (row,) = load_manifest(good).manifest.adapters
-    assert row.limits.model_dump() == {"weight": 0.5, "max_in_flight": 4, "max_queue": 32, "max_queue_wait_s": 10.0}
+    assert row.limits.model_dump() == {"weight": 0.5, "max_in_flight": 4, "max_queue": 32, "max_queue_wait_s": 10.0, "max_n": 2}
+    assert row.limits.to_limits().max_n == 2
     bad = write_manifest(tmp_path, [
         {"name": "bulk-v1", "source": "s3://example-adapters/adapters/bulk-v1/adapter.tar.gz",
-         "limits": {"weight": 0, "max_in_flight": 0, "max_queue_wait_s": 120, "burst": 3}},
+         "limits": {"weight": 0, "max_in_flight": 0, "max_queue_wait_s": 120, "burst": 3, "max_n": 0}},
     ], name="bad.yaml")
     with pytest.raises(ConfigurationError) as caught:
         load_manifest(bad)
     assert sorted(problems_of(caught.value)) == [
         ("adapter 'bulk-v1'", "limits.burst"),
         ("adapter 'bulk-v1'", "limits.max_in_flight"),
+        ("adapter 'bulk-v1'", "limits.max_n"),
         ("adapter 'bulk-v1'", "limits.max_queue_wait_s"),
         ("adapter 'bulk-v1'", "limits.weight"),
     ]

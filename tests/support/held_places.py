@@ -8,9 +8,10 @@ How a place is held still: the tiny model writes 220 tokens in about half a seco
 see a queue form. A place is held as a slow consumer holds one in production: a streamed answer
 much larger than what can be in transit to a caller that reads nothing and advertises a small
 segment size and receive buffer. Measured here: such a connection takes 143-200 KB before vLLM's
-send waits (kernel buffers plus the server's write buffer); the held answer is about 630 KB (two
-sampled choices of 220 tokens, 20 logprobs each), so the request keeps its place until its caller
-reads on (stream end) or leaves (disconnect), however slow the machine.
+send waits (kernel buffers plus the server's write buffer); the held answer is about 315 KB (one
+sampled choice of 220 tokens, 20 logprobs each; one choice, because a request costs one place per
+sequence), so the request keeps its place until its caller reads on (stream end) or leaves
+(disconnect), however slow the machine.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ DEADLINE_S = 120.0
 CHAT_PATH = "/v1/chat/completions"
 HELD_STREAM = {
     "messages": [{"role": "user", "content": "Summaries should be"}],
-    "max_tokens": 220, "ignore_eos": True, "stream": True, "logprobs": True, "top_logprobs": 20, "n": 2,
+    "max_tokens": 220, "ignore_eos": True, "stream": True, "logprobs": True, "top_logprobs": 20,
     "temperature": 1.0, "seed": 7,
 }
 """A streamed chat answer about three times what a slow reader's connection holds in transit."""
@@ -52,7 +53,7 @@ class Call:
         self.sock.connect(("127.0.0.1", server.port))
         payload = json.dumps(body).encode()
         head = (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(payload)}\r\n{ADAPTER_HEADER}: {adapter}\r\nX-Amzn-RequestId: {self.request_id}\r\n"
             "Connection: close\r\n\r\n"
         )
