@@ -193,7 +193,8 @@ class InvocationHandler:
         key = self._context.store.resolve(self._context.settings.adapter_key(given))
         if key is None:
             raise Refusal(
-                404, error_kinds.ADAPTER_NOT_FOUND, f"adapter {given!r} is not registered on this endpoint", adapter=given,
+                404, error_kinds.ADAPTER_NOT_FOUND, f"adapter {given!r} is not registered on this endpoint",
+                adapter=self._context.settings.adapter_key(given),
             )
         return key
 

@@ -125,7 +125,8 @@ def test_an_unknown_adapter_is_404_naming_what_was_sent_and_nothing_reaches_the_
     mw, app = middleware()
     answer = call(mw, "POST", "/invocations", body=completion(), headers={ADAPTER_IDENTIFIER_HEADER: f"{PREFIX}-ghost-v1"})
     assert error_type(answer) == (404, error_kinds.ADAPTER_NOT_FOUND)
-    assert answer[1]["error"]["adapter"] == f"{PREFIX}-ghost-v1"
+    assert answer[1]["error"]["message"] == f"adapter '{PREFIX}-ghost-v1' is not registered on this endpoint"
+    assert answer[1]["error"]["adapter"] == "ghost-v1"  # the identity, as the client and the logs know it
     assert app.seen == []
 
 

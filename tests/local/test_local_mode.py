@@ -221,11 +221,35 @@ def test_an_openai_client_names_the_adapter_in_model_on_this_machine_only(local_
         assert answer.choices[0].text == client.invoke(adapter, PROMPT, **GREEDY).text
     with pytest.raises(openai.NotFoundError):
         sdk.completions.create(model="support-en-v9", prompt=PROMPT, max_tokens=6)
-    # Through the SageMaker Runtime API the body never chooses: the base component stays the base.
+    # Through the SageMaker Runtime API the body never chooses: the base component stays the base,
+    # and with base access off it is refused before its body is read.
     with pytest.raises(runtime.exceptions.ModelError) as raw:
         runtime.invoke_endpoint(
             EndpointName="local", InferenceComponentName="local-base",
             Body=json.dumps({"model": "support-en-v1", "prompt": PROMPT}).encode(),
         )
-    assert raw.value.response["OriginalStatusCode"] == 403
-    assert json.loads(raw.value.response["OriginalMessage"])["error"]["type"] == "adapter_choice_refused"
+    assert raw.value.response["OriginalStatusCode"] == 400
+    assert json.loads(raw.value.response["OriginalMessage"])["error"]["type"] == "adapter_required"
+
+
+def test_a_web_page_cannot_register_or_invoke_on_the_local_servers(local_mode, demo_dir):
+    """Cross-origin and DNS-rebinding requests, with real requests to both loopback servers: the
+    adapter server refuses any ``Origin`` on /adapters and a registration body that is not JSON,
+    and both servers refuse a Host that is not their own loopback address; nothing is registered."""
+    import httpx
+
+    printed = [line for line in local_mode.printed.splitlines() if "OpenAI-compatible API" in line]
+    server = printed[0].split(": ", 1)[1].strip().removesuffix("/v1")
+    src = str(demo_dir / "adapters" / "support-en-v1")
+    with httpx.Client(base_url=server, timeout=60) as direct:
+        before = direct.get("/adapters").json()["adapters"]
+        page = direct.post("/adapters", json={"name": "page-v1", "src": src}, headers={"Origin": "http://attacker.example"})
+        form = direct.post("/adapters", content=json.dumps({"name": "page-v1", "src": src}), headers={"Content-Type": "text/plain"})
+        query = direct.post("/adapters", params={"name": "page-v1", "src": src}, headers={"Origin": "null"})
+        rebound = direct.post("/invocations", json={"prompt": "x"}, headers={"Host": "attacker.example", "X-Amzn-SageMaker-Adapter-Identifier": "support-en-v1"})
+        assert [r.status_code for r in (page, form, query, rebound)] == [403] * 4
+        assert {r.json()["error"]["type"] for r in (page, form, query, rebound)} == {"cross_origin_refused"}
+        assert direct.get("/adapters").json()["adapters"] == before
+    with httpx.Client(base_url=local_mode.url, timeout=60) as front:
+        assert front.get("/cdk-adapters/discovery", headers={"Host": "attacker.example"}).status_code == 403
+        assert front.get("/cdk-adapters/discovery").status_code == 200
