@@ -5,7 +5,9 @@ or alias name into ``InferenceComponentName`` by the record's one naming rule, s
 hand-builds component names or forgets them (a recurring bug in SageMaker clients, e.g.
 https://github.com/langchain-ai/langchain/issues/14344).
 An adapter is always required: a call without one is refused before it is sent, and the base
-model is reachable only with ``base_model=True`` on an endpoint whose record allows it.
+model is reachable only with ``base_model=True`` on an endpoint whose record allows it; a name
+whose component is the base component (``base``, in any case, by the naming rule) is refused
+like a missing adapter, whatever the record allows.
 """
 
 from __future__ import annotations
@@ -218,6 +220,16 @@ class AdapterClient:
             )
         resolved = self.record.resolve(adapter, self._rng)
         canary = self.record.canary
+        for endpoint, component, base in (
+            (self.record.endpoint_name, self.record.component_name(resolved), self.record.base_inference_component_name),
+            *([(canary.endpoint_name, canary.component_name(resolved), canary.base_inference_component_name)] if canary else []),
+        ):
+            if component.lower() == base.lower():  # SageMaker compares component names ignoring case
+                raise AdapterRequired(
+                    f"{adapter!r} names the base model's component {base!r} of endpoint {endpoint!r}, not an adapter: "
+                    "calls never reach the base model under an adapter's name; pass base_model=True (and no "
+                    "adapter) for a deliberate base-model call"
+                )
         if canary is not None and canary.takes(resolved, self._rng):
             return Target(resolved, canary.component_name(resolved), canary.endpoint_name, canary=True)
         return Target(resolved, self.record.component_name(resolved), self.record.endpoint_name)

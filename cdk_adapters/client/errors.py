@@ -41,7 +41,8 @@ class UnexpectedEndpoint(DiscoveryError):
 
 
 class AdapterRequired(AdapterClientError, ValueError):
-    """No adapter was named; the base model is never used without ``base_model=True``."""
+    """No adapter was named, or the name's component is the base component (``base``): the base
+    model is never used without ``base_model=True``."""
 
 
 class BaseModelNotAllowed(AdapterClientError):
