@@ -13,6 +13,15 @@ what is served, not this grant.
 
 The grant is held to the bucket's owner (``s3:ResourceAccount``): by default the account the
 endpoint's stack deploys to; `bucket_owner` names another account's bucket.
+
+Tenants: a location may be assigned to one tenant (``tenant="acme"``). The platform's discovery
+record then says which prefix each tenant may use, and a tenant's import
+(``from_discovery_parameter(..., tenant="acme")``) refuses at the tenant's synth an adapter that
+does not lie under its own prefix (rule ``tenant-location``): the most specific assigned location
+holding an object decides whose it is, so ``s3://b/`` for one tenant and ``s3://b/beta/`` for
+another give ``beta/...`` to the second. The platform's own adapters may use any location. The
+role still reads every location: the assignment keeps a tenant's synth from naming another
+tenant's archive; it is not an IAM boundary (one execution role reads for the whole endpoint).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from aws_cdk import aws_s3 as s3
 
 from cdk_adapters.iam_conditions import account_problem, kms_via_s3, s3_owned_by
 from cdk_adapters.problems import Problem
+from cdk_adapters.contract.discovery import tenant_name_problems
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 
 
@@ -48,31 +58,37 @@ class AdapterLocation:
     bucket_owner: str | None = None
     """The 12-digit account that owns the bucket; the grant reads only a bucket it owns. None: the
     account of the stack the endpoint is in."""
+    tenant: str | None = None
+    """The tenant whose adapters come from here (published in the discovery record); None: the
+    platform's own location, which no tenant of a platform that assigns tenants may use."""
 
     @staticmethod
     def from_s3_url(
-        url: str, *, encryption_key: kms.IKey | None = None, bucket_owner: str | None = None
+        url: str, *, encryption_key: kms.IKey | None = None, bucket_owner: str | None = None, tenant: str | None = None
     ) -> "AdapterLocation":
         """``s3://bucket/prefix/``, e.g. the ``--bucket``/``--prefix`` you publish adapters to.
-        `bucket_owner`: the bucket's account when it is not the endpoint stack's."""
+        `bucket_owner`: the bucket's account when it is not the endpoint stack's. `tenant`: the
+        tenant this prefix is assigned to (default: none, the platform's)."""
         try:
             parsed = parse_s3_url(url, key_required=False)
         except S3UrlError:
-            return AdapterLocation(bucket_name="", prefix="", encryption_key=encryption_key, url=url, bucket_owner=bucket_owner)
-        return AdapterLocation(parsed.bucket, _as_prefix(parsed.key), encryption_key, url, bucket_owner)
+            return AdapterLocation(bucket_name="", prefix="", encryption_key=encryption_key, url=url, bucket_owner=bucket_owner, tenant=tenant)
+        return AdapterLocation(parsed.bucket, _as_prefix(parsed.key), encryption_key, url, bucket_owner, tenant)
 
     @staticmethod
     def from_bucket(
-        bucket: s3.IBucket, prefix: str = "", *, encryption_key: kms.IKey | None = None, bucket_owner: str | None = None
+        bucket: s3.IBucket, prefix: str = "", *, encryption_key: kms.IKey | None = None, bucket_owner: str | None = None,
+        tenant: str | None = None,
     ) -> "AdapterLocation":
         """A prefix of a bucket you have as a construct. Default key: the bucket's own, if any.
         Default owner: the bucket's account (``bucket.env.account``: the account given to
-        ``Bucket.from_bucket_attributes``, else its stack's)."""
+        ``Bucket.from_bucket_attributes``, else its stack's). `tenant`: as in `from_s3_url`."""
         return AdapterLocation(
             bucket.bucket_name,
             _as_prefix(prefix),
             encryption_key or bucket.encryption_key,
             bucket_owner=bucket_owner or bucket.env.account,
+            tenant=tenant,
         )
 
     def describe(self) -> str:
@@ -85,7 +101,25 @@ class AdapterLocation:
         found = []
         if self.bucket_owner is not None and account_problem(self.bucket_owner):
             found.append(Problem(subject, f"{field}.bucket_owner", account_problem(self.bucket_owner) or ""))
+        if self.tenant is not None:
+            found += [Problem(subject, f"{field}.tenant", message) for message in tenant_name_problems(self.tenant)]
         return found + self._prefix_problems(subject, field)
+
+    def assignment_problems(self, declared: "list[AdapterLocation]", subject: str) -> list[Problem]:
+        """This location, assigned to a tenant, is not also assigned to another tenant among
+        `declared` (the endpoint's locations so far): one prefix has at most one tenant."""
+        if self.tenant is None:
+            return []
+        return [
+            Problem(
+                subject, "adapter_locations",
+                f"{self.describe()} is assigned to tenant {other.tenant!r} already; one location has one tenant "
+                f"(give {self.tenant!r} a prefix of its own)",
+            )
+            for other in declared
+            if other.tenant is not None and other.tenant.lower() != self.tenant.lower()
+            and (other.bucket_name, other.prefix) == (self.bucket_name, self.prefix)
+        ]
 
     def _prefix_problems(self, subject: str, field: str) -> list[Problem]:
         if self.url is not None:

@@ -783,6 +783,7 @@ class MultiAdapterEndpoint(Construct):
         return names.component_prefix(stack_name, self.node.path)
 
     def _add_location(self, location: AdapterLocation) -> None:
+        raise_if_any(location.assignment_problems(self.adapter_locations, self._subject), heading="cannot assign the adapter location")
         self.adapter_locations.append(location)
         self.permissions.add_location(location)
 

@@ -44,7 +44,9 @@ class IMultiAdapterEndpoint(Protocol):
         ...
 
     def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
-        """Let `grantee` invoke the named adapters or aliases (default: every component)."""
+        """Let `grantee` invoke the named adapters or aliases. Default: on `MultiAdapterEndpoint`,
+        every component of the endpoint; on an import (a tenant's stack), only the adapters added
+        through that import (``all_components=True`` there grants every component)."""
         ...
 
     def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:

@@ -17,6 +17,18 @@ location) and, for a local archive, the compatibility gate against the platform'
 reference (`contract.discovery.ServingReference`), so a tenant's bad adapter fails the tenant's
 synth with the rule id the platform's own synth would give.
 
+Tenants: when the platform assigns adapter locations to tenants (``AdapterLocation(...,
+tenant="acme")``, published in the record's serving reference), an import must say which tenant
+it is (``tenant="acme"``), and a published adapter must lie under that tenant's own prefix: the
+most specific assigned location holding it must be the tenant's (rule ``tenant-location``). A
+platform that assigns no tenant keeps the single-team rule (any declared location), and an import
+that names a tenant it assigns none is refused rather than left unchecked. The check runs at the
+tenant's synth; the platform's role still reads every location (see `adapter_location`).
+
+Grants: `grant_invoke` grants this import's own adapters by default; a name must be one of them
+or a platform alias; every component (``<prefix>-*``: every tenant's and the base) only with
+``all_components=True`` (`invoke_grant.TenantInvokeGrants`).
+
 Deploy check: `add_deploy_check` gives the tenant's stack its own check (`deploy_check`), which
 invokes the tenant's new or changed adapters after the tenant's deployment and fails it (rolling it
 back) when one does not answer as itself. Its policy names the endpoint and each of this stack's
@@ -31,7 +43,7 @@ tenant stacks (or their adapters) before the platform's endpoint (docs/construct
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import jsii
 from aws_cdk import Aws, Stack, Token
@@ -48,13 +60,19 @@ from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.gate import Acknowledgment, Reference
 from cdk_adapters.gate.check import new_adapter_name_problems
 from cdk_adapters.contract import adapter_names
-from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError, ServingReference
+from cdk_adapters.contract.discovery import (
+    TENANT_LOCATION_RULE,
+    DiscoveryRecord,
+    DiscoveryRecordError,
+    ServingReference,
+    tenant_name_problems,
+)
 from cdk_adapters.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
 from cdk_adapters.endpoint_logs import EndpointLogs
 from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count
 from cdk_adapters.iam_conditions import kms_via_s3, s3_owned_by
 from cdk_adapters.inference_component import AdapterInferenceComponent, InferenceComponentMetrics
-from cdk_adapters.invoke_grant import INVOKE_ACTIONS
+from cdk_adapters.invoke_grant import TenantInvokeGrants
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 LOOKUP_DUMMY_PREFIX = "dummy-value-for-"
@@ -92,15 +110,21 @@ class ImportedMultiAdapterEndpoint(Construct):
         adapter_locations: Sequence[AdapterLocation] = (),
         execution_role_arn: str | None = None,
         lookup_pending: bool = False,
+        tenant: str | None = None,
     ) -> None:
         """
         :param record: what the platform published (or the attributes, as a record).
         :param discovery_parameter_name: the record's SSM parameter, for `grant_read_discovery`.
         :param adapter_locations: where the platform's role reads published adapters, beside
-            those the serving reference lists.
+            those the serving reference lists. Not allowed with `tenant` on a platform that
+            assigns tenants (only the platform assigns a tenant's locations).
         :param execution_role_arn: the platform endpoint's execution role, needed only for local
             archives: this stack grants it read access to their asset objects.
         :param lookup_pending: the record is a placeholder (first synth pass of a lookup).
+        :param tenant: which of the platform's tenants this stack is. Required when the record's
+            serving reference assigns locations to tenants (published adapters must then lie under
+            this tenant's own prefix); refused when it assigns none. Default None: the platform
+            assigns no tenant (single team), or the serving reference is not known here.
         """
         super().__init__(scope, id)
         self._subject = f"imported MultiAdapterEndpoint {self.node.path!r}"
@@ -113,9 +137,11 @@ class ImportedMultiAdapterEndpoint(Construct):
             problems += [Problem(p.subject, field, p.message) for p in adapter_names.validate_component_name(value, self._subject)]
         if discovery_parameter_name is not None and (not isinstance(discovery_parameter_name, str) or not discovery_parameter_name.startswith("/")):
             problems.append(Problem(self._subject, "discovery_parameter_name", f"must be an SSM parameter name starting with '/', got {discovery_parameter_name!r}"))
+        assigned_tenant, tenant_problems = _tenant(record.serving, tenant, bool(adapter_locations), self._subject)
+        problems += tenant_problems
         locations = list(adapter_locations or ())
         if record.serving is not None:
-            locations += serving_reference.adapter_locations(record.serving)
+            locations += serving_reference.adapter_locations(record.serving, assigned_tenant)
         for index, location in enumerate(locations):
             problems += location.problems(self._subject, f"adapter_locations[{index}]")
         if execution_role_arn is not None and (not isinstance(execution_role_arn, str) or not (Token.is_unresolved(execution_role_arn) or execution_role_arn.startswith("arn:"))):
@@ -127,6 +153,10 @@ class ImportedMultiAdapterEndpoint(Construct):
         self.base_component_name = record.base_inference_component_name
         self.discovery_parameter_name = discovery_parameter_name
         self.adapter_locations = locations
+        """Where this import's published adapters may lie: with a tenant assignment, the tenant's own."""
+        self.tenant = assigned_tenant if assigned_tenant is not None else tenant
+        """The tenant this stack is (as the platform spells it), or None."""
+        self._tenant_assigned = assigned_tenant is not None
         self.lookup_pending = lookup_pending
         """True on the first synth pass of `from_discovery_parameter`, before the context holds the
         record: names are placeholders and the gate runs without the platform's reference."""
@@ -139,6 +169,8 @@ class ImportedMultiAdapterEndpoint(Construct):
         self.deploy_check: AdapterDeployCheck | None = None
         """This stack's deploy check (`add_deploy_check`), or None."""
         self.node.add_validation(_TenantStackBudget(self))
+        self._invoke_grants = TenantInvokeGrants(self)
+        self.node.add_validation(self._invoke_grants)
 
     # ------------------------------------------------------------------ factories
 
@@ -155,12 +187,15 @@ class ImportedMultiAdapterEndpoint(Construct):
         serving_reference: ServingReference | None = None,
         adapter_locations: Sequence[AdapterLocation] = (),
         execution_role_arn: str | None = None,
+        tenant: str | None = None,
     ) -> "ImportedMultiAdapterEndpoint":
         """An endpoint from plain attributes (the platform stack's outputs); needs no account.
 
         :param serving_reference: what adapters must fit (``DiscoveryRecord.from_json(text).serving``
-            of the platform's record). Default None: the gate runs only its file-level rules here
-            and the rest runs in the container when SageMaker registers the adapter.
+            of the platform's record), tenant assignments included. Default None: the gate runs
+            only its file-level rules here and the rest runs in the container when SageMaker
+            registers the adapter; no tenant assignment is known, so none is checked.
+        :param tenant: which tenant this stack is (see the constructor).
         """
         record = DiscoveryRecord(
             endpoint_name=endpoint_name,
@@ -175,6 +210,7 @@ class ImportedMultiAdapterEndpoint(Construct):
             discovery_parameter_name=discovery_parameter_name,
             adapter_locations=adapter_locations,
             execution_role_arn=execution_role_arn,
+            tenant=tenant,
         )
 
     @classmethod
@@ -186,10 +222,12 @@ class ImportedMultiAdapterEndpoint(Construct):
         parameter_name: str,
         adapter_locations: Sequence[AdapterLocation] = (),
         execution_role_arn: str | None = None,
+        tenant: str | None = None,
     ) -> "ImportedMultiAdapterEndpoint":
         """An endpoint read from its discovery record at synth (`ssm.StringParameter.value_from_lookup`,
         cached in ``cdk.context.json``; ``cdk context --reset`` reads it again). The stack needs an
-        explicit account and region.
+        explicit account and region. `tenant`: which of the platform's tenants this stack is
+        (required when the record assigns tenants locations; see the constructor).
 
         On the first pass, before the context holds the value, CDK returns a dummy value: the
         import then stands for a placeholder endpoint (`lookup_pending`), so synth completes and
@@ -206,7 +244,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         if value.startswith(LOOKUP_DUMMY_PREFIX):
             record = DiscoveryRecord(PLACEHOLDER_NAME, f"{PLACEHOLDER_NAME}-base", PLACEHOLDER_NAME)
             return cls(scope, id, record=record, discovery_parameter_name=parameter_name, adapter_locations=adapter_locations,
-                       execution_role_arn=execution_role_arn, lookup_pending=True)
+                       execution_role_arn=execution_role_arn, lookup_pending=True, tenant=tenant)
         try:
             record = DiscoveryRecord.from_json(value)
         except DiscoveryRecordError as error:
@@ -215,7 +253,7 @@ class ImportedMultiAdapterEndpoint(Construct):
                 heading="cannot import MultiAdapterEndpoint",
             ) from None
         return cls(scope, id, record=record, discovery_parameter_name=parameter_name, adapter_locations=adapter_locations,
-                   execution_role_arn=execution_role_arn)
+                   execution_role_arn=execution_role_arn, tenant=tenant)
 
     # ------------------------------------------------------------------ the interface
 
@@ -347,19 +385,28 @@ class ImportedMultiAdapterEndpoint(Construct):
             self.deploy_check.track(component, None)
         return self.deploy_check
 
-    def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
-        """Let `grantee` invoke adapters of the imported endpoint (this stack's or the platform's).
+    def grant_invoke(
+        self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None, *, all_components: bool = False
+    ) -> iam.Grant:
+        """Let `grantee` invoke this stack's adapters on the imported endpoint.
 
-        `adapters` names adapters or the platform's aliases (an alias grants its targets); default
-        every component (``<prefix>-*``). Canary components of the granted adapters are included
-        when the record names a canary. Names are checked as adapter names only: an import cannot
-        know the platform's adapters.
+        Default: this import's own adapters (those added through `add_adapter`, before or after
+        this call: the resources are rendered at synth). `adapters` names some of them, or the
+        platform's aliases from the record (an alias grants its targets); any other name (another
+        tenant's adapter, a platform adapter with no alias) fails synth. `all_components=True`
+        grants every component of the endpoint (``<prefix>-*``: every tenant's, the platform's
+        and the base), and must be asked for. Canary components of the granted adapters, and the
+        canary's ``<prefix>-*`` with `all_components`, are included when the record names a canary.
         """
+        if not isinstance(all_components, bool):
+            raise ConfigurationError([Problem(self._subject, "grant_invoke.all_components", f"must be True or False, got {all_components!r}")])
+        if all_components and adapters is not None:
+            raise ConfigurationError([Problem(self._subject, "grant_invoke.all_components", "is given with adapters=; grant named adapters, or every component, not both")])
         if adapters is not None and (isinstance(adapters, str) or not list(adapters)):
-            raise ConfigurationError([Problem(self._subject, "grant_invoke.adapters", f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant every adapter")])
+            raise ConfigurationError([Problem(self._subject, "grant_invoke.adapters", f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant this stack's adapters")])
         problems = [problem for name in adapters or () for problem in names.validate_adapter_name(name, f"grant_invoke.adapters {name!r} of {self._subject}")]
         raise_if_any(problems, heading=f"cannot grant invoke on {self._subject}")
-        return iam.Grant.add_to_principal(grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=self._invoke_arns(adapters))
+        return self._invoke_grants.add(grantee, None if adapters is None else list(adapters), all_components)
 
     def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` read the discovery parameter (by its literal ARN)."""
@@ -382,27 +429,6 @@ class ImportedMultiAdapterEndpoint(Construct):
 
     # ------------------------------------------------------------------ internals
 
-    def _invoke_arns(self, adapters: Sequence[str] | None) -> list[str]:
-        stack = Stack.of(self)
-
-        def component(name: str) -> str:
-            return stack.format_arn(service="sagemaker", resource="inference-component", resource_name=name)
-
-        record = self.record
-        canary = record.canary
-        if adapters is None:
-            arns = [self.endpoint_arn, component(f"{record.component_prefix}-*")]
-            if canary is not None:
-                arns += [stack.format_arn(service="sagemaker", resource="endpoint", resource_name=canary.endpoint_name), component(f"{canary.component_prefix}-*")]
-            return arns
-        targets = list(dict.fromkeys(target for name in adapters for target in (_targets(record.aliases, name) or [name])))
-        main = [self.endpoint_arn] + [component(record.component_name(target)) for target in targets]
-        served = [target for target in targets if canary is not None and canary.serves(target)]
-        if canary is None or not served:
-            return main
-        canary_arn = stack.format_arn(service="sagemaker", resource="endpoint", resource_name=canary.endpoint_name)
-        return main + [canary_arn] + [component(canary.component_name(target)) for target in served]
-
     def _location_problems(self, artifact: AdapterArtifact, subject: str) -> list[Problem]:
         published = artifact.s3_object
         if published is None:
@@ -410,11 +436,30 @@ class ImportedMultiAdapterEndpoint(Construct):
                 return [Problem(subject, "artifact", "is a local archive, which the platform's endpoint role can read only when this stack grants it: "
                                 "import with execution_role_arn=..., or publish the archive under one of the endpoint's adapter locations")]
             return []
+        if self._tenant_assigned:
+            return self._tenant_location_problems(published, subject)
         if any(location.contains(published.bucket_name, published.key) for location in self.adapter_locations):
             return []
         declared = ", ".join(location.describe() for location in self.adapter_locations) or "none"
         return [Problem(subject, published.field, f"{published.url} is outside every adapter location of the endpoint (declared: {declared}); "
                         "the platform's role reads adapters only there: publish it under one of them, or ask the platform to declare its prefix")]
+
+    def _tenant_location_problems(self, published: Any, subject: str) -> list[Problem]:
+        """The tenant-location rule: the most specific assigned location holding the object is this tenant's."""
+        serving = self.record.serving
+        assert serving is not None and self.tenant is not None
+        allowed = ", ".join(serving.locations_of(self.tenant))
+        owner = serving.owner_of(published.bucket_name, published.key)
+        if owner is not None and owner[0].lower() == self.tenant.lower():
+            return []
+        where = (
+            "under none of them" if owner is None else f"under {owner[1]}, the prefix the platform assigned to tenant {owner[0]!r}"
+        )
+        return [Problem(
+            subject, published.field,
+            f"{published.url} breaks the {TENANT_LOCATION_RULE} rule: tenant {self.tenant!r} may serve adapters only from "
+            f"its own prefix ({allowed}), and this archive lies {where}; publish it under {allowed.split(', ')[0]}",
+        )]
 
     def _grant_archive(self, object_arn: str, kms_key_arn: str | None) -> iam.Policy:
         if self._archive_policy is None:
@@ -434,11 +479,40 @@ class ImportedMultiAdapterEndpoint(Construct):
         return self._archive_policy
 
 
-def _targets(aliases: Mapping[str, Mapping[str, int]], name: str) -> list[str] | None:
-    for alias, targets in aliases.items():
-        if adapter_names.adapter_name_key(alias) == adapter_names.adapter_name_key(name):
-            return list(targets)
-    return None
+def _tenant(
+    serving: ServingReference | None, tenant: str | None, extra_locations: bool, subject: str
+) -> tuple[str | None, list[Problem]]:
+    """The tenant as the platform assigned it (None when the record assigns no tenant), and what
+    is wrong with the import's `tenant` against the record's assignments."""
+    if tenant is not None and tenant_name_problems(tenant):
+        return None, [Problem(subject, "tenant", message) for message in tenant_name_problems(tenant)]
+    tenants = serving.tenants if serving is not None else ()
+    listed = ", ".join(map(repr, tenants))
+    if not tenants:
+        if tenant is not None and serving is not None:
+            return None, [Problem(subject, "tenant", (
+                f"{tenant!r} is named, but the platform's endpoint assigns no tenant an adapter location, so nothing "
+                "could hold this stack to its own prefix; import without tenant=, or ask the platform to assign "
+                f"one: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant={tenant!r})"
+            ))]
+        return None, []
+    if tenant is None:
+        return None, [Problem(subject, "tenant", (
+            f"the platform's endpoint assigns adapter locations to tenants ({listed}); import with tenant='<yours>' "
+            "so this stack's adapters are held to its own prefix"
+        ))]
+    assigned = serving.tenant_of(tenant)  # type: ignore[union-attr]
+    if assigned is None:
+        return None, [Problem(subject, "tenant", (
+            f"{tenant!r} is not a tenant of the platform's endpoint (its tenants: {listed}); ask the platform to assign "
+            f"it a location: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant={tenant!r})"
+        ))]
+    if extra_locations:
+        return None, [Problem(subject, "adapter_locations", (
+            f"cannot widen tenant {assigned!r}'s locations: the platform assigns them "
+            f"({', '.join(serving.locations_of(assigned))}); leave adapter_locations out"  # type: ignore[union-attr]
+        ))]
+    return assigned, []
 
 
 @jsii.implements(IValidation)

@@ -8,6 +8,12 @@ come after the grant (aws-cdk-lib's grants do not depend on call order either). 
 resources are therefore a `Lazy` list computed when the template is rendered, and the names are
 checked at synth (`validate`). Each statement carries its own ``Sid``: IAM's policy minimisation
 would otherwise merge it with another statement, which a lazy list cannot be merged into.
+
+A tenant's stack (`ImportedMultiAdapterEndpoint`, `TenantInvokeGrants`) shares the endpoint with
+other tenants and the platform, so its default is narrower: its own adapters (those added
+through that import), rendered at synth like the owned endpoint's; a name must be one of them or
+an alias of the platform's record; ``<prefix>-*`` (every tenant's component and the base) only
+with an explicit ``all_components=True``.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct, IValidation, Node
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
+from cdk_adapters.contract.discovery import DiscoveryRecord
 
 INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
 
@@ -122,9 +129,114 @@ def _describe(grantee: iam.IGrantable) -> str:
 
 @jsii.implements(IListProducer)
 class _Resources:
-    def __init__(self, grants: InvokeGrants, grant: _Grant) -> None:
+    def __init__(self, grants: "InvokeGrants | TenantInvokeGrants", grant: Any) -> None:
         self._grants = grants
         self._grant = grant
 
     def produce(self, context: IResolveContext) -> list[str]:
         return self._grants.resources(self._grant)
+
+
+class TenantGrantedEndpoint(Protocol):
+    """What a tenant grant reads of an `ImportedMultiAdapterEndpoint`."""
+
+    node: Node
+    endpoint_arn: str
+    record: DiscoveryRecord
+
+    @property
+    def adapters(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class _TenantGrant:
+    names: tuple[str, ...] | None
+    """Adapter or alias names granted; None: this stack's own adapters (or every component, with
+    `all_components`)."""
+    all_components: bool
+    grantee: str
+
+
+@jsii.implements(IValidation)
+class TenantInvokeGrants:
+    """The `grant_invoke` calls of one import in a tenant's stack; a validation of it."""
+
+    def __init__(self, endpoint: TenantGrantedEndpoint) -> None:
+        self._endpoint = endpoint
+        self._grants: list[_TenantGrant] = []
+        self._sid_prefix = "InvokeTenantAdapters" + hashlib.sha256(endpoint.node.path.encode()).hexdigest()[:8]
+
+    def add(self, grantee: iam.IGrantable, names: Sequence[str] | None, all_components: bool) -> iam.Grant:
+        grant = _TenantGrant(None if names is None else tuple(names), all_components, _describe(grantee))
+        self._grants.append(grant)
+        if all_components:  # known now, whatever is added later: a literal list, as before
+            return iam.Grant.add_to_principal(grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=self.resources(grant))
+        result = iam.Grant.add_to_principal(
+            grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=Lazy.uncached_list(_Resources(self, grant))
+        )
+        for statement in result.principal_statements:
+            statement.sid = f"{self._sid_prefix}{len(self._grants)}"
+        return result
+
+    def validate(self) -> list[str]:
+        """At synth: a default grant has adapters to grant; each named grant names this stack's
+        adapter or a platform alias."""
+        subject = f"imported MultiAdapterEndpoint {self._endpoint.node.path!r}"
+        found = []
+        for grant in self._grants:
+            if grant.all_components:
+                continue
+            if grant.names is None and not self._endpoint.adapters:
+                found.append(
+                    f"{subject}: grant_invoke (granted to {grant.grantee}) grants this stack's own adapters by default, "
+                    "and none is added; add one with add_adapter, name a platform alias in adapters=, or pass "
+                    "all_components=True to grant every component of the endpoint (every tenant's and the base)"
+                )
+            found += [
+                f"{subject}: grant_invoke.adapters: {name!r} (granted to {grant.grantee}) is neither an adapter of this "
+                "stack nor an alias of the platform's endpoint; a tenant stack grants its own adapters (add_adapter) or "
+                "the platform's aliases (all_components=True grants every component of the endpoint)"
+                for name in grant.names or ()
+                if self._targets(name) is None
+            ]
+        return found
+
+    def _own(self) -> list[str]:
+        return list(self._endpoint.adapters)
+
+    def _targets(self, name: str) -> list[str] | None:
+        """The adapters a call to `name` may reach: this stack's adapter itself, or a platform
+        alias's targets; None: neither."""
+        key = adapter_name_key(name)
+        own = next((adapter for adapter in self._own() if adapter_name_key(adapter) == key), None)
+        if own is not None:
+            return [own]
+        aliases = self._endpoint.record.aliases
+        targets = next((t for alias, t in aliases.items() if adapter_name_key(alias) == key), None)
+        return None if targets is None else list(targets)
+
+    def resources(self, grant: _TenantGrant) -> list[str]:
+        """Every ARN a client calling the granted names can reach, main endpoint and canary."""
+        endpoint = self._endpoint
+        record = endpoint.record
+        canary = record.canary
+        stack = Stack.of(endpoint)  # type: ignore[arg-type]
+
+        def component(name: str) -> str:
+            return stack.format_arn(service="sagemaker", resource="inference-component", resource_name=name)
+
+        def endpoint_arn(name: str) -> str:
+            return stack.format_arn(service="sagemaker", resource="endpoint", resource_name=name)
+
+        if grant.all_components:
+            arns = [endpoint.endpoint_arn, component(f"{record.component_prefix}-*")]
+            if canary is not None:
+                arns += [endpoint_arn(canary.endpoint_name), component(f"{canary.component_prefix}-*")]
+            return arns
+        granted = self._own() if grant.names is None else [t for name in grant.names for t in self._targets(name) or ()]
+        targets = list(dict.fromkeys(adapter_name_key(target) for target in granted))
+        main = [endpoint.endpoint_arn] + [component(record.component_name(target)) for target in targets]
+        served = [target for target in targets if canary is not None and canary.serves(target)]
+        if canary is None or not served:
+            return main
+        return main + [endpoint_arn(canary.endpoint_name)] + [component(canary.component_name(target)) for target in served]

@@ -1,7 +1,7 @@
 """The serving reference between the gate's types and the discovery record's plain document.
 
 The platform's endpoint publishes the `gate.Reference` it checks adapters against (and its
-adapter locations) in its discovery record; an imported endpoint in another team's app turns the
+adapter locations, with the tenant each is assigned to) in its discovery record; an imported endpoint in another team's app turns the
 record's `ServingReference` back into a `gate.Reference`, so the same gate refuses the same
 adapter in either app, with the same rule id and message.
 """
@@ -37,8 +37,13 @@ def publish(reference: Reference, locations: Sequence[AdapterLocation]) -> Servi
         base_model=served,
         max_lora_rank=rank,
         allow_vision_modules=reference.allow_vision_modules,
-        adapter_locations=tuple(f"s3://{location.bucket_name}/{location.prefix}" for location in locations),
+        adapter_locations=tuple(_url(location) for location in locations),
+        tenant_locations=tuple(sorted({(location.tenant, _url(location)) for location in locations if location.tenant is not None})),
     )
+
+
+def _url(location: AdapterLocation) -> str:
+    return f"s3://{location.bucket_name}/{location.prefix}"
 
 
 def gate_reference(serving: ServingReference) -> Reference:
@@ -60,6 +65,9 @@ def gate_reference(serving: ServingReference) -> Reference:
     return Reference(facts, serving.max_lora_rank, serving.allow_vision_modules)
 
 
-def adapter_locations(serving: ServingReference) -> list[AdapterLocation]:
-    """The published locations (their KMS keys are the platform's: the role holds the grants)."""
-    return [AdapterLocation.from_s3_url(url) for url in serving.adapter_locations]
+def adapter_locations(serving: ServingReference, tenant: str | None = None) -> list[AdapterLocation]:
+    """The published locations (their KMS keys are the platform's: the role holds the grants);
+    with `tenant`, only those the platform assigned to that tenant."""
+    if tenant is None:
+        return [AdapterLocation.from_s3_url(url) for url in serving.adapter_locations]
+    return [AdapterLocation.from_s3_url(url, tenant=tenant) for url in serving.locations_of(tenant)]

@@ -15,6 +15,14 @@ needs to check an adapter offline before adding it to this endpoint: the base mo
 served ``--max-lora-rank``, the vision flag and the adapter locations. Clients ignore it; an
 imported endpoint (`MultiAdapterEndpoint.from_discovery_parameter`) runs the compatibility gate
 against it. A reader that does not know its version reads the record without it.
+
+Tenant assignments (``serving.tenants``: tenant -> the adapter-location URLs that tenant's
+adapters must come from) are written only when the platform assigns a location to a tenant, and
+then with serving version 2 (`SERVING_TENANTS_VERSION`): a reader from before assignments existed
+does not know version 2, so it reads the record *without* the serving reference (no locations, no
+assignments) and refuses every published tenant adapter as outside every location, instead of
+silently ignoring the assignment. A record without assignments is written as version 1, byte for
+byte as before. The size grows with the tenants and their prefixes, never with the adapters.
 """
 
 from __future__ import annotations
@@ -24,14 +32,26 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_name_key
-from cdk_adapters.contract.s3_url import S3UrlError, parse_s3_url
+from cdk_adapters.contract.adapter_names import (
+    SAGEMAKER_NAME_MAX_LENGTH,
+    SAGEMAKER_NAME_PATTERN,
+    adapter_component_name,
+    adapter_name_key,
+)
+from cdk_adapters.contract.s3_url import S3UrlError, as_prefix, parse_s3_url
 
 RECORD_KIND = "cdk-adapters/discovery"
 RECORD_VERSION = 1
 """The major version this module writes and reads."""
 SERVING_VERSION = 1
-"""The version of the optional ``serving`` key this module writes and reads."""
+"""The version of the optional ``serving`` key written when no tenant is assigned a location."""
+SERVING_TENANTS_VERSION = 2
+"""The version of the ``serving`` key written when tenants are assigned locations (``tenants``)."""
+SERVING_VERSIONS_READ = (SERVING_VERSION, SERVING_TENANTS_VERSION)
+"""Versions of the ``serving`` key this module reads."""
+TENANT_LOCATION_RULE = "tenant-location"
+"""The rule: a tenant's published adapter lies under an adapter location the platform assigned to
+that tenant, and under no more specific location assigned to another tenant."""
 
 
 class DiscoveryRecordError(ValueError):
@@ -209,16 +229,51 @@ class ServingReference:
     allow_vision_modules: bool = False
     adapter_locations: tuple[str, ...] = ()
     """``s3://bucket/prefix/`` the endpoint's role reads adapters from."""
+    tenant_locations: tuple[tuple[str, str], ...] = ()
+    """``(tenant, s3://bucket/prefix/)`` pairs, sorted: the locations assigned to each tenant
+    (each one of `adapter_locations`). Empty: no tenant is assigned one."""
+
+    @property
+    def tenants(self) -> tuple[str, ...]:
+        """The tenants assigned a location, sorted, each once."""
+        return tuple(dict.fromkeys(tenant for tenant, _ in self.tenant_locations))
+
+    def tenant_of(self, name: str) -> str | None:
+        """The assigned tenant called `name` (tenant names compare ignoring case), or None."""
+        return next((tenant for tenant in self.tenants if tenant.lower() == name.lower()), None)
+
+    def locations_of(self, tenant: str) -> tuple[str, ...]:
+        """The location URLs assigned to `tenant` (ignoring case)."""
+        return tuple(url for owner, url in self.tenant_locations if owner.lower() == tenant.lower())
+
+    def owner_of(self, bucket: str, key: str) -> tuple[str, str] | None:
+        """``(tenant, location URL)`` of the most specific assigned location holding the object
+        ``bucket/key``; None when no assigned location holds it."""
+        holding = [
+            (len(as_prefix(parsed.key)), tenant, url)
+            for tenant, url in self.tenant_locations
+            for parsed in [parse_s3_url(url, key_required=False)]
+            if parsed.holds(bucket, key)
+        ]
+        if not holding:
+            return None
+        _, tenant, url = max(holding)
+        return tenant, url
 
     def to_document(self) -> dict[str, Any]:
         document: dict[str, Any] = {
-            "version": SERVING_VERSION,
+            "version": SERVING_TENANTS_VERSION if self.tenant_locations else SERVING_VERSION,
             "max_lora_rank": self.max_lora_rank,
             "allow_vision_modules": self.allow_vision_modules,
             "adapter_locations": list(self.adapter_locations),
         }
         if self.base_model is not None:
             document["base_model"] = self.base_model.to_document()
+        if self.tenant_locations:
+            tenants: dict[str, list[str]] = {}
+            for tenant, url in self.tenant_locations:
+                tenants.setdefault(tenant, []).append(url)
+            document["tenants"] = tenants
         return document
 
     @classmethod
@@ -227,7 +282,8 @@ class ServingReference:
         read (a client needs none of it)."""
         if not isinstance(document, dict):
             return None, ["'serving' must be an object"]
-        if document.get("version") != SERVING_VERSION:
+        version = document.get("version")
+        if isinstance(version, bool) or version not in SERVING_VERSIONS_READ:
             return None, []
         problems: list[str] = []
         rank = document.get("max_lora_rank")
@@ -248,9 +304,13 @@ class ServingReference:
         if document.get("base_model") is not None:
             base, base_problems = ServedBaseModel.from_document(document["base_model"])
             problems += base_problems
+        assigned: tuple[tuple[str, str], ...] = ()
+        if version == SERVING_TENANTS_VERSION:  # version 1 knows no tenants: a key there is ignored
+            assigned, tenant_problems = _tenants_from_document(document.get("tenants"), locations if isinstance(locations, list) else [])
+            problems += tenant_problems
         if problems:
             return None, problems
-        return cls(base, rank, document.get("allow_vision_modules", False), tuple(locations)), []
+        return cls(base, rank, document.get("allow_vision_modules", False), tuple(locations), assigned), []
 
 
 @dataclass(frozen=True)
@@ -381,6 +441,46 @@ def alias_problems(
             if unknown:
                 found.append((alias, f"targets {', '.join(map(repr, unknown))}, which is not an adapter of this endpoint"))
     return found
+
+
+def tenant_name_problems(tenant: object) -> list[str]:
+    """What is wrong with `tenant` as a tenant name (empty when it is fine): the characters of a
+    SageMaker name, at most 63 of them, so it can sit in names and messages as it is."""
+    if not isinstance(tenant, str) or not SAGEMAKER_NAME_PATTERN.fullmatch(tenant) or len(tenant) > SAGEMAKER_NAME_MAX_LENGTH:
+        return [f"tenant {tenant!r} must be 1 to {SAGEMAKER_NAME_MAX_LENGTH} letters, digits and inner hyphens"]
+    return []
+
+
+def _tenants_from_document(raw: object, locations: list[object]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """The ``tenants`` key of a version-2 serving reference: tenant -> non-empty list of URLs, each
+    one of the reference's adapter locations; tenant names unique ignoring case."""
+    if not isinstance(raw, dict) or not raw:
+        return (), ["serving.tenants must map each tenant to a non-empty list of its adapter locations (s3:// URLs)"]
+    problems: list[str] = []
+    pairs: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for tenant, urls in raw.items():
+        problems += [f"serving.tenants: {message}" for message in tenant_name_problems(tenant)]
+        if isinstance(tenant, str):
+            if tenant.lower() in seen:
+                problems.append(f"serving.tenants: tenant {tenant!r} is listed twice (tenant names compare ignoring case)")
+            seen.add(tenant.lower())
+        if not isinstance(urls, list) or not urls or not all(isinstance(url, str) for url in urls):
+            problems.append(f"serving.tenants.{tenant}: must be a non-empty list of s3:// URLs")
+            continue
+        for url in urls:
+            if url not in locations:
+                problems.append(f"serving.tenants.{tenant}: {url!r} is not one of serving.adapter_locations")
+            pairs.append((tenant, url))
+    owners: dict[str, list[str]] = {}
+    for tenant, url in pairs:
+        owners.setdefault(url, []).append(tenant)
+    problems += [
+        f"serving.tenants: {url!r} is assigned to {len(listed)} tenants ({', '.join(sorted(map(repr, listed)))}); a location has one"
+        for url, listed in owners.items()
+        if len({tenant.lower() for tenant in listed}) > 1
+    ]
+    return tuple(sorted(pairs)), problems
 
 
 def _lookup(aliases: Mapping[str, Mapping[str, int]], name: str) -> Mapping[str, int] | None:

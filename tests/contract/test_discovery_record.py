@@ -16,7 +16,9 @@ import pytest
 from cdk_adapters.contract.discovery import (
     RECORD_KIND,
     RECORD_VERSION,
+    SERVING_TENANTS_VERSION,
     SERVING_VERSION,
+    SERVING_VERSIONS_READ,
     DiscoveryRecord,
     DiscoveryRecordError,
     ServedBaseModel,
@@ -129,8 +131,95 @@ def test_the_serving_reference_round_trips_and_older_records_without_it_still_pa
 
 def test_a_serving_reference_of_another_version_is_left_out_not_refused():
     document = json.loads(DiscoveryRecord(**{**RECORD.__dict__, "serving": SERVING}).to_json())
-    document["serving"]["version"] = SERVING_VERSION + 1
+    document["serving"]["version"] = max(SERVING_VERSIONS_READ) + 1
     assert DiscoveryRecord.from_json(json.dumps(document)) == RECORD  # a client needs none of it
+
+
+TENANTS = ServingReference(
+    base_model=None,
+    max_lora_rank=16,
+    adapter_locations=("s3://adapters/", "s3://adapters/acme/", "s3://adapters/beta/", "s3://beta-extra/"),
+    tenant_locations=(("acme", "s3://adapters/acme/"), ("beta", "s3://adapters/beta/"), ("beta", "s3://beta-extra/")),
+)
+
+
+def test_tenant_assignments_round_trip_as_serving_version_2():
+    record = DiscoveryRecord(**{**RECORD.__dict__, "serving": TENANTS})
+    document = json.loads(record.to_json())
+    assert document["serving"]["version"] == SERVING_TENANTS_VERSION == 2
+    assert document["serving"]["tenants"] == {"acme": ["s3://adapters/acme/"], "beta": ["s3://adapters/beta/", "s3://beta-extra/"]}
+    assert DiscoveryRecord.from_json(record.to_json()) == record
+    assert TENANTS.tenants == ("acme", "beta") and TENANTS.tenant_of("BETA") == "beta" and TENANTS.tenant_of("gamma") is None
+    assert TENANTS.locations_of("beta") == ("s3://adapters/beta/", "s3://beta-extra/")
+
+
+def test_a_record_without_tenant_assignments_is_written_exactly_as_before():
+    """Version 1 and no ``tenants`` key: the text of every existing platform's record is unchanged."""
+    document = json.loads(DiscoveryRecord(**{**RECORD.__dict__, "serving": SERVING}).to_json())
+    assert document["serving"]["version"] == SERVING_VERSION == 1
+    assert sorted(document["serving"]) == ["adapter_locations", "allow_vision_modules", "base_model", "max_lora_rank", "version"]
+
+
+def test_a_reader_from_before_tenants_reads_an_assigning_record_without_its_serving_reference(monkeypatch):
+    """What an older cdk-adapters does with a record that assigns tenants: it reads serving
+    version 1 only, so it drops the whole reference (locations too), and its tenant imports refuse
+    published adapters as outside every location instead of ignoring the assignment."""
+    import cdk_adapters.contract.discovery as discovery
+
+    text = DiscoveryRecord(**{**RECORD.__dict__, "serving": TENANTS}).to_json()
+    monkeypatch.setattr(discovery, "SERVING_VERSIONS_READ", (SERVING_VERSION,))  # the reader before this release
+    assert DiscoveryRecord.from_json(text) == RECORD
+
+
+def test_the_most_specific_assigned_location_owns_an_object():
+    assert TENANTS.owner_of("adapters", "acme/acme-v1/adapter.tar.gz") == ("acme", "s3://adapters/acme/")
+    assert TENANTS.owner_of("adapters", "beta/beta-v1/adapter.tar.gz") == ("beta", "s3://adapters/beta/")
+    assert TENANTS.owner_of("beta-extra", "x/adapter.tar.gz") == ("beta", "s3://beta-extra/")
+    assert TENANTS.owner_of("adapters", "acme-old/adapter.tar.gz") is None  # a prefix is a folder, not a string start
+    assert TENANTS.owner_of("adapters", "platform-v1/adapter.tar.gz") is None  # the platform's own location
+    nested = ServingReference(None, 16, adapter_locations=("s3://bkt/", "s3://bkt/beta/"),
+                              tenant_locations=(("acme", "s3://bkt/"), ("beta", "s3://bkt/beta/")))
+    assert nested.owner_of("bkt", "beta/beta-v1/adapter.tar.gz") == ("beta", "s3://bkt/beta/")
+    assert nested.owner_of("bkt", "acme-v1/adapter.tar.gz") == ("acme", "s3://bkt/")
+
+
+@pytest.mark.parametrize(
+    ("tenants", "message"),
+    [
+        (None, "serving.tenants must map each tenant to a non-empty list of its adapter locations"),
+        ({"acme": []}, "serving.tenants.acme: must be a non-empty list of s3:// URLs"),
+        ({"acme": ["s3://elsewhere/"]}, "serving.tenants.acme: 's3://elsewhere/' is not one of serving.adapter_locations"),
+        ({"ac me": ["s3://adapters/acme/"]}, "serving.tenants: tenant 'ac me' must be 1 to 63 letters, digits and inner hyphens"),
+        ({"acme": ["s3://adapters/acme/"], "ACME": ["s3://adapters/beta/"]}, "tenant 'ACME' is listed twice"),
+        ({"acme": ["s3://adapters/acme/"], "beta": ["s3://adapters/acme/"]},
+         "serving.tenants: 's3://adapters/acme/' is assigned to 2 tenants ('acme', 'beta'); a location has one"),
+    ],
+)
+def test_malformed_tenant_assignments_say_what_is_wrong(tenants, message):
+    document = json.loads(DiscoveryRecord(**{**RECORD.__dict__, "serving": TENANTS}).to_json())
+    if tenants is None:
+        del document["serving"]["tenants"]
+    else:
+        document["serving"]["tenants"] = tenants
+    with pytest.raises(DiscoveryRecordError) as caught:
+        DiscoveryRecord.from_json(json.dumps(document))
+    assert message in str(caught.value)
+
+
+def test_a_tenants_key_in_serving_version_1_is_ignored():
+    document = json.loads(DiscoveryRecord(**{**RECORD.__dict__, "serving": SERVING}).to_json())
+    document["serving"]["tenants"] = {"acme": ["s3://adapters/team/"]}
+    assert DiscoveryRecord.from_json(json.dumps(document)).serving == SERVING
+
+
+def test_the_record_size_grows_with_tenants_never_with_adapters():
+    record = DiscoveryRecord(**{**RECORD.__dict__, "serving": TENANTS})
+    text = record.to_json()
+    names = {record.component_name(f"acme-{index}-v1") for index in range(1000)}
+    assert len(names) == 1000 and record.to_json() == text
+    more = ServingReference(None, 16, adapter_locations=TENANTS.adapter_locations + ("s3://adapters/gamma/",),
+                            tenant_locations=TENANTS.tenant_locations + (("gamma", "s3://adapters/gamma/"),))
+    assert len(DiscoveryRecord(**{**RECORD.__dict__, "serving": more}).to_json()) > len(text)
 
 
 def test_a_malformed_serving_reference_names_every_field():

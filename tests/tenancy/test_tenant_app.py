@@ -18,6 +18,7 @@ from aws_cdk.assertions import Template
 
 from cdk_adapters import nag_acknowledgments as nag
 from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.gate import check_adapter_archive
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.endpoint import MultiAdapterEndpoint
@@ -85,11 +86,16 @@ def lookup_key(tenant_app_outdir: Path, parameter_name: str) -> str:
     return entry["key"]
 
 
-def add_tenant_adapters(imported, archives: list[Path]) -> iam.Role:
+def add_tenant_adapters(imported, archives: list[Path], *, aliases_known: bool = True) -> iam.Role:
+    """`aliases_known`: the import read the record, so it may grant the platform's alias too; an
+    import by attributes knows no alias and grants its own adapters (the default)."""
     for name, archive in zip(("acme-chat-v1", "acme-search-v1"), archives):
         imported.add_adapter(name, artifact=AdapterArtifact.from_archive(archive))
     role = iam.Role(imported.node.scope, "Caller", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-    imported.grant_invoke(role, adapters=["acme-chat-v1", "acme-search-v1", "platform"])
+    if aliases_known:
+        imported.grant_invoke(role, adapters=["acme-chat-v1", "acme-search-v1", "platform"])
+    else:
+        imported.grant_invoke(role)
     imported.grant_read_discovery(role)
     # The caller's own role: CDK grants go to its default (inline) policy, as for any CDK grant; the
     # tenant acknowledges that, so what the three nag packs see beyond it is the import's alone.
@@ -99,7 +105,7 @@ def add_tenant_adapters(imported, archives: list[Path]) -> iam.Role:
 
 def check_tenant_template(template: dict, endpoint: MultiAdapterEndpoint, *, aliases_known: bool = True) -> None:
     """`aliases_known`: the import read the record (a lookup), so the alias grants its target; an
-    import by attributes knows no alias and grants the name as an adapter's."""
+    import by attributes knows no alias and grants its own adapters only."""
     components = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
     assert sorted(r["Properties"]["InferenceComponentName"] for r in components) == [
         f"{endpoint.prefix}-acme-chat-v1", f"{endpoint.prefix}-acme-search-v1"
@@ -115,8 +121,10 @@ def check_tenant_template(template: dict, endpoint: MultiAdapterEndpoint, *, ali
     statements = [s for p in template["Resources"].values() if p["Type"] == "AWS::IAM::Policy"
                   for s in p["Properties"]["PolicyDocument"]["Statement"]]
     invoke = json.dumps(next(s for s in statements if "sagemaker:InvokeEndpoint" in s["Action"])["Resource"])
-    for name in ("acme-chat-v1", "acme-search-v1", "platform-v1" if aliases_known else "platform"):
+    for name in ("acme-chat-v1", "acme-search-v1") + (("platform-v1",) if aliases_known else ()):
         assert f"inference-component/{endpoint.prefix}-{name}" in invoke
+    if not aliases_known:
+        assert f"{endpoint.prefix}-platform" not in invoke
     assert f"endpoint/{endpoint.endpoint_name}" in invoke and "-*" not in invoke
     assert "Fn::ImportValue" not in json.dumps(template)
 
@@ -170,7 +178,7 @@ def test_a_tenant_app_imports_by_plain_attributes(platform, zoo, tmp_path):
         serving_reference=DiscoveryRecord.from_json(text).serving,
         execution_role_arn=ROLE_ARN,
     )
-    add_tenant_adapters(imported, real_archives(zoo, tmp_path, 2))
+    add_tenant_adapters(imported, real_archives(zoo, tmp_path, 2), aliases_known=False)
     assert nag_violations(stack) == []
     check_tenant_template(synth_templates(app)["Tenant-Acme"], endpoint, aliases_known=False)
     result = cfn_lint([tmp_path / "tenant.out" / "Tenant-Acme.template.json"])
@@ -206,7 +214,7 @@ def test_the_platforms_templates_are_the_same_with_and_without_a_tenant_app(zoo,
         discovery_parameter_name=endpoint.discovery_parameter_name,
         serving_reference=endpoint.discovery_record().serving, execution_role_arn=ROLE_ARN,
     )
-    add_tenant_adapters(imported, real_archives(zoo, tmp_path, 2))
+    add_tenant_adapters(imported, real_archives(zoo, tmp_path, 2), aliases_known=False)
     synth_templates(tenant)
     with_tenant = synth_templates(beside)
     assert json.dumps(with_tenant, sort_keys=True) == json.dumps(without, sort_keys=True)
@@ -243,11 +251,13 @@ def test_a_grant_follows_the_records_canary_and_a_bad_cached_value_is_named(tmp_
     from cdk_adapters.contract.discovery import CanaryRecord
 
     canary = CanaryRecord("canary-1a2b3c4d", "canary-1a2b3c4d-base", "canary-1a2b3c4d", ("platform-v1",), 10)
-    record = DiscoveryRecord("main-1a2b3c4d", "main-1a2b3c4d-base", "main-1a2b3c4d", canary=canary)
+    record = DiscoveryRecord("main-1a2b3c4d", "main-1a2b3c4d-base", "main-1a2b3c4d", canary=canary,
+                             aliases={"platform": {"platform-v1": 100}})
     stack = cdk.Stack(cdk.App(), "Tenant")
-    imported = ImportedMultiAdapterEndpoint(stack, "Serving", record=record)
+    imported = ImportedMultiAdapterEndpoint(stack, "Serving", record=record, adapter_locations=[AdapterLocation.from_s3_url(ADAPTER_BUCKET_URL)])
+    imported.add_adapter("acme-v1", artifact=AdapterArtifact.from_s3_url(f"{ADAPTER_BUCKET_URL}acme-v1/adapter.tar.gz"))
     role = iam.Role(stack, "Caller", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-    imported.grant_invoke(role, adapters=["platform-v1", "acme-v1"])
+    imported.grant_invoke(role, adapters=["platform", "acme-v1"])  # the platform's alias (its target) and this stack's adapter
     [policy] = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
     rendered = json.dumps(policy["Properties"]["PolicyDocument"])
     for arn in ("endpoint/main-1a2b3c4d", "inference-component/main-1a2b3c4d-platform-v1", "inference-component/main-1a2b3c4d-acme-v1",
