@@ -92,3 +92,31 @@ def add_tensors_to_adapter(adapter_dir: Path, tensors: dict) -> Path:
     merged = {**load_file(weights), **tensors}
     save_file(merged, weights, metadata={"format": "pt"})
     return Path(adapter_dir)
+
+
+# --- Added for issue 27 point 13: adapters with any LoraConfig option, for the gate's field rules. ---
+
+
+def build_lora_adapter_with(base_dir: Path, out_dir: Path, *, seed: int, **lora_options) -> Path:
+    """A real PEFT LoRA adapter of the tiny Llama built with arbitrary `LoraConfig` options.
+
+    Same recipe as `build_lora_adapter` (non-zero B, attention targets, the published base id);
+    `lora_options` (``lora_bias=True``, ``layer_replication=[...]``, ...) go to `LoraConfig` as is.
+    """
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    out_dir = Path(out_dir)
+    torch.manual_seed(seed)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    options = {"r": 8, "lora_alpha": 16, "target_modules": list(DEFAULT_TARGET_MODULES), "init_lora_weights": False}
+    options.update(lora_options)
+    model = get_peft_model(base, LoraConfig(task_type="CAUSAL_LM", **options))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.add_(0.1).mul_(20.0)  # lora_B.bias too: a trained, non-zero bias
+    model.save_pretrained(out_dir, safe_serialization=True)
+    set_base_identity(out_dir, TINY_BASE_MODEL_ID, TINY_BASE_REVISION)
+    return out_dir

@@ -9,7 +9,7 @@ from cdk_adapters.gate.adapter_contents import ADAPTER_WEIGHTS
 from cdk_adapters.gate.adapter_facts import module_path_of
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
 
-_FULL_MODEL_FILES = re.compile(
+FULL_MODEL_FILES = re.compile(
     r"^(model(-\d+-of-\d+)?\.safetensors|model\.safetensors\.index\.json|pytorch_model(-\d+-of-\d+)?\.bin"
     r"|pytorch_model\.bin\.index\.json|consolidated(\.\d+)?\.(pth|safetensors)|.*\.gguf)$"
 )
@@ -19,7 +19,7 @@ _SHOWN = 4
 def _run(context: AdapterCheckContext):
     contents = context.contents
     full_model_files = [
-        name for name in contents.files if _FULL_MODEL_FILES.match(PurePosixPath(name).name)
+        name for name in contents.files if FULL_MODEL_FILES.match(PurePosixPath(name).name)
     ]
     if full_model_files:
         yield context.problem(
