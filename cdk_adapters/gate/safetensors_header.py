@@ -138,10 +138,11 @@ def _read(stream: BinaryIO) -> SafetensorsHeader:
 
 
 def _tensor_info(name: str, entry: object) -> TensorInfo:
+    raw_shape = entry.get("shape") if isinstance(entry, dict) else None
+    if isinstance(raw_shape, list) and len(raw_shape) > MAX_TENSOR_DIMS:  # refused before converting a single dim
+        raise SafetensorsHeaderError(f"tensor {name!r} declares more than {MAX_TENSOR_DIMS} dimensions")
     try:
         dtype = entry["dtype"]  # type: ignore[index]
-        if len(entry["shape"]) > MAX_TENSOR_DIMS:  # type: ignore[index]
-            raise SafetensorsHeaderError(f"tensor {name!r} declares more than {MAX_TENSOR_DIMS} dimensions")
         shape = tuple(int(dim) for dim in entry["shape"])  # type: ignore[index]
         start, end = (int(offset) for offset in entry["data_offsets"])  # type: ignore[index]
     except (TypeError, KeyError, ValueError):

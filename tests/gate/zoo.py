@@ -81,6 +81,21 @@ KINDS: dict[str, Callable[[AdapterZoo, Path], Path]] = {
     "gqa-all-linear": lambda zoo, out: tm.build_lora_adapter(zoo.gqa_base_dir, out, seed=23, target_modules="all-linear"),
     "gqa-k-v-only": lambda zoo, out: tm.build_lora_adapter(zoo.gqa_base_dir, out, seed=24, target_modules=("k_proj", "v_proj")),
     "dora": _lora(seed=5, use_dora=True),
+    # Issue 27 point 13: LoraConfig options vLLM's PEFTHelper drops (built by real PEFT, any option).
+    "lora-bias": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=30, lora_bias=True),
+    "bias-all": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=31, bias="all"),
+    "layer-replication": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=32, layer_replication=[[0, 2], [1, 2]]),
+    "alora": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=33, alora_invocation_tokens=[5, 6]),
+    "pissa": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=34, init_lora_weights="pissa"),
+    "target-parameters": lambda zoo, out: tm.build_lora_adapter_with(
+        zoo.base_dir, out, seed=35, target_modules=[], target_parameters=["mlp.down_proj.weight"]
+    ),
+    "layers-to-transform": lambda zoo, out: tm.build_lora_adapter_with(
+        zoo.base_dir, out, seed=36, layers_to_transform=[1], layers_pattern="layers"
+    ),
+    "served-options": lambda zoo, out: tm.build_lora_adapter_with(
+        zoo.base_dir, out, seed=37, lora_dropout=0.1, exclude_modules=["o_proj"], init_lora_weights="gaussian", use_rslora=True
+    ),
     "modules-to-save": _lora(seed=6, modules_to_save=["lm_head"]),
     "embedding": _lora(seed=7, target_modules=("q_proj", "embed_tokens", "lm_head")),
     "q-v-only": _lora(seed=8, target_modules=("q_proj", "v_proj")),
