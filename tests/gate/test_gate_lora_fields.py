@@ -2,7 +2,7 @@
 
 Adapters are built by the real PEFT (the zoo); options PEFT cannot build on the tiny Llama (QA-LoRA
 needs a GPTQ base, the other variants their own training setups) are written into a real adapter's
-config as PEFT saves them. The table of fields is in docs/gate.md.
+config as PEFT saves them. The table of fields is in docs/manifest.md ("Every LoraConfig field").
 """
 
 from __future__ import annotations

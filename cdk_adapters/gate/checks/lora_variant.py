@@ -27,7 +27,7 @@ VARIANTS: dict[str, str] = {
     "layer_replication": "layer replication (the base model's layers are duplicated and stacked)",
 }
 """Config key -> what PEFT does with it, for every LoraConfig option that changes the computation and
-that vLLM drops (see docs/gate.md's field table)."""
+that vLLM drops (see the LoraConfig field table in docs/manifest.md)."""
 
 
 def _is_set(value: Any) -> bool:
