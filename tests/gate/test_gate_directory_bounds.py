@@ -39,7 +39,7 @@ def test_a_directory_with_an_8_gib_extra_file_is_refused_without_reading_it(zoo,
     problems = check(zoo, adapter)
     assert [(p.rule, p.field) for p in problems] == [("size-bound", "source")]
     assert f"optimizer.pt ({8 * GIB} bytes)" in problems[0].message
-    assert "copy those into a new folder" in problems[0].message
+    assert "copy those into a new folder and use that folder as the source" in problems[0].message
     assert "optimizer.pt" not in opened
 
 

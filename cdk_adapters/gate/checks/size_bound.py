@@ -62,8 +62,8 @@ def _directory_problems(context: AdapterCheckContext):
         yield context.problem(
             "source",
             f"the directory holds files an adapter does not need ({shown}{more}); it may hold only "
-            f"{', '.join(DIRECTORY_ALLOWED[:3])}, README.md and tokenizer files: copy those into a new folder "
-            "(or package it with cdk-adapters package DIR -o FILE) and register that",
+            f"{', '.join(DIRECTORY_ALLOWED[:2])}, README.md and tokenizer files: copy those into a new folder "
+            "and use that folder as the source",
         )
     small = {
         name: size
