@@ -95,3 +95,20 @@ def test_files_changed_after_registration_never_change_what_is_served(served, zo
     after = invoke(client, "mutable-v1").json()["choices"][0]["token_ids"]
     assert after == before
     assert {e["name"]: e["sha256"] for e in client.get("/adapters").json()["adapters"]}["mutable-v1"] == sha
+
+
+def test_a_directory_with_a_huge_extra_file_is_refused_and_never_copied(served, zoo, tmp_path):
+    """Bounded like an archive: an 8 GiB extra file (sparse: it costs no disk) is a 422 by the
+    size bound from its listed size, before a byte of it is read or copied."""
+    client = served.client
+    src = shutil.copytree(zoo.adapter("good"), tmp_path / "extracted")
+    with open(src / "optimizer.pt", "wb") as extra:
+        extra.truncate(8 * 1024**3)
+    assert register(client, "before-oversized-v1", zoo.adapter("good")).status_code == 200
+    before = client.get("/adapters").json()["adapters"]
+    copies = sorted(path.name for path in (served.state_dir / "served").iterdir())
+    refused = register(client, "oversized-v1", src)
+    assert refused.status_code == 422, refused.text
+    assert "size-bound" in {problem["rule"] for problem in refused.json()["error"]["problems"]}
+    assert client.get("/adapters").json()["adapters"] == before
+    assert sorted(path.name for path in (served.state_dir / "served").iterdir()) == copies  # nothing copied
