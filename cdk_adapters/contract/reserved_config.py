@@ -11,7 +11,9 @@ Two kinds of rule:
   unambiguous abbreviations);
 * flags and variables that would make the server run code named by configuration or shipped in
   model files: remote model code, plugins, extra middleware, custom handlers, LoRA resolvers that
-  load adapters past the register-time gate. Model artifacts never run code in this server.
+  load adapters past the register-time gate. Model artifacts never run code in this server;
+* flags and variables that would break the tenant boundary: a lost adapter answered by the base
+  model, a session store shared by every tenant, a chat template taken from the request.
 """
 
 from __future__ import annotations
@@ -74,7 +76,16 @@ CODE_LOADING_FLAGS: tuple[ReservedFlag, ...] = (
 )
 """Flags that make vLLM import code named by configuration or shipped with the model."""
 
-REFUSED_FLAGS: tuple[ReservedFlag, ...] = CONTAINER_FLAGS + CODE_LOADING_FLAGS
+TENANT_BOUNDARY_FLAGS: tuple[ReservedFlag, ...] = (
+    ReservedFlag(
+        "--trust-request-chat-template",
+        "a request's own chat_template would be rendered (a Jinja template named by the caller, not the model)",
+        boolean=True,
+    ),
+)
+"""Flags that would let one caller change how the shared engine treats requests."""
+
+REFUSED_FLAGS: tuple[ReservedFlag, ...] = CONTAINER_FLAGS + CODE_LOADING_FLAGS + TENANT_BOUNDARY_FLAGS
 
 CODE_LOADING_VARIABLES: dict[str, str] = {
     "CUSTOM_SCRIPT_FILENAME": "AWS's standards library imports that script from the model directory",
@@ -92,6 +103,13 @@ CODE_LOADING_VARIABLE_PREFIXES: dict[str, str] = {
     "SAGEMAKER_TRANSFORMS_": "AWS's standards library would rewrite requests before the container's checks",
 }
 """Variables (by prefix) of the same kind."""
+
+TENANT_BOUNDARY_VARIABLES: dict[str, str] = {
+    "VLLM_SKIP_MODEL_NAME_VALIDATION": "vLLM would answer a call naming a lost or unknown adapter with the base model",
+    "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": "AWS's standards library would keep one session store for the whole endpoint, "
+    "shared by every tenant",
+}
+"""Variables (by exact name) that would break the tenant boundary."""
 
 REAL_FLAGS_THAT_PREFIX_REFUSED_ONES: frozenset[str] = frozenset({"--reasoning-parser"})
 """vLLM 0.31 flags that are a prefix of a refused flag: exact names, so not abbreviations of it
@@ -126,6 +144,8 @@ def refused_variable(name: str) -> str | None:
     """Why the container refuses environment variable `name`, or ``None`` when it may be set."""
     if name in CODE_LOADING_VARIABLES:
         return CODE_LOADING_VARIABLES[name]
+    if name in TENANT_BOUNDARY_VARIABLES:
+        return TENANT_BOUNDARY_VARIABLES[name]
     for prefix, reason in CODE_LOADING_VARIABLE_PREFIXES.items():
         if name.startswith(prefix):
             return reason

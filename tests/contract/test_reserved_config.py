@@ -20,9 +20,12 @@ from cdk_adapters.serving_policy import ServingPolicy
 from cdk_adapters.vllm_options import VllmOptions
 
 REFUSED_ARGS = ["--no-enable-lora", "--no_enable_lora", "--middleware", "--trust-remote-code", "--trust_remote_code", "--config",
-                "--api-server-count=2", "-asc", "--port", "--tool-parser-plugin", "--worker-cls", "--middlew"]
+                "--api-server-count=2", "-asc", "--port", "--tool-parser-plugin", "--worker-cls", "--middlew",
+                "--trust-request-chat-template", "--no-trust-request-chat-template"]
 REFUSED_VARIABLES = ["CUSTOM_SCRIPT_FILENAME", "CUSTOM_FASTAPI_PING_HANDLER", "CUSTOM_PRE_PROCESS", "VLLM_SERVER_DEV_MODE",
-                     "VLLM_LORA_RESOLVER_CACHE_DIR", "VLLM_PLUGINS", "SAGEMAKER_TRANSFORMS_X"]
+                     "VLLM_LORA_RESOLVER_CACHE_DIR", "VLLM_PLUGINS", "SAGEMAKER_TRANSFORMS_X",
+                     # the tenant boundary: a lost adapter answered by the base, one session store for every tenant
+                     "VLLM_SKIP_MODEL_NAME_VALIDATION", "SAGEMAKER_ENABLE_STATEFUL_SESSIONS"]
 
 
 def launcher_refusals(environ: dict[str, str], tmp_path: Path) -> set[str]:
