@@ -17,7 +17,7 @@ from aws_cdk.assertions import Template
 from cdk_adapters.contract import serving_env
 from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.contract import request_metrics
+from cdk_adapters.contract import adapter_identity, request_metrics
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.model_data import ModelData
@@ -114,6 +114,8 @@ def test_model_container_environment_follows_the_serving_contract():
         serving_env.BASE_MODEL_REVISION: "abc123",
         # The request metrics (EMF) with their defaults, rendered by the contract module.
         **request_metrics.environment(endpoint_name=endpoint.endpoint_name),
+        # The component prefix, so the container reduces component names to adapters (adapter_identity).
+        **adapter_identity.environment(endpoint.component_prefix),
     }
     assert model["EnableNetworkIsolation"] is True
     assert model["PrimaryContainer"]["Image"] == DIGEST_IMAGE
