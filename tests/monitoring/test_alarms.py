@@ -48,7 +48,7 @@ def test_adapters_opt_in_with_overrides_and_none_turns_an_alarm_off():
     assert alarms[f"{component}/latency-p95"]["Threshold"] == 8000
     assert alarms[f"{component}/latency-p95"]["Period"] == 60
     assert alarms[f"{component}/error-rate"]["Dimensions"] == [
-        {"Name": "Adapter", "Value": component},
+        {"Name": "Adapter", "Value": "support-en-v1"},  # the adapter key the container writes (adapter_identity)
         {"Name": "EndpointName", "Value": endpoint.endpoint_name},
     ]
 

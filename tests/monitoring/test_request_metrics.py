@@ -64,8 +64,9 @@ def test_adapter_metric_methods_name_the_contract_metric_and_both_dimensions():
     for method, (name, statistic) in expected.items():
         metric = method()
         assert (metric.namespace, metric.metric_name, metric.statistic) == ("Tenants", name, statistic)
-        # The Adapter dimension is the name SageMaker registers the adapter under: its component name.
-        assert metric.dimensions == {"EndpointName": endpoint.endpoint_name, "Adapter": adapter.inference_component_name}
+        # The Adapter dimension is the adapter key the container writes, whichever name SageMaker
+        # registers it under (adapter_identity): the adapter's own name, lower-cased.
+        assert metric.dimensions == {"EndpointName": endpoint.endpoint_name, "Adapter": "support-en-v1"}
         assert metric.period.to_seconds() == 300
     assert adapter.metric_request_latency(statistic="p99", period=Duration.minutes(1)).statistic == "p99"
 
