@@ -38,7 +38,7 @@ from constructs import Construct, IValidation
 
 from cdk_adapters import nag_acknowledgments as nag
 from cdk_adapters.deploy_check_request import DEFAULT_BODY, body_messages
-from cdk_adapters.endpoint_logs import EndpointLogs
+from cdk_adapters.endpoint_logs import EndpointLogs, allow_logs_to_use_key, log_group, with_logs_key
 from cdk_adapters.problems import Problem
 
 if TYPE_CHECKING:
@@ -262,7 +262,9 @@ class AdapterDeployCheck(Construct):
             self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Deploy check of SageMaker endpoint {component_prefix}: invokes its adapter components",
         )
-        self.log_group = self._log_group("Logs", log_settings)
+        log_settings = with_logs_key(self, "LogsKey", log_settings, f"Encrypts the deploy check logs of {component_prefix}")
+        group_name = f"/cdk-adapters/deploy-check/{stack.stack_name}-{self.node.addr[:8]}"
+        self.log_group = log_group(self, "Logs", log_settings, group_name)
         component_pattern = stack.format_arn(service="sagemaker", resource="inference-component", resource_name=f"{component_prefix}-*")
         base_arn = stack.format_arn(service="sagemaker", resource="inference-component", resource_name=base_component_name)
         log_streams = f"{self.log_group.log_group_arn}:*"
@@ -310,7 +312,8 @@ class AdapterDeployCheck(Construct):
             self, "ProviderRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"CDK provider framework of the deploy check of SageMaker endpoint {component_prefix}",
         )
-        self.framework_log_group = self._log_group("ProviderLogs", log_settings)
+        self.framework_log_group = log_group(self, "ProviderLogs", log_settings, f"{group_name}/provider")
+        allow_logs_to_use_key(self, log_settings, [group_name, f"{group_name}/provider"])
         self.framework_policy = framework_policy = iam.Policy(
             self, "ProviderPolicy", roles=[self.framework_role],
             statements=[
@@ -374,14 +377,6 @@ class AdapterDeployCheck(Construct):
     def adapters(self) -> dict[str, str]:
         """Adapter -> the digest whose change makes the check invoke it."""
         return dict(self._adapters)
-
-    def _log_group(self, id: str, settings: EndpointLogs) -> logs.LogGroup:
-        group = logs.LogGroup(
-            self, id, retention=settings.retention, encryption_key=settings.encryption_key, removal_policy=settings.removal_policy
-        )
-        if settings.encryption_key is None:
-            nag.acknowledge_log_group_service_key(group)
-        return group
 
     def _acknowledge(self, in_vpc: bool, wildcards: list[str | None]) -> None:
         component_pattern, log_streams = wildcards

@@ -42,8 +42,14 @@ from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias
 from cdk_adapters.data_capture import REASON_CAPTURE_PREFIX, DataCapture
 from cdk_adapters.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
 from cdk_adapters.deployment import RollingUpdate
-from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs
-from cdk_adapters.execution_role import ExecutionRolePermissions, sagemaker_principal
+from cdk_adapters.endpoint_logs import (
+    CAPTURE_READ_ACTIONS,
+    EndpointLogGroups,
+    EndpointLogs,
+    capture_stream_arns,
+    with_logs_key,
+)
+from cdk_adapters.execution_role import ExecutionRolePermissions, log_group_arn, sagemaker_principal
 from cdk_adapters.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.compute import ComputeRequirements, InstanceScaling, StartupTimeouts, copies_fit_problems
 from cdk_adapters.inference_component import AdapterInferenceComponent, BaseInferenceComponent
@@ -376,6 +382,10 @@ class MultiAdapterEndpoint(Construct):
         )
         if self.networking.vpc is not None and vpc_placement is not None:
             self.permissions.add_vpc_access(self.networking.vpc, vpc_placement)
+        self.log_settings = with_logs_key(
+            self, "LogsKey", self.log_settings, f"Encrypts the log groups of SageMaker endpoint {self.prefix}"
+        )
+        """The log settings with the key the groups use (created unless given or service managed)."""
         self.log_groups = EndpointLogGroups(
             self,
             "Logs",
@@ -383,7 +393,7 @@ class MultiAdapterEndpoint(Construct):
             endpoint_name=self.endpoint_name,
             base_component_name=self.base_component_name,
         )
-        """The endpoint's and the base component's log groups (SageMaker writes there; the role cannot create groups)."""
+        """The endpoint's, the base component's and the capture log groups (the role cannot create groups)."""
         self._create_hosting(
             image_config.image_uri,
             container_environment,
@@ -681,6 +691,33 @@ class MultiAdapterEndpoint(Construct):
         return self._invoke_grants.add(grantee, adapters)
 
     @property
+    def capture_log_group_arn(self) -> str:
+        """The log group captured requests go to, one stream per adapter (`grant_read_capture`)."""
+        return log_group_arn(self, capture_record.capture_log_group_name(self.endpoint_name))
+
+    def grant_read_capture(self, grantee: iam.IGrantable, adapters: Sequence[str]) -> iam.Grant:
+        """Let `grantee` read the captured requests and answers of `adapters`, and no other's.
+
+        Each adapter's records sit in its own stream of the capture group (named by the adapter's
+        name key); the grant is ``logs:GetLogEvents`` on exactly those streams. Never grant a
+        tenant ``logs:FilterLogEvents``, ``logs:StartQuery`` or ``logs:DescribeLogStreams`` on the
+        group: IAM authorizes those on the whole group, every tenant's stream included. The
+        group's key needs no grant (CloudWatch Logs decrypts for a reader it authorizes).
+        """
+        names = [adapters] if isinstance(adapters, str) else list(adapters)
+        unknown = [name for name in names if not isinstance(name, str) or self.fleet.component(name) is None]
+        if not names or unknown:
+            raise ConfigurationError(
+                [Problem(self._subject, "grant_read_capture.adapters", f"{name!r} is not an adapter of this endpoint (add it first)") for name in unknown]
+                or [Problem(self._subject, "grant_read_capture.adapters", "name at least one adapter")]
+            )
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(CAPTURE_READ_ACTIONS),
+            resource_arns=capture_stream_arns(self, self.endpoint_name, [adapter_name_key(name) for name in names]),
+        )
+
+    @property
     def canary_endpoint(self) -> "MultiAdapterEndpoint | None":
         """The endpoint `set_canary` named, if any."""
         return self._canary_endpoint
@@ -717,9 +754,12 @@ class MultiAdapterEndpoint(Construct):
 
     def capture_environment(self) -> dict[str, str]:
         """The container variable for per-adapter capture (rendered at synth; empty when off)."""
-        return capture_record.environment(
+        found = capture_record.environment(
             capture_record.CapturePolicy(default=self.adapter_capture, adapters=dict(self._capture_by_adapter))
         )
+        if found:
+            found[capture_record.CAPTURE_LOG_GROUP_ENV] = self.capture_log_group_arn
+        return found
 
     def _limits_problems(self, limits: AdapterLimits, subject: str, field: str) -> list[Problem]:
         problems = limits.problems(subject, field)

@@ -1,13 +1,15 @@
-"""The log groups SageMaker writes an endpoint's logs to, created by the stack before SageMaker writes.
+"""The log groups an endpoint's logs go to, created by the stack before anything writes.
 
 SageMaker writes the base component's container output to
 ``/aws/sagemaker/InferenceComponents/<base component>`` and the endpoint's to
-``/aws/sagemaker/Endpoints/<endpoint>`` (adapter components run no container of their own). Left
-to itself, SageMaker creates a group on first write when the role may (``logs:CreateLogGroup``):
-such a group keeps its logs forever, uses no key of yours, and belongs to no stack. Here both
-groups are created by CloudFormation with a retention and an optional customer managed key, the
-endpoint and the base component depend on them (so they exist before the first line is written),
-and the role may not create groups at all.
+``/aws/sagemaker/Endpoints/<endpoint>`` (adapter components run no container of their own); the
+container writes captured requests to ``/cdk-adapters/capture/<endpoint>``, one stream per adapter,
+so that one tenant's prompts can be read without another's. Left to itself, SageMaker creates a
+group on first write when the role may (``logs:CreateLogGroup``): such a group keeps its logs
+forever, uses no key of yours, and belongs to no stack. Here every group is created by
+CloudFormation with a retention and a customer managed key (created with yearly rotation unless
+one is given), the endpoint and the base component depend on them (so they exist before the first
+line is written), and the role may not create groups at all.
 
 Deletion: `EndpointLogs.removal_policy` defaults to RETAIN, aws-cdk-lib's own default for log
 groups, so deleting the stack keeps the logs. The groups keep their names (the endpoint's names
@@ -18,7 +20,7 @@ exists" until the groups are deleted, or adopted with ``cdk deploy --import-exis
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aws_cdk import Annotations, Aws, CfnResource, RemovalPolicy
 from aws_cdk import aws_iam as iam
@@ -27,6 +29,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_adapters import nag_acknowledgments as nag
+from cdk_adapters.contract import capture_record
 from cdk_adapters.execution_role import log_group_arn, log_group_names
 from cdk_adapters.problems import Problem
 
@@ -48,15 +51,20 @@ REMOVAL_POLICIES = (RemovalPolicy.RETAIN, RemovalPolicy.DESTROY, RemovalPolicy.R
 
 @dataclass(frozen=True)
 class EndpointLogs:
-    """Retention, encryption and deletion of the endpoint's two log groups."""
+    """Retention, encryption and deletion of the endpoint's log groups."""
 
     retention: logs.RetentionDays = DEFAULT_RETENTION
     """How long log events are kept. Default one year. ``RetentionDays.INFINITE`` keeps them
     forever (HIPAA's and NIST's retention rules then report the groups)."""
     encryption_key: kms.IKey | None = None
-    """A customer managed key for both groups. A key defined in this app gets a key-policy statement
-    letting CloudWatch Logs use it for these two groups only; an imported key's policy must already
-    allow it (synth warns). Default None: CloudWatch Logs encrypts with keys it manages."""
+    """The customer managed key of every group. A key defined in this app gets key-policy
+    statements letting CloudWatch Logs use it for these groups only; an imported key's policy must
+    already allow it (synth warns). Default None: the endpoint creates a key, with yearly rotation,
+    that follows the groups' removal policy."""
+    service_managed_key: bool = False
+    """True: no customer managed key, CloudWatch Logs encrypts with keys it manages (no key to pay
+    for; HIPAA's and NIST's encryption rules and checkov's CKV_AWS_158 then report the groups).
+    Default False."""
     removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
     """What deleting the stack does to the groups. Default RETAIN (the logs outlive the endpoint)."""
 
@@ -66,62 +74,95 @@ class EndpointLogs:
             found.append(Problem(subject, "logs.retention", f"must be an aws_logs.RetentionDays, got {self.retention!r}"))
         if self.encryption_key is not None and not _is_key(self.encryption_key):
             found.append(Problem(subject, "logs.encryption_key", f"must be an aws_kms.IKey, got {self.encryption_key!r}"))
+        if not isinstance(self.service_managed_key, bool):
+            found.append(Problem(subject, "logs.service_managed_key", f"must be True or False, got {self.service_managed_key!r}"))
+        elif self.service_managed_key and self.encryption_key is not None:
+            found.append(Problem(subject, "logs.service_managed_key", "is True while logs.encryption_key names a key: give one or the other"))
         if self.removal_policy not in REMOVAL_POLICIES:
             allowed = ", ".join(policy.name for policy in REMOVAL_POLICIES)
             found.append(Problem(subject, "logs.removal_policy", f"must be one of {allowed} (log groups take no snapshot), got {self.removal_policy!r}"))
         return found
 
 
+def with_logs_key(scope: Construct, id: str, settings: EndpointLogs, description: str) -> EndpointLogs:
+    """`settings` with the key its groups use: the given key, or a new one (rotated yearly, removed
+    with the groups when they are destroyed); unchanged for `service_managed_key`."""
+    if settings.encryption_key is not None or settings.service_managed_key:
+        return settings
+    destroyed = settings.removal_policy == RemovalPolicy.DESTROY
+    key = kms.Key(
+        scope, id, enable_key_rotation=True, description=description,
+        removal_policy=RemovalPolicy.DESTROY if destroyed else RemovalPolicy.RETAIN,
+    )
+    return replace(settings, encryption_key=key)
+
+
+def allow_logs_to_use_key(scope: Construct, settings: EndpointLogs, group_names: list[str]) -> None:
+    """Let CloudWatch Logs use the groups' key for exactly `group_names` (a key of this app); an
+    imported key's policy cannot be changed here, so synth says what it must allow."""
+    key = settings.encryption_key
+    if key is None:
+        return
+    added = key.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+            actions=list(LOGS_KEY_ACTIONS),
+            resources=["*"],
+            conditions={"ArnEquals": {"kms:EncryptionContext:aws:logs:arn": [log_group_arn(scope, name) for name in group_names]}},
+        )
+    )
+    if not added.statement_added:
+        Annotations.of(scope).add_warning_v2(
+            "cdk-adapters:log-key-policy",
+            "logs.encryption_key is imported, so its key policy cannot be changed here: it must allow "
+            f"logs.<region>.amazonaws.com to use it for {', '.join(group_names)}, or creating the log groups fails",
+        )
+
+
+CAPTURE_READ_ACTIONS = ("logs:GetLogEvents",)
+"""The one read IAM can hold to a stream (resource ``log-group:<group>:log-stream:<stream>``).
+``FilterLogEvents``, ``StartQuery`` (Logs Insights), ``StartLiveTail`` and ``DescribeLogStreams``
+are authorized on the whole group: granting any of them reads or lists every tenant's stream."""
+
+
+def capture_stream_arns(scope: Construct, endpoint_name: str, adapter_keys: list[str]) -> list[str]:
+    """The capture streams of `adapter_keys` (`capture_record.capture_stream`), one ARN each."""
+    group = log_group_arn(scope, capture_record.capture_log_group_name(endpoint_name))
+    return [f"{group}:log-stream:{capture_record.capture_stream(key)}" for key in adapter_keys]
+
+
+def log_group(scope: Construct, id: str, settings: EndpointLogs, name: str) -> logs.LogGroup:
+    """One group with `settings`' retention, key and removal policy."""
+    group = logs.LogGroup(
+        scope, id, log_group_name=name, retention=settings.retention,
+        encryption_key=settings.encryption_key, removal_policy=settings.removal_policy,
+    )
+    if settings.encryption_key is None:
+        nag.acknowledge_log_group_service_key(group)
+    return group
+
+
 class EndpointLogGroups(Construct):
-    """The endpoint's log group (`endpoint`) and the base component's (`base_component`)."""
+    """The endpoint's log group (`endpoint`), the base component's (`base_component`) and the
+    adapters' capture group (`capture`, one stream per adapter; empty while capture is off).
+
+    `settings` carry the key already (`with_logs_key`)."""
 
     def __init__(
         self, scope: Construct, id: str, *, settings: EndpointLogs, endpoint_name: str, base_component_name: str
     ) -> None:
         super().__init__(scope, id)
-        endpoint_group, component_group = log_group_names(endpoint_name, base_component_name)
-        self.endpoint = self._group("Endpoint", endpoint_group, settings)
-        self.base_component = self._group("BaseComponent", component_group, settings)
-        key = settings.encryption_key
-        if key is None:
-            return
-        added = key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
-                actions=list(LOGS_KEY_ACTIONS),
-                resources=["*"],
-                conditions={
-                    "ArnEquals": {
-                        "kms:EncryptionContext:aws:logs:arn": [log_group_arn(self, endpoint_group), log_group_arn(self, component_group)]
-                    }
-                },
-            )
-        )
-        if not added.statement_added:
-            Annotations.of(self).add_warning_v2(
-                "cdk-adapters:log-key-policy",
-                "logs.encryption_key is imported, so its key policy cannot be changed here: it must allow "
-                f"logs.<region>.amazonaws.com to use it for {endpoint_group} and {component_group}, or creating "
-                "the log groups fails",
-            )
+        names = log_group_names(endpoint_name, base_component_name)
+        endpoint_group, component_group, capture_group = names
+        self.endpoint = log_group(self, "Endpoint", settings, endpoint_group)
+        self.base_component = log_group(self, "BaseComponent", settings, component_group)
+        self.capture = log_group(self, "Capture", settings, capture_group)
+        allow_logs_to_use_key(self, settings, list(names))
 
     @property
     def resources(self) -> list[CfnResource]:
-        """The two ``AWS::Logs::LogGroup`` resources, for dependencies."""
-        return [group.node.default_child for group in (self.endpoint, self.base_component)]  # type: ignore[misc]
-
-    def _group(self, id: str, name: str, settings: EndpointLogs) -> logs.LogGroup:
-        group = logs.LogGroup(
-            self,
-            id,
-            log_group_name=name,
-            retention=settings.retention,
-            encryption_key=settings.encryption_key,
-            removal_policy=settings.removal_policy,
-        )
-        if settings.encryption_key is None:
-            nag.acknowledge_log_group_service_key(group)
-        return group
+        """The ``AWS::Logs::LogGroup`` resources, for dependencies."""
+        return [group.node.default_child for group in (self.endpoint, self.base_component, self.capture)]  # type: ignore[misc]
 
 
 def _is_key(value: object) -> bool:

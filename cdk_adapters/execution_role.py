@@ -37,6 +37,7 @@ from cdk_adapters import nag_acknowledgments as nag
 from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.iam_conditions import kms_via_s3, s3_owned_by
 from cdk_adapters.networking import VpcPlacement
+from cdk_adapters.contract import capture_record
 
 SAGEMAKER_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
 ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
@@ -81,9 +82,14 @@ def inline_policy_characters(policies: Iterable[iam.Policy]) -> int:
     return total
 
 
-def log_group_names(endpoint_name: str, base_component_name: str) -> tuple[str, str]:
-    """Where SageMaker writes: the endpoint's group and the base component's group."""
-    return ENDPOINT_LOG_GROUP_PREFIX + endpoint_name, COMPONENT_LOG_GROUP_PREFIX + base_component_name
+def log_group_names(endpoint_name: str, base_component_name: str) -> tuple[str, str, str]:
+    """Where the endpoint's logs go: SageMaker's groups for the endpoint and the base component,
+    and the capture group the container writes one stream per adapter to."""
+    return (
+        ENDPOINT_LOG_GROUP_PREFIX + endpoint_name,
+        COMPONENT_LOG_GROUP_PREFIX + base_component_name,
+        capture_record.capture_log_group_name(endpoint_name),
+    )
 
 
 def log_group_arn(scope: Construct, group: str) -> str:
@@ -93,7 +99,7 @@ def log_group_arn(scope: Construct, group: str) -> str:
 
 
 def log_group_arns(scope: Construct, endpoint_name: str, base_component_name: str) -> list[str]:
-    """The endpoint's and the base component's log groups, and their streams (``:*``)."""
+    """The endpoint's three log groups (`log_group_names`), and their streams (``:*``)."""
     arns = []
     for group in log_group_names(endpoint_name, base_component_name):
         arn = log_group_arn(scope, group)

@@ -1,9 +1,9 @@
 """Per-adapter capture: the settings the construct renders, and the record the container writes.
 
 Capture is off unless an endpoint or a manifest row turns it on. The container then writes, for a
-sampled share of one adapter's requests, one JSON line to its standard output (SageMaker sends it
-to the endpoint's CloudWatch log stream, which the execution role can already write: no bucket, no
-new permission). The line carries `MARKER`, the request as a golden-set case (so
+sampled share of one adapter's requests, one JSON record to the endpoint's capture log group, in
+the adapter's own stream (`capture_stream`), so a tenant can be granted its records and no other's
+(standard output instead where no group is given: local mode). The record carries `MARKER`, the request as a golden-set case (so
 ``cdk-adapters eval --from-capture`` replays it), the adapter, the time, the token counts and the
 answer text. Fields named in ``redact`` are replaced by `REDACTED` before the line is written, and a
 record longer than ``max_bytes`` is written without its request and answer (``truncated: true``).
@@ -24,6 +24,14 @@ from cdk_adapters.problems import Problem
 CAPTURE_ENV = "CDK_ADAPTERS_CAPTURE"
 """JSON ``{"default": {<settings>}, "adapters": {"<adapter>": {<settings>}}}``; either part optional.
 Unset: nothing is captured."""
+
+CAPTURE_LOG_GROUP_ENV = "CDK_ADAPTERS_CAPTURE_LOG_GROUP"
+"""The ARN of the log group the container writes records to, one stream per adapter
+(`capture_stream`), so that one tenant's records can be read without another's. Unset (local
+mode): records go to standard output."""
+CAPTURE_LOG_GROUP_PREFIX = "/cdk-adapters/capture/"
+BASE_MODEL_STREAM = "_base-model"
+"""The stream of the base model's own requests: no adapter name can start with ``_``."""
 
 MARKER = "cdk_adapters_capture"
 """The key (its value: `RECORD_VERSION`) that tells a capture line from every other log line."""
@@ -142,6 +150,25 @@ def decode(environ: Mapping[str, str]) -> tuple[CapturePolicy, list[Problem]]:
         adapters[name], found = settings_problems(settings_document, CAPTURE_ENV, f"adapters.{name}")
         problems.extend(found)
     return CapturePolicy(default, adapters), problems
+
+
+def capture_log_group_name(endpoint_name: str) -> str:
+    """The capture log group of endpoint `endpoint_name` (the construct creates it)."""
+    return CAPTURE_LOG_GROUP_PREFIX + endpoint_name
+
+
+def capture_stream(adapter_key: str | None) -> str:
+    """The log stream one adapter's records go to: its adapter key (`adapter_identity`), which
+    is also what a reader's grant names (``log-group:<group>:log-stream:<stream>``)."""
+    return BASE_MODEL_STREAM if adapter_key is None else adapter_name_key(adapter_key)
+
+
+def log_group_from_arn(arn: str) -> tuple[str, str]:
+    """(region, log group name) of ``arn:<partition>:logs:<region>:<account>:log-group:<name>``."""
+    parts = arn.split(":", 6)
+    if len(parts) != 7 or parts[2] != "logs" or parts[5] != "log-group" or not parts[3] or not parts[6]:
+        raise ValueError(f"must be a log group ARN (arn:<partition>:logs:<region>:<account>:log-group:<name>), got {arn!r}")
+    return parts[3], parts[6].removesuffix(":*")
 
 
 # --- the record --------------------------------------------------------------------------------

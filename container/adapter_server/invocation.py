@@ -31,7 +31,7 @@ from adapter_server.invocation_request import (
 from adapter_server.readiness import Readiness
 from adapter_server.response_usage import StreamObserver, usage_from_body
 from adapter_server.serving_context import ServingContext
-from cdk_adapters.contract import serving_env
+from cdk_adapters.contract import capture_record, serving_env
 from cdk_adapters.contract import error_kinds
 
 
@@ -74,6 +74,12 @@ class InvocationHandler:
         key = self._context.store.resolve(self._context.settings.adapter_key(adapter))
         return key if key is not None else observability.UNREGISTERED_LABEL
 
+    def _capture_writer(self, adapter: str | None) -> Callable[[str], None]:
+        """Writes one capture record to `adapter`'s own stream (one tenant's records, no other's)."""
+        stream = capture_record.capture_stream(adapter)
+        log = self._context.capture_log
+        return lambda line: log.write(stream, line)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
         headers = scope["headers"]
@@ -99,7 +105,7 @@ class InvocationHandler:
                 record.publish(label or self._label(record.adapter), self._request_log())
                 if capture is not None:
                     capture.publish(status=record.status, prompt_tokens=record.prompt_tokens, completion_tokens=record.output_tokens,
-                                    request_id=record.request_id, write=observability.write_line)
+                                    request_id=record.request_id, write=self._capture_writer(record.adapter))
 
         try:
             target = target_route(path, headers)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from adapter_server import observability
 from adapter_server.admission import FairAdmission
+from adapter_server.capture_log import CaptureLog, StandardOutputCaptureLog
 from adapter_server.engine_routes import EngineRoutes
 from adapter_server.registrations import RegistrationStore
 from adapter_server.settings import ServingSettings
@@ -32,6 +33,9 @@ class ServingContext:
         self.residency = observability.ResidencyTracker(1)
         self.admission: FairAdmission | None = None
         """Fair share across adapters (None: off, requests go to vLLM as they come)."""
+        self.capture_log: CaptureLog = StandardOutputCaptureLog()
+        """Where captured records go (the capture log group, one stream per adapter, once start-up
+        has read the settings)."""
 
     @property
     def reference(self) -> Reference:

@@ -38,6 +38,9 @@ class ServingSettings:
     """Fair share across adapters and each adapter's limits; decoded by the contract."""
     capture: capture_record.CapturePolicy = capture_record.CapturePolicy()
     """Which adapters' requests are captured to the log (none by default); decoded by the contract."""
+    capture_log_group_arn: str | None = None
+    """Where captured records go, one stream per adapter (`capture_record.CAPTURE_LOG_GROUP_ENV`);
+    None: standard output (local mode)."""
     component_prefix: str | None = None
     """The endpoint's component prefix (`adapter_identity`): a component name SageMaker sends is
     reduced to the adapter it serves, so every per-adapter feature keys by one identity."""
@@ -59,6 +62,12 @@ class ServingSettings:
         problems.extend(limits_problems)
         capture, capture_problems = capture_record.decode(environ)
         problems.extend(capture_problems)
+        capture_log_group_arn = environ.get(capture_record.CAPTURE_LOG_GROUP_ENV, "").strip() or None
+        if capture_log_group_arn is not None:
+            try:
+                capture_record.log_group_from_arn(capture_log_group_arn)
+            except ValueError as error:
+                problems.append(Problem(capture_record.CAPTURE_LOG_GROUP_ENV, "value", str(error)))
         settings = cls(
             allow_base_model=policy.allow_base_model,
             base_model_id=policy.base_model_id,
@@ -69,6 +78,7 @@ class ServingSettings:
             metrics=metrics,
             tenant_limits=limits,
             capture=capture,
+            capture_log_group_arn=capture_log_group_arn,
             component_prefix=adapter_identity.component_prefix_from(environ),
         )
         if settings.body_names_adapter and not is_loopback(environ.get(serving_env.LISTEN_HOST, "")):

@@ -21,6 +21,7 @@ from adapter_server.readiness import Readiness
 from adapter_server.registration_service import RegistrationService
 from adapter_server.registrations import RegistrationStore, StateFileError
 from adapter_server.serving_context import ServingContext
+from adapter_server.capture_log import capture_log_for
 from adapter_server.settings import ServingSettings
 from cdk_adapters.contract import serving_env
 from cdk_adapters.gate import BaseModelFacts
@@ -67,6 +68,8 @@ class ServerStartup:
             self._readiness.failure = "; ".join(str(p) for p in problems)
             return
         context.settings = settings
+        if settings.capture.enabled:
+            context.capture_log = capture_log_for(settings.capture_log_group_arn)
         args = starlette_app.state.args
         context.engine = EngineRoutes(self._app, starlette_app, lifespan_state)
         context.max_lora_rank = int(args.max_lora_rank)

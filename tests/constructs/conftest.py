@@ -16,6 +16,7 @@ from aws_cdk.assertions import Template
 from cdk_adapters.adapter_location import AdapterLocation
 from cdk_adapters.container_image import ContainerImage
 from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.nag_acknowledgments import flatten_reference
 from cdk_adapters.fleet import FleetPlacement
 from cdk_adapters.inference_component import ComputeRequirements
 from cdk_adapters.model_data import ModelData
@@ -128,3 +129,20 @@ def cli_dev_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = run_cdk("synth", "--quiet", "--output", str(outdir))
     assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
     return outdir
+
+
+def model_environment(stack) -> dict[str, str]:
+    """The model's environment as the container sees it (pseudo parameters resolved)."""
+    (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
+    environment = model["Properties"]["PrimaryContainer"]["Environment"]
+    return {name: deployed(value) for name, value in environment.items()}
+
+
+def deployed(value) -> str:
+    """`value` as CloudFormation resolves it in account 123456789012 of us-east-1 (env-agnostic stacks)."""
+    if isinstance(value, str):
+        return value
+    resolved = flatten_reference(value)
+    for token, literal in (("<AWS::Partition>", "aws"), ("<AWS::Region>", "us-east-1"), ("<AWS::AccountId>", "123456789012")):
+        resolved = resolved.replace(token, literal)
+    return resolved

@@ -14,17 +14,12 @@ from cdk_adapters.contract.capture_record import CAPTURE_ENV, CaptureSettings
 from cdk_adapters.manifest import load_manifest, plan_manifest
 from cdk_adapters.manifest.wiring import add_manifest_adapters, endpoint_props
 from cdk_adapters.problems import ConfigurationError
-from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint, new_stack
+from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint, deployed, model_environment, new_stack
 from tests.manifest.builders import write_manifest
 
 
 def published(name: str) -> AdapterArtifact:
     return AdapterArtifact.from_s3_url(f"{ADAPTER_BUCKET_URL}{name}/adapter.tar.gz")
-
-
-def model_environment(stack) -> dict[str, str]:
-    (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
-    return model["Properties"]["PrimaryContainer"]["Environment"]
 
 
 def test_capture_is_off_unless_asked_for():
@@ -87,3 +82,59 @@ def test_a_manifest_rows_capture_is_validated_and_read_as_the_contracts_settings
     rows = {row.name: row.capture for row in load_manifest(good).manifest.adapters}
     assert rows["bulk-v1"].to_settings() == CaptureSettings() and rows["quiet-v1"] is None
     assert rows["chat-v1"].to_settings() == CaptureSettings(sample_rate=0.1, redact=("prompt", "messages"))
+
+
+# ------------------------------------------------------------------ one stream per adapter
+
+
+def test_capture_on_names_the_capture_group_the_container_writes_each_adapters_stream_to():
+    """The container is given the group's ARN; it writes each adapter's records to its own stream,
+    and the stream a reader is granted is named by the same contract function."""
+    from aws_cdk import Environment
+
+    from cdk_adapters.contract.capture_record import CAPTURE_LOG_GROUP_ENV, capture_stream, log_group_from_arn
+
+    stack = new_stack(env=Environment(account="123456789012", region="eu-west-1"))
+    endpoint = build_endpoint(stack, adapter_capture=CaptureSettings())
+    endpoint.add_adapter("support-v1", artifact=published("support-v1"))
+    environment = model_environment(stack)
+    arn = environment[CAPTURE_LOG_GROUP_ENV]
+    assert arn == f"arn:aws:logs:eu-west-1:123456789012:log-group:/cdk-adapters/capture/{endpoint.endpoint_name}"
+    settings, problems = ServingSettings.from_environ(environment)
+    assert problems == [] and settings.capture_log_group_arn == arn
+    assert log_group_from_arn(arn) == ("eu-west-1", f"/cdk-adapters/capture/{endpoint.endpoint_name}")
+    names = {g["Properties"]["LogGroupName"] for g in Template.from_stack(stack).find_resources("AWS::Logs::LogGroup").values()}
+    assert log_group_from_arn(arn)[1] in names
+    assert capture_stream("Support-V1") == "support-v1" and capture_stream(None) == "_base-model"
+
+
+def test_capture_off_renders_no_capture_group_variable():
+    from cdk_adapters.contract.capture_record import CAPTURE_LOG_GROUP_ENV
+
+    stack = new_stack()
+    build_endpoint(stack).add_adapter("support-v1", artifact=published("support-v1"))
+    assert CAPTURE_LOG_GROUP_ENV not in model_environment(stack)
+
+
+def test_a_reader_is_granted_exactly_its_adapters_streams_and_nothing_group_wide():
+    from aws_cdk import Environment
+    from aws_cdk import aws_iam as iam
+
+    stack = new_stack(env=Environment(account="123456789012", region="eu-west-1"))
+    endpoint = build_endpoint(stack, adapter_capture=CaptureSettings())
+    for name in ("support-v1", "billing-v1"):
+        endpoint.add_adapter(name, artifact=published(name))
+    reader = iam.Role(stack, "SupportTeam", assumed_by=iam.AccountRootPrincipal())
+    endpoint.grant_read_capture(reader, ["Support-V1"])
+    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
+    [statement] = [
+        s for p in policies.values() if p["Properties"]["Roles"] == [{"Ref": stack.get_logical_id(reader.node.default_child)}]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    group = f"arn:aws:logs:eu-west-1:123456789012:log-group:/cdk-adapters/capture/{endpoint.endpoint_name}"
+    assert statement["Action"] == "logs:GetLogEvents"
+    assert deployed(statement["Resource"]) == f"{group}:log-stream:support-v1"
+    with pytest.raises(ConfigurationError, match=r"grant_read_capture.adapters.*'other-v1' is not an adapter"):
+        endpoint.grant_read_capture(reader, ["other-v1"])
+    with pytest.raises(ConfigurationError, match="name at least one adapter"):
+        endpoint.grant_read_capture(reader, [])

@@ -14,16 +14,11 @@ from cdk_adapters.adapter_artifact import AdapterArtifact
 from cdk_adapters.contract import tenant_limits
 from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.vllm_options import VllmOptions
-from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint, new_stack
+from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint, model_environment, new_stack
 
 
 def published(name: str) -> AdapterArtifact:
     return AdapterArtifact.from_s3_url(f"{ADAPTER_BUCKET_URL}{name}/adapter.tar.gz")
-
-
-def model_environment(stack) -> dict[str, str]:
-    (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
-    return model["Properties"]["PrimaryContainer"]["Environment"]
 
 
 def test_no_limits_render_nothing_and_fair_share_is_on_by_default():

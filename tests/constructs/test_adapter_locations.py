@@ -130,9 +130,7 @@ def test_an_encrypted_bucket_location_grants_decrypt_on_its_key_only():
     endpoint = build_endpoint(stack, adapter_locations=[AdapterLocation.from_bucket(bucket, "tenants")])
     endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_bucket(bucket, "tenants/tenant-a-v1.tar.gz"))
     template = Template.from_stack(stack)
-    [key_id] = template.find_resources("AWS::KMS::Key").keys() - {
-        k for k in template.find_resources("AWS::KMS::Key") if k.startswith("ServingVolumeKey")
-    }
+    key_id = stack.get_logical_id(key.node.default_child)
     decrypts = [s for s in statements(template) if s["Action"] == "kms:Decrypt"]
     assert [s["Resource"] for s in decrypts] == [{"Fn::GetAtt": [key_id, "Arn"]}]
     # The same bucket outside the declared prefix is refused, on the field the artifact came from.

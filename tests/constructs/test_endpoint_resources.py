@@ -64,18 +64,22 @@ def test_scaling_and_instance_settings_are_rendered():
     assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 1, "MaxInstanceCount": 4}
 
 
+def volume_keys(template: Template) -> dict:
+    """The keys other than the log groups' (which every endpoint creates unless given one)."""
+    return {k: r for k, r in template.find_resources("AWS::KMS::Key").items() if "log groups" not in r["Properties"].get("Description", "")}
+
+
 def test_local_nvme_instance_gets_no_kms_key_but_ebs_instance_gets_a_rotating_key():
     nvme = Template.from_stack(cdk.Stack.of(build_endpoint(instance_type="ml.g6.2xlarge")))
     assert "KmsKeyId" not in only(nvme.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
-    nvme.resource_count_is("AWS::KMS::Key", 0)
+    assert volume_keys(nvme) == {}
 
     ebs = Template.from_stack(cdk.Stack.of(build_endpoint(instance_type="ml.p3.2xlarge", volume_size_in_gb=200)))
-    ebs.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
     config = only(ebs.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
-    key_id = only(ebs.find_resources("AWS::KMS::Key"))
-    assert config["KmsKeyId"] == {"Fn::GetAtt": [next(iter(ebs.find_resources("AWS::KMS::Key"))), "Arn"]}
+    [(key_logical_id, key)] = volume_keys(ebs).items()
+    assert config["KmsKeyId"] == {"Fn::GetAtt": [key_logical_id, "Arn"]}
     assert config["ProductionVariants"][0]["VolumeSizeInGB"] == 200
-    assert key_id["Properties"]["EnableKeyRotation"] is True
+    assert key["Properties"]["EnableKeyRotation"] is True
 
 
 def test_given_volume_key_is_used_instead_of_creating_one():
@@ -83,7 +87,7 @@ def test_given_volume_key_is_used_instead_of_creating_one():
     key = kms.Key(stack, "OwnKey", enable_key_rotation=True)
     build_endpoint(stack, instance_type="ml.p3.2xlarge", volume_key=key)
     template = Template.from_stack(stack)
-    template.resource_count_is("AWS::KMS::Key", 1)
+    assert list(volume_keys(template)) == [stack.get_logical_id(key.node.default_child)]
     config = only(template.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
     assert config["KmsKeyId"]["Fn::GetAtt"][0].startswith("OwnKey")
 
@@ -214,8 +218,12 @@ def test_execution_role_is_least_privilege():
     rendered = json.dumps(statements)
     assert "s3:*" not in rendered and '"sagemaker:' not in rendered
     logs = next(s for s in statements if s.get("Sid") == "WriteOwnLogs")
-    prefix = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/"
-    groups = (f"Endpoints/{endpoint.endpoint_name}", f"InferenceComponents/{endpoint.base_component_name}")
+    prefix = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
+    groups = (
+        f"/aws/sagemaker/Endpoints/{endpoint.endpoint_name}",
+        f"/aws/sagemaker/InferenceComponents/{endpoint.base_component_name}",
+        f"/cdk-adapters/capture/{endpoint.endpoint_name}",
+    )
     assert sorted(flatten_reference(r) for r in logs["Resource"]) == sorted(
         prefix + group + suffix for group in groups for suffix in ("", ":*")
     )

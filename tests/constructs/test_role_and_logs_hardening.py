@@ -93,17 +93,61 @@ def test_the_role_writes_logs_but_cannot_create_log_groups():
     assert sorted(write["Action"]) == ["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"]
 
 
-def test_both_log_groups_exist_with_a_year_of_retention_and_are_kept_on_delete():
-    endpoint = build_endpoint()
-    groups = template_of(endpoint).find_resources("AWS::Logs::LogGroup")
-    by_name = {g["Properties"]["LogGroupName"]: g for g in groups.values()}
-    assert sorted(by_name) == sorted(
-        [f"/aws/sagemaker/Endpoints/{endpoint.endpoint_name}", f"/aws/sagemaker/InferenceComponents/{endpoint.base_component_name}"]
+def endpoint_group_names(endpoint) -> list[str]:
+    return sorted(
+        [
+            f"/aws/sagemaker/Endpoints/{endpoint.endpoint_name}",
+            f"/aws/sagemaker/InferenceComponents/{endpoint.base_component_name}",
+            f"/cdk-adapters/capture/{endpoint.endpoint_name}",
+        ]
     )
+
+
+def logs_key_statement(template: Template, key_logical_id: str) -> dict:
+    [for_logs] = [
+        s for s in template.to_json()["Resources"][key_logical_id]["Properties"]["KeyPolicy"]["Statement"] if "Service" in s["Principal"]
+    ]
+    return for_logs
+
+
+def test_every_log_group_exists_with_a_year_of_retention_a_rotated_customer_key_and_is_kept_on_delete():
+    """By default the endpoint creates the groups' key (CKV_AWS_158, HIPAA's and NIST's encryption rules)."""
+    stack = new_stack()
+    endpoint = build_endpoint(stack)
+    template = template_of(endpoint)
+    groups = template.find_resources("AWS::Logs::LogGroup")
+    by_name = {g["Properties"]["LogGroupName"]: g for g in groups.values()}
+    assert sorted(by_name) == endpoint_group_names(endpoint)
+    key_id = stack.get_logical_id(endpoint.log_settings.encryption_key.node.default_child)
+    key = template.to_json()["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key" and key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == "Retain"
     for group in by_name.values():
         assert group["Properties"]["RetentionInDays"] == 365
-        assert "KmsKeyId" not in group["Properties"]
+        assert group["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
         assert group["DeletionPolicy"] == "Retain" and group["UpdateReplacePolicy"] == "Retain"
+    # CloudWatch Logs may use the created key for these groups only.
+    context = logs_key_statement(template, key_id)["Condition"]["ArnEquals"]["kms:EncryptionContext:aws:logs:arn"]
+    assert sorted(flatten_reference(arn).rsplit(":log-group:", 1)[1] for arn in context) == endpoint_group_names(endpoint)
+    assert nag_violations(stack) == []
+
+
+def test_a_destroyed_log_setup_destroys_its_created_key_too():
+    endpoint = build_endpoint(logs=EndpointLogs(removal_policy=cdk.RemovalPolicy.DESTROY))
+    template = template_of(endpoint)
+    [key] = [r for r in template.find_resources("AWS::KMS::Key").values() if "log groups" in r["Properties"]["Description"]]
+    assert key["DeletionPolicy"] == "Delete"
+
+
+def test_service_managed_keys_are_an_explicit_choice_and_exclude_a_given_key():
+    stack = new_stack()
+    endpoint = build_endpoint(stack, logs=EndpointLogs(service_managed_key=True))
+    template = template_of(endpoint)
+    for group in template.find_resources("AWS::Logs::LogGroup").values():
+        assert "KmsKeyId" not in group["Properties"]
+    assert not [r for r in template.find_resources("AWS::KMS::Key").values() if "log" in r["Properties"]["Description"]]
+    with pytest.raises(ConfigurationError, match="logs.service_managed_key"):
+        build_endpoint(logs=EndpointLogs(service_managed_key=True, encryption_key=kms.Key(new_stack("K"), "K")))
 
 
 def test_the_groups_are_named_where_the_role_may_write():
@@ -136,20 +180,18 @@ def test_retention_key_and_removal_policy_are_the_callers_to_choose():
     )
     template = template_of(endpoint)
     groups = template.find_resources("AWS::Logs::LogGroup").values()
-    assert len(groups) == 2
+    assert len(groups) == 3
     for group in groups:
         assert group["Properties"]["RetentionInDays"] == 3653
         assert group["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [stack.get_logical_id(key.node.default_child), "Arn"]}
         assert group["DeletionPolicy"] == "Delete"
-    # CloudWatch Logs may use the key for these two groups only.
-    [key_resource] = template.find_resources("AWS::KMS::Key").values()
-    [for_logs] = [s for s in key_resource["Properties"]["KeyPolicy"]["Statement"] if "Service" in s["Principal"]]
+    # CloudWatch Logs may use the key for these groups only; no second key is created.
+    assert len(template.find_resources("AWS::KMS::Key")) == 1
+    for_logs = logs_key_statement(template, stack.get_logical_id(key.node.default_child))
     assert flat(for_logs["Principal"]["Service"]) == "logs.<AWS::Region>.amazonaws.com"
     assert "kms:*" not in json.dumps(for_logs["Action"])
     context = for_logs["Condition"]["ArnEquals"]["kms:EncryptionContext:aws:logs:arn"]
-    assert sorted(flatten_reference(arn).rsplit(":log-group:", 1)[1] for arn in context) == sorted(
-        [f"/aws/sagemaker/Endpoints/{endpoint.endpoint_name}", f"/aws/sagemaker/InferenceComponents/{endpoint.base_component_name}"]
-    )
+    assert sorted(flatten_reference(arn).rsplit(":log-group:", 1)[1] for arn in context) == endpoint_group_names(endpoint)
     assert nag_violations(stack) == []
 
 
@@ -169,16 +211,18 @@ def test_bad_log_settings_are_refused_with_every_field_named():
         assert field in message
 
 
-def test_a_log_group_without_a_customer_key_is_acknowledged_as_encrypted_by_cloudwatch_logs():
+def test_only_a_chosen_service_managed_key_is_acknowledged_as_encrypted_by_cloudwatch_logs():
     stack = new_stack()
-    build_endpoint(stack)
+    build_endpoint(stack, logs=EndpointLogs(service_managed_key=True))
     found = acknowledgments(stack)
     reasons = {k: v for k, v in found.items() if "CloudWatchLogGroupEncrypted" in k}
-    assert len(reasons) == 4  # two groups x (HIPAA, NIST)
+    assert len(reasons) == 6  # three groups x (HIPAA, NIST)
     assert set(reasons.values()) == {nag.REASON_LOG_GROUP_SERVICE_KEY}
-    with_key = new_stack("With-Key")
-    build_endpoint(with_key, logs=EndpointLogs(encryption_key=kms.Key(with_key, "K", enable_key_rotation=True)))
-    assert not [k for k in acknowledgments(with_key) if "CloudWatchLogGroupEncrypted" in k]
+    for stack_id, settings in (("Default", None), ("With-Key", "given")):
+        other = new_stack(stack_id)
+        logs_settings = EndpointLogs(encryption_key=kms.Key(other, "K", enable_key_rotation=True)) if settings else None
+        build_endpoint(other, logs=logs_settings)
+        assert not [k for k in acknowledgments(other) if "CloudWatchLogGroupEncrypted" in k]
 
 
 # ------------------------------------------------------------------------------ bucket ownership

@@ -150,3 +150,18 @@ def test_what_grant_invoke_refuses_at_once(options, field, message):
         imported.grant_invoke(role, **options)
     assert caught.value.problems == (Problem(IMPORT, field, message),)
     assert Template.from_stack(stack).find_resources("AWS::IAM::Policy") == {}
+
+
+def test_a_tenant_may_read_its_own_adapters_capture_stream_and_no_other_tenants():
+    stack, imported, role = tenant()
+    add(imported, "acme-chat-v1")
+    imported.grant_read_capture(role, ["ACME-chat-v1"])
+    [policy] = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    [read] = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert read["Action"] == "logs:GetLogEvents"
+    assert flatten_reference(read["Resource"]) == (
+        f"arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/cdk-adapters/capture/{PREFIX}:log-stream:acme-chat-v1"
+    )
+    for foreign in (["platform-v1"], ["other-tenant-v1"], []):
+        with pytest.raises(ConfigurationError, match="grant_read_capture.adapters"):
+            imported.grant_read_capture(role, foreign)
