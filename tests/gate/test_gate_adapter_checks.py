@@ -123,11 +123,22 @@ def test_vision_modules_refused_unless_enabled(zoo):
     assert check(zoo, zoo.adapter("vision-text-only"), base=vlm) == []
 
 
-def test_target_modules_missing_from_the_base(zoo):
+def test_every_target_missing_from_the_base(zoo):
     problems = check(zoo, zoo.adapter("gpt2"))
     problem = only(problems, "target_modules")
     assert "c_attn not found in cdk-adapters-tests/tiny-llama" in problem.message
     assert "trained for a different architecture" in problem.message
+
+
+def test_one_target_the_base_lacks_is_refused_even_when_the_others_exist(zoo):
+    """The rule fires on any missing target, not only when every target is foreign: the zoo's good
+    adapter (q_proj, k_proj, v_proj, o_proj) against a base without v_proj."""
+    good = json.loads((zoo.adapter("good") / "adapter_config.json").read_text())["target_modules"]
+    assert {"q_proj", "v_proj"} <= set(good)
+    base = replace(zoo.base_facts, module_names=zoo.base_facts.module_names - {"v_proj"})
+    problem = only(check(zoo, zoo.adapter("good"), base=base), "target_modules")
+    assert problem.message.startswith("v_proj not found in cdk-adapters-tests/tiny-llama")
+    assert problem.rule == "target-modules-in-base"
 
 
 def test_other_base_model(zoo):

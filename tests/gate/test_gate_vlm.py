@@ -39,7 +39,10 @@ def rules(problems) -> set[str]:
 
 
 def test_every_trap_names_the_pinned_vllm_and_a_rule():
-    # Upgrading the image fails here until each trap is re-checked on the new vLLM.
+    # Upgrading the image fails here until each trap is re-checked on the new vLLM: each trap's
+    # version is a literal of its own, never the pin itself (that made this test a tautology).
+    source = Path(vlm_traps.__file__).read_text()
+    assert "VLLM_VERSION" not in source and "import serving_image" not in source
     for trap in vlm_traps.TRAPS:
         assert trap.vllm_version == serving_image.VLLM_VERSION
     for rule in ("vision-tower-layout", "tower-connector-lora", "vlm-engine-traps"):
@@ -65,6 +68,22 @@ def test_a_transformers5_tower_adapter_is_refused_naming_the_modules_and_the_rek
     assert "model.vision_tower.encoder.layers.*.mlp.fc1" in problem.message
     assert "'vision_tower.' to 'vision_tower.vision_model.'" in problem.message
     assert serving_image.VLLM_VERSION in problem.message and "silently ignore" in problem.message
+
+
+def test_a_siglip_tower_adapter_in_transformers5_layout_is_refused_too(vlm):
+    """The rule covers SigLIP towers as well as CLIP (vLLM 0.31 nests both under vision_model): a
+    real tiny LLaVA with a SigLIP tower, a real PEFT adapter on it, re-keyed the transformers 5 way."""
+    root = vlm["root"] / "siglip"
+    base = tiny_vlm.build_vlm(root / "base", tower="siglip")
+    siglip = facts(base)
+    assert siglip.vision_tower_type == "siglip_vision_model"
+    tower = tiny_vlm.build_vlm_adapter(base, root / "tower", seed=5, target_modules=tiny_vlm.TOWER_TARGETS)
+    rekeyed = tiny_vlm.transformers5_layout(Path(shutil.copytree(tower, root / "tower-t5")))
+    reference = Reference(siglip, 8, allow_vision_modules=True, tower_connector_lora=True)
+    assert check_adapter_dir("tenant-v1", tower, reference) == []
+    [problem] = check_adapter_dir("tenant-v1", rekeyed, reference)
+    assert problem.rule == "vision-tower-layout"
+    assert "model.vision_tower.encoder.layers.*.mlp.fc1" in problem.message
 
 
 def test_tower_targets_need_tower_connector_lora(vlm):

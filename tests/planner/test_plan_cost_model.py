@@ -104,3 +104,22 @@ def test_cost_curve_matches_compare():
     dedicated, shared = costs_for_count(12, average, inputs)
     comparison = compare([average] * 12, inputs)
     assert (dedicated, shared) == (comparison.dedicated_monthly, comparison.shared_monthly)
+
+
+def test_the_peak_factor_of_a_mixed_fleet_is_weighted_by_demand_not_averaged():
+    """A busy flat tenant and a quiet bursty one: the fleet's peak is sum(peaks) / sum(demand),
+    so break-even follows the busy tenant's factor (a plain mean, 5.5, would nearly triple it here)."""
+    from cdk_adapters.planner.cost import average_tenant, weighted_peak_factor
+
+    busy_flat = TenantTraffic("busy-v1", requests_per_minute=90, prompt_tokens=100, output_tokens=600, peak_factor=1.0)
+    quiet_bursty = TenantTraffic("quiet-v1", requests_per_minute=10, prompt_tokens=100, output_tokens=600, peak_factor=10.0)
+    tenants = [busy_flat, quiet_bursty]
+    # demand 900 and 100 tokens/s x 60; peaks 900 and 1,000: (900 + 1000) / (900 + 100) = 1.9
+    assert weighted_peak_factor(tenants) == pytest.approx(1.9)
+    assert average_tenant(tenants).peak_factor == pytest.approx(1.9)
+    inputs = CostInputs(price_per_hour=1.0, throughput=1000.0, hours=730, swap_headroom=0.2, min_instances=1)
+    comparison = compare(tenants, inputs)
+    assert comparison.peak_factor == pytest.approx(1.9)
+    assert comparison.break_even_utilisation == pytest.approx(0.8 / 1.9)
+    # The plain mean (5.5) would put break-even at 0.8 / 5.5 = 0.145, not 0.421.
+    assert comparison.break_even_utilisation > 2.5 * (0.8 / 5.5)
