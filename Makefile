@@ -24,7 +24,7 @@ help:
 	@echo "make diff [ENV=dev|prod]   cdk diff of the example app against the deployed stack"
 	@echo "make test                  run the whole test suite"
 	@echo "make serve-stack           install the serving stack into .venv, for cdk-adapters demo-model and local"
-	@echo "make bench                 run the benchmarks (ratios measured side by side)"
+	@echo "make bench [BENCH=bench_x] run the benchmarks, or one (ratios measured side by side)"
 	@echo "make image                 build the serving image (needs Docker)"
 	@echo "make clean                 remove .venv, node_modules, cdk.out and caches"
 	@echo "make help                  this list"
@@ -86,9 +86,12 @@ diff: node_modules/.installed
 test: $(VENV)/.test node_modules/.installed
 	$(BIN)/python -m pytest
 
+# Benchmarks use the test tools and fixtures (tests/support), so they install what `make test` does.
+# BENCH=bench_<name> runs one.
+BENCH       ?= $(patsubst benchmarks/%.py,%,$(wildcard benchmarks/bench_*.py))
 bench: $(VENV)/.test
-	@for script in benchmarks/bench_*.py; do \
-	  module=$$(basename $$script .py); echo "== $$module"; $(BIN)/python -m benchmarks.$$module || exit 1; \
+	@for module in $(BENCH); do \
+	  echo "== $$module"; $(BIN)/python -m benchmarks.$$module || exit 1; \
 	done
 
 image:

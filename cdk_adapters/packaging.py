@@ -22,6 +22,8 @@ from pathlib import Path
 from cdk_adapters.gate.adapter_contents import ADAPTER_CONFIG, ADAPTER_WEIGHTS, TOKENIZER_FILES, open_regular_file
 
 FILE_MODE = 0o644
+ARCHIVE_MODE = 0o666
+"""The archive file's own mode before the umask: what ``open(path, "w")`` would give it."""
 GZIP_LEVEL = 9
 _CHUNK = 1024 * 1024
 
@@ -77,11 +79,20 @@ def package_adapter(adapter_dir: Path, output: Path, *, include_tokenizer: bool 
                 with tarfile.open(fileobj=zipped, mode="w", format=tarfile.USTAR_FORMAT) as tar:
                     for name in members:
                         _add_file(tar, adapter_dir / name, name)
+        # mkstemp makes the file 0600; an archive is for sharing (CDK's asset staging, S3), so it
+        # gets the mode a plain write would, under the user's umask.
+        os.chmod(partial, ARCHIVE_MODE & ~_umask())
         os.replace(partial, output)
     except BaseException:
         Path(partial).unlink(missing_ok=True)
         raise
     return PackagedAdapter(path=output, sha256=file_sha256(output), size=output.stat().st_size, members=tuple(members))
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def _add_file(tar: tarfile.TarFile, source: Path, name: str) -> None:

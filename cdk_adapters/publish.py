@@ -183,8 +183,16 @@ class _ProgressReader:
         return True
 
 
+def _size(done: int, total: int) -> str:
+    """``12.3/27.0 MB``, or ``512/2,048 bytes`` where MB would read 0.0/0.0."""
+    if total < 100_000:
+        return f"{done:,}/{total:,} bytes"
+    return f"{done / 1e6:.1f}/{total / 1e6:.1f} MB"
+
+
 class ProgressBar:
-    """``[#########...........]  45%  12.3/27.0 MB`` on one line of `stream` (stderr by default)."""
+    """``[#########...........]  45%  12.3/27.0 MB`` on one line of `stream` (stderr by default);
+    a file under 0.1 MB is counted in bytes."""
 
     WIDTH = 30
 
@@ -201,5 +209,5 @@ class ProgressBar:
         filled = self.WIDTH * percent // 100
         bar = "#" * filled + "." * (self.WIDTH - filled)
         end = "\n" if percent == 100 else ""
-        self.stream.write(f"\r{self.label} [{bar}] {percent:3d}%  {done / 1e6:.1f}/{total / 1e6:.1f} MB{end}")
+        self.stream.write(f"\r{self.label} [{bar}] {percent:3d}%  {_size(done, total)}{end}")
         self.stream.flush()

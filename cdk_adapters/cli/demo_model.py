@@ -25,6 +25,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         ),
     )
     demo.add_argument("directory", type=Path, metavar="DIR", help="an empty or new directory")
+    demo.add_argument(
+        "--vision-language", action="store_true",
+        help="a tiny random LLaVA (CLIP tower) instead, with a language adapter, a tower + connector adapter, "
+        "an image to send and a manifest carrying the base's vision-language facts",
+    )
     demo.set_defaults(handler=run)
 
 
@@ -32,8 +37,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     directory: Path = args.directory
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise Failure([Problem(PROG, "DIR", f"{directory} exists and is not an empty directory")], "nothing was written")
+    from cdk_adapters.local.stack import BROKEN_MESSAGE, broken_stack_problems, explain_import_error
+
+    broken = broken_stack_problems()  # before importing transformers, which these would break
+    if broken:
+        raise Failure([Problem(PROG, "demo-model", problem) for problem in broken], "the demo model was not written")
+    if args.vision_language:
+        _write_vlm_demo(directory, out)
+        return
     from cdk_adapters.local.demo_model import DEMO_ADAPTERS, DEMO_ALIAS, write_demo
-    from cdk_adapters.local.stack import BROKEN_MESSAGE, explain_import_error
 
     # Tiny files write in milliseconds: Hugging Face's progress bars would only be noise on stderr.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -47,6 +59,24 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     out.write(f"wrote {directory / 'base'} (tiny random Llama), adapters {', '.join(DEMO_ADAPTERS)}, {manifest}\n")
     out.write(f"alias '{DEMO_ALIAS}': 90% {DEMO_ADAPTERS[0]}, 10% {DEMO_ADAPTERS[1]}\n")
     out.write(f"next: {PROG} local --manifest {manifest} --base-model-dir {directory / 'base'}\n")
+
+
+def _write_vlm_demo(directory: Path, out: TextIO) -> None:
+    from cdk_adapters.local.demo_vlm import VLM_DEMO_ADAPTERS, VLM_DEMO_IMAGE, write_vlm_demo
+    from cdk_adapters.local.stack import BROKEN_MESSAGE, explain_import_error
+
+    try:
+        _quiet_transformers()
+        manifest = write_vlm_demo(directory)
+    except (ImportError, RuntimeError) as error:
+        if not isinstance(error, ImportError) and BROKEN_MESSAGE not in str(error):
+            raise
+        raise Failure([Problem(PROG, "demo-model", explain_import_error(error))], "the demo model was not written") from None
+    first = next(iter(VLM_DEMO_ADAPTERS))
+    out.write(f"wrote {directory / 'base'} (tiny random LLaVA), adapters {', '.join(VLM_DEMO_ADAPTERS)}, "
+              f"{directory / VLM_DEMO_IMAGE}, {manifest}\n")
+    out.write(f"next: {PROG} local --manifest {manifest} --base-model-dir {directory / 'base'}\n")
+    out.write(f"then: {PROG} invoke {first} \"Describe the image:\" --image {directory / VLM_DEMO_IMAGE}\n")
 
 
 def _quiet_transformers() -> None:

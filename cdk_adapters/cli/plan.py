@@ -98,11 +98,22 @@ def _check_ranges(args: argparse.Namespace) -> list[Problem]:
     ):
         if value is not None:
             checks.append((name, value, value > 0, "> 0"))
-    return unusable + [
+    return unusable + _chart_problems(args.chart) + [
         Problem("plan", name, f"must be {rule}, got {value:g}")
         for name, value, ok, rule in checks
         if not ok and math.isfinite(value)  # a NaN fails every comparison: it is named once, above
     ]
+
+
+def _chart_problems(chart: Path | None) -> list[Problem]:
+    """Where the chart goes is checked before anything is planned, not after the table is printed."""
+    if chart is None:
+        return []
+    if chart.is_dir():
+        return [Problem("plan", "--chart", f"{chart} is a folder; name the PNG file to write, e.g. {chart / 'plan.png'}")]
+    if not chart.parent.is_dir():
+        return [Problem("plan", "--chart", f"the folder {chart.parent} does not exist; create it or write the chart elsewhere")]
+    return []
 
 
 def _pool_flag_problems(args: argparse.Namespace, names: list[str]) -> list[Problem]:
@@ -240,9 +251,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             path = render_cost_chart(
                 args.chart, cost_model.average_tenant(tenants), report.inputs, tenants=len(tenants), instance_type=report.instance.name
             )
+        except OSError as error:
+            raise Failure([Problem(PROG, "--chart", f"cannot write {args.chart}: {error.strerror or error}")], "no chart was written") from None
         except ImportError as error:
+            from cdk_adapters.local.stack import extra_install_command
+
             raise Failure(
-                [Problem(PROG, "--chart", f"needs matplotlib ({error.name} is not installed): pip install 'cdk-adapters[chart]'")],
+                [Problem(PROG, "--chart", f"needs matplotlib ({error.name} is not installed): {extra_install_command('chart')}")],
                 "no chart was written",
             ) from None
         err.write(f"{PROG}: wrote {path}\n")

@@ -362,8 +362,9 @@ def local_runtime_client(url: str) -> Any:
     import boto3
 
     return boto3.client(
-        "sagemaker-runtime", endpoint_url=url, region_name="us-east-1", aws_access_key_id="local",
-        aws_secret_access_key="local", config=botocore_config(),
+        "sagemaker-runtime", endpoint_url=url, region_name=runtime_api.LOCAL_REGION,
+        aws_access_key_id=runtime_api.LOCAL_ACCESS_KEY, aws_secret_access_key=runtime_api.LOCAL_ACCESS_KEY,
+        config=botocore_config(),
     )
 
 

@@ -22,6 +22,18 @@ METRICS_PATH = "/metrics"
 """Where the container serves Prometheus text (vLLM's series and the middleware's per-adapter ones):
 SageMaker's metrics collection, local mode's front and ``cdk-adapters usage --prometheus`` read it."""
 LOCAL_DISCOVERY_PATH = "/cdk-adapters/discovery"
+LOCAL_REGION = "us-east-1"
+LOCAL_ACCESS_KEY = "local"
+"""What a boto3 client for local mode is given (region, and both halves of the key pair): botocore
+needs a region and credentials to sign, and local mode checks no signature."""
+
+
+def local_boto3_call(url: str) -> str:
+    """The one line that builds plain boto3's client for local mode at `url` (printed, documented)."""
+    return (
+        f'boto3.client("sagemaker-runtime", endpoint_url="{url}", region_name="{LOCAL_REGION}", '
+        f'aws_access_key_id="{LOCAL_ACCESS_KEY}", aws_secret_access_key="{LOCAL_ACCESS_KEY}")'
+    )
 """Where local mode serves its discovery record (a deployed endpoint's is in SSM)."""
 
 BODY_DEADLINE_S = 20.0

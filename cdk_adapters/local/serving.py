@@ -18,7 +18,7 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import httpx
 
@@ -36,6 +36,8 @@ CONTAINER_DIR = next(
 """The serving code: ``container/`` in a checkout, ``cdk_adapters/_container/`` in an installed wheel."""
 
 START_TIMEOUT_S = 600.0
+PROGRESS_INTERVAL_S = 15.0
+"""How often `start` reports that vLLM is still loading, so a newcomer knows it is working."""
 LOCAL_ENDPOINT = "local"
 
 
@@ -136,17 +138,26 @@ class AdapterServer:
         env.update(s.extra_env)
         return env
 
-    def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Start the server and wait until ``/ping`` answers 200."""
+    def start(
+        self, timeout_s: float = START_TIMEOUT_S, *, progress: Callable[[float], None] | None = None,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
+    ) -> None:
+        """Start the server and wait until ``/ping`` answers 200, calling `progress` with the
+        seconds waited every `progress_interval_s` (vLLM's start takes from half a minute to a few)."""
         (self.settings.work_dir / "state").mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "adapter_server", "serve"], env=self.environment(),
                 stdout=log, stderr=subprocess.STDOUT, cwd=self.settings.work_dir, start_new_session=True,
             )
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
+        said = started
         with httpx.Client(base_url=self.url, timeout=2) as client:
             while time.monotonic() < deadline:
+                if progress is not None and time.monotonic() - said >= progress_interval_s:
+                    said = time.monotonic()
+                    progress(said - started)
                 if self.process.poll() is not None:
                     raise ServerFailed(f"the adapter server exited with {self.process.returncode}", self.log_tail())
                 try:

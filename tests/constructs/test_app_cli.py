@@ -63,6 +63,9 @@ def test_cli_synth_of_default_environment_is_clean(cli_dev_assembly: Path, capsy
     assert synth_summary.main([str(cli_dev_assembly)]) == 0
     printed = capsys.readouterr().out
     assert f"stack {DEV_STACK}:" in printed and "adapters (2)" in printed and "no unacknowledged findings" in printed
+    # README's sample of this summary shows the same first line (it said 18 when synth printed 20).
+    [first_line] = [line for line in printed.splitlines() if line.startswith(f"stack {DEV_STACK}:")]
+    assert f"```\n{first_line}\n" in (REPO_ROOT / "README.md").read_text()
     # The nag packs ran (CDK writes their report) and none of them failed.
     report = cli_dev_assembly / synth_summary.VALIDATION_REPORT
     assert report.is_file(), "cdk synth wrote no policy-validation report: did the nag packs run?"

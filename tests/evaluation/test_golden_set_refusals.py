@@ -98,3 +98,17 @@ def test_min_match_gates_only_a_replay_and_must_be_a_share(tmp_path):
                                                 "case": {"prompt": "p", "max_tokens": 4}, "response": "x"})
     status, _, err = run("eval", "--from-capture", str(capture), "--target", "v1", "--min-match", "95", "--local", UNREACHABLE)
     assert status == 2 and "--min-match: must be between 0 and 1, got 95.0" in err
+
+
+def test_a_golden_file_beside_from_capture_is_a_usage_error_not_a_target(tmp_path):
+    """It was taken as a target ("adapter 'golden.jsonl' is not served") after the capture was read."""
+    golden = write(tmp_path / "golden.jsonl", {"prompt": "p"})
+    capture = write(tmp_path / "capture.log", {"cdk_adapters_capture": 1, "adapter": "v1", "time": "t", "status": 200,
+                                                "case": {"prompt": "p", "max_tokens": 4}, "response": "x"})
+    status, out, err = run("eval", str(golden), "--from-capture", str(capture), "--target", "v1", "--local", UNREACHABLE)
+    assert status == 2 and out == ""
+    assert f"GOLDEN: '{golden}' is a file, but --from-capture already gives the cases" in err
+    assert "is not served" not in err and "Traceback" not in err
+    # A word that is an adapter name stays a target, as before.
+    status, _, err = run("eval", "v1", "--from-capture", str(tmp_path / "missing.log"), "--local", UNREACHABLE)
+    assert "GOLDEN" not in err

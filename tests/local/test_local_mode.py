@@ -6,7 +6,9 @@ every answer a fixed number of tokens, so whole and streamed answers can be comp
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import random
 import subprocess
 import sys
@@ -43,11 +45,23 @@ def client(local_mode) -> AdapterClient:
 
 @pytest.fixture(scope="module")
 def runtime(local_mode):
-    """Plain boto3, as an application that never heard of cdk-adapters would build it."""
-    return boto3.client(
-        "sagemaker-runtime", endpoint_url=local_mode.url, region_name="us-east-1",
-        aws_access_key_id="local", aws_secret_access_key="local",
-    )
+    """Plain boto3, built exactly as the line `local` prints says, on a machine with no AWS
+    configuration at all (written as the README had it, it failed with NoRegionError, then
+    NoCredentialsError)."""
+    [line] = [line for line in local_mode.printed.splitlines() if "plain boto3" in line]
+    call = ast.parse(line.split(": ", 1)[1].strip(), mode="eval").body
+    assert isinstance(call, ast.Call) and ast.unparse(call.func) == "boto3.client"
+    arguments = [ast.literal_eval(arg) for arg in call.args]
+    keywords = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
+    assert keywords["endpoint_url"] == local_mode.url
+    bare = {name: os.environ.pop(name) for name in list(os.environ) if name.startswith("AWS_")}
+    os.environ.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true")
+    try:
+        yield boto3.session.Session().client(*arguments, **keywords)
+    finally:
+        for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_EC2_METADATA_DISABLED"):
+            os.environ.pop(name, None)
+        os.environ.update(bare)
 
 
 def completion_text(answer: dict) -> str:

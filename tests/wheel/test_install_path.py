@@ -51,6 +51,21 @@ def test_make_help_lists_every_target():
     assert "make serve-stack" in shown
 
 
+def test_one_benchmark_runs_through_make_after_what_make_test_installs():
+    """benchmarks/README.md's command: `python -m benchmarks.<name>` after `make synth` and
+    `make serve-stack` failed on pytest (the benchmarks use tests/support); `make bench` installs
+    the test tools first, and BENCH= picks one."""
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert re.search(r"^bench: \$\(VENV\)/\.test$", makefile, flags=re.M)
+    dry = subprocess.run(["make", "-n", "-C", str(REPO_ROOT), "bench", "BENCH=bench_client_overhead"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "for module in bench_client_overhead; do" in dry and "-m benchmarks.$module" in dry
+    every = subprocess.run(["make", "-n", "-C", str(REPO_ROOT), "bench"], capture_output=True, text=True, check=True).stdout
+    names = sorted(path.stem for path in (REPO_ROOT / "benchmarks").glob("bench_*.py"))
+    assert f"for module in {' '.join(names)}; do" in every
+    assert "make bench BENCH=<name>" in (REPO_ROOT / "benchmarks" / "README.md").read_text()
+
+
 EXTRA_MET = """
 from importlib.metadata import requires, version
 from packaging.requirements import Requirement
@@ -83,8 +98,10 @@ def test_from_a_bare_wheel_demo_model_names_the_extra(tmp_path, wheel):  # noqa:
     done = subprocess.run([str(venv / "bin" / "cdk-adapters"), "demo-model", str(tmp_path / "demo")],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 1 and done.stdout == ""
+    # The command names the very wheel this venv was installed from (pip's install record).
     assert ("needs the serving stack (transformers is missing): run `pip install --extra-index-url "
-            "https://download.pytorch.org/whl/cpu 'cdk-adapters[local]'`") in done.stderr
+            f"https://download.pytorch.org/whl/cpu '{wheel}[local]'`") in done.stderr
+    assert "'cdk-adapters[" not in done.stderr
     assert "make" not in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "demo").exists()
 
