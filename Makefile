@@ -17,7 +17,7 @@ PIP_QUIET   := --quiet --disable-pip-version-check
 CDK         := $(CURDIR)/node_modules/.bin/cdk
 export PATH := $(BIN):$(PATH)
 
-.PHONY: synth test serve-stack bench diff image clean help
+.PHONY: synth test serve-stack bench mutate diff image clean help
 
 help:
 	@echo "make synth [ENV=dev|prod]  synthesize the example app through the CDK CLI"
@@ -25,6 +25,7 @@ help:
 	@echo "make test                  run the whole test suite"
 	@echo "make serve-stack           install the serving stack into .venv, for cdk-adapters demo-model and local"
 	@echo "make bench [BENCH=bench_x] run the benchmarks, or one (ratios measured side by side)"
+	@echo "make mutate                write realistic bugs into the code one at a time and run their tests (see CONTRIBUTING.md)"
 	@echo "make image                 build the serving image (needs Docker)"
 	@echo "make clean                 remove .venv, node_modules, cdk.out and caches"
 	@echo "make help                  this list"
@@ -93,6 +94,10 @@ bench: $(VENV)/.test
 	@for module in $(BENCH); do \
 	  echo "== $$module"; $(BIN)/python -m benchmarks.$$module || exit 1; \
 	done
+
+# Not part of `make test`: it runs the listed fast tests once per mutant (mutation/catalogue.py).
+mutate: $(VENV)/.test
+	$(BIN)/python -m mutation.run
 
 image:
 	docker build -f container/Dockerfile -t cdk-adapters-vllm:local .

@@ -42,13 +42,7 @@ from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias
 from cdk_adapters.data_capture import REASON_CAPTURE_PREFIX, DataCapture
 from cdk_adapters.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
 from cdk_adapters.deployment import RollingUpdate
-from cdk_adapters.endpoint_logs import (
-    CAPTURE_READ_ACTIONS,
-    EndpointLogGroups,
-    EndpointLogs,
-    capture_stream_arns,
-    with_logs_key,
-)
+from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs, grant_read_capture, with_logs_key
 from cdk_adapters.execution_role import ExecutionRolePermissions, log_group_arn, sagemaker_principal
 from cdk_adapters.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.compute import ComputeRequirements, InstanceScaling, StartupTimeouts, copies_fit_problems
@@ -704,17 +698,10 @@ class MultiAdapterEndpoint(Construct):
         group: IAM authorizes those on the whole group, every tenant's stream included. The
         group's key needs no grant (CloudWatch Logs decrypts for a reader it authorizes).
         """
-        names = [adapters] if isinstance(adapters, str) else list(adapters)
-        unknown = [name for name in names if not isinstance(name, str) or self.fleet.component(name) is None]
-        if not names or unknown:
-            raise ConfigurationError(
-                [Problem(self._subject, "grant_read_capture.adapters", f"{name!r} is not an adapter of this endpoint (add it first)") for name in unknown]
-                or [Problem(self._subject, "grant_read_capture.adapters", "name at least one adapter")]
-            )
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=list(CAPTURE_READ_ACTIONS),
-            resource_arns=capture_stream_arns(self, self.endpoint_name, [adapter_name_key(name) for name in names]),
+        return grant_read_capture(
+            self, grantee, endpoint_name=self.endpoint_name, adapters=adapters,
+            is_own=lambda name: self.fleet.component(name) is not None, subject=self._subject,
+            not_own="is not an adapter of this endpoint (add it first)",
         )
 
     @property

@@ -21,6 +21,7 @@ exists" until the groups are deleted, or adopted with ``cdk deploy --import-exis
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from aws_cdk import Annotations, Aws, CfnResource, RemovalPolicy
 from aws_cdk import aws_iam as iam
@@ -30,8 +31,9 @@ from constructs import Construct
 
 from cdk_adapters import nag_acknowledgments as nag
 from cdk_adapters.contract import capture_record
+from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.execution_role import log_group_arn, log_group_names
-from cdk_adapters.problems import Problem
+from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_RETENTION = logs.RetentionDays.ONE_YEAR
 """365 days: the default period of AWS Config's ``cw-loggroup-retention-period-check``."""
@@ -129,6 +131,26 @@ def capture_stream_arns(scope: Construct, endpoint_name: str, adapter_keys: list
     """The capture streams of `adapter_keys` (`capture_record.capture_stream`), one ARN each."""
     group = log_group_arn(scope, capture_record.capture_log_group_name(endpoint_name))
     return [f"{group}:log-stream:{capture_record.capture_stream(key)}" for key in adapter_keys]
+
+
+def grant_read_capture(
+    scope: Construct, grantee: iam.IGrantable, *, endpoint_name: str, adapters: object,
+    is_own: Callable[[str], bool], subject: str, not_own: str,
+) -> iam.Grant:
+    """``logs:GetLogEvents`` on exactly the capture streams of `adapters`; a name `is_own` refuses
+    is a problem (`not_own` says why), as is an empty list."""
+    names = [adapters] if isinstance(adapters, str) else list(adapters)  # type: ignore[call-overload]
+    refused = [name for name in names if not isinstance(name, str) or not is_own(name)]
+    if not names or refused:
+        raise ConfigurationError(
+            [Problem(subject, "grant_read_capture.adapters", f"{name!r} {not_own}") for name in refused]
+            or [Problem(subject, "grant_read_capture.adapters", "name at least one adapter")]
+        )
+    return iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=list(CAPTURE_READ_ACTIONS),
+        resource_arns=capture_stream_arns(scope, endpoint_name, [adapter_name_key(name) for name in names]),
+    )
 
 
 def log_group(scope: Construct, id: str, settings: EndpointLogs, name: str) -> logs.LogGroup:

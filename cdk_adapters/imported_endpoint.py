@@ -68,7 +68,7 @@ from cdk_adapters.contract.discovery import (
     tenant_name_problems,
 )
 from cdk_adapters.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
-from cdk_adapters.endpoint_logs import CAPTURE_READ_ACTIONS, EndpointLogs, capture_stream_arns
+from cdk_adapters.endpoint_logs import EndpointLogs, grant_read_capture
 from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count
 from cdk_adapters.iam_conditions import kms_via_s3, s3_owned_by
 from cdk_adapters.inference_component import AdapterInferenceComponent, InferenceComponentMetrics
@@ -420,17 +420,10 @@ class ImportedMultiAdapterEndpoint(Construct):
         of the endpoint's capture log group, ``logs:GetLogEvents`` only); another tenant's adapter
         is refused. See `MultiAdapterEndpoint.grant_read_capture`."""
         own = {adapter_names.adapter_name_key(name) for name in self.adapters}
-        names = [adapters] if isinstance(adapters, str) else list(adapters)
-        foreign = [name for name in names if not isinstance(name, str) or adapter_names.adapter_name_key(name) not in own]
-        if not names or foreign:
-            raise ConfigurationError(
-                [Problem(self._subject, "grant_read_capture.adapters", f"{name!r} is not an adapter this stack added") for name in foreign]
-                or [Problem(self._subject, "grant_read_capture.adapters", "name at least one adapter")]
-            )
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=list(CAPTURE_READ_ACTIONS),
-            resource_arns=capture_stream_arns(self, self.endpoint_name, [adapter_names.adapter_name_key(name) for name in names]),
+        return grant_read_capture(
+            self, grantee, endpoint_name=self.endpoint_name, adapters=adapters,
+            is_own=lambda name: adapter_names.adapter_name_key(name) in own, subject=self._subject,
+            not_own="is not an adapter this stack added",
         )
 
     def metric(self, metric_name: str, *, adapter: str | None = None, **props: Any) -> cloudwatch.Metric:

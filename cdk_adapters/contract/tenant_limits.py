@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 from cdk_adapters.contract.env_values import parse_bool, parse_whole_number
@@ -27,6 +27,11 @@ ENGINE_IN_FLIGHT_ENV = "CDK_ADAPTERS_ENGINE_IN_FLIGHT"
 ENGINE_HEADROOM_ENV = "CDK_ADAPTERS_ENGINE_HEADROOM"
 """Places in the engine kept free for adapters that have none there while such an adapter is
 present, so its next request joins the running batch at once. Default: `default_headroom`."""
+HEADROOM_PRESENCE_ENV = "CDK_ADAPTERS_HEADROOM_PRESENCE_S"
+"""Whole seconds an adapter counts as present after its last request, and so keeps its claim on
+the headroom. Default `DEFAULT_HEADROOM_PRESENCE_S`. A container setting (the construct does not
+render it): longer keeps the batch's last places for quiet tenants longer."""
+DEFAULT_HEADROOM_PRESENCE_S = 10
 LIMITS_ENV = "CDK_ADAPTERS_TENANT_LIMITS"
 """JSON ``{"default": {<limits>}, "adapters": {"<adapter>": {<limits>}}}``; each part optional."""
 
@@ -102,6 +107,9 @@ class TenantLimits:
     adapters: Mapping[str, AdapterLimits] = field(default_factory=dict)
     """Keyed by `adapter_name_key`."""
 
+    headroom_presence_s: int = DEFAULT_HEADROOM_PRESENCE_S
+    """How long an adapter counts as present after its last request (`HEADROOM_PRESENCE_ENV`)."""
+
     def headroom_for(self, engine_in_flight: int) -> int:
         """Places kept free for adapters with none in the engine: the setting, else `default_headroom`."""
         return self.engine_headroom if self.engine_headroom is not None else default_headroom(engine_in_flight)
@@ -148,6 +156,7 @@ def decode(environ: Mapping[str, str]) -> tuple[TenantLimits, list[Problem]]:
     fair_share = parse_bool(environ, FAIR_SHARE_ENV, True, problems)
     in_flight = parse_whole_number(environ, ENGINE_IN_FLIGHT_ENV, 1, problems)
     headroom = parse_whole_number(environ, ENGINE_HEADROOM_ENV, 0, problems)
+    presence = parse_whole_number(environ, HEADROOM_PRESENCE_ENV, 1, problems)
     default, adapters = AdapterLimits(), {}
     raw_limits = environ.get(LIMITS_ENV, "").strip()
     if raw_limits:
@@ -172,4 +181,7 @@ def decode(environ: Mapping[str, str]) -> tuple[TenantLimits, list[Problem]]:
                 limits, found = AdapterLimits.from_document(value, LIMITS_ENV, f"adapters.{name}")
                 problems += found
                 adapters[adapter_name_key(name)] = limits
-    return TenantLimits(fair_share, in_flight, headroom, default, adapters), problems
+    limits = TenantLimits(fair_share, in_flight, headroom, default, adapters)
+    if presence is not None:
+        limits = replace(limits, headroom_presence_s=presence)
+    return limits, problems

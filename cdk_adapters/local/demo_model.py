@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 TINY_BASE_MODEL_ID = "cdk-adapters-tests/tiny-llama"
 TINY_BASE_REVISION = "0000000000000000000000000000000000000001"
@@ -38,23 +38,29 @@ DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 def build_tokenizer():
     """A byte-level BPE tokenizer of about 300 tokens with a chat template."""
+    return train_tokenizer(_CORPUS, vocab_size=300, chat_template=_CHAT_TEMPLATE)
+
+
+def train_tokenizer(corpus: Sequence[str], *, vocab_size: int, chat_template: str, extra_special: Mapping[str, str] | None = None):
+    """A byte-level BPE tokenizer trained offline on `corpus` (``<s>``, ``</s>``, ``<pad>`` and
+    `extra_special`'s tokens special), with `chat_template`: the demo and test models' recipe."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    extra = dict(extra_special or {})
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<s>", "</s>", "<pad>"],
+        vocab_size=vocab_size,
+        special_tokens=["<s>", "</s>", "<pad>", *extra.values()],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_CORPUS, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
-    )
-    fast.chat_template = _CHAT_TEMPLATE
+    tokenizer.train_from_iterator(corpus, trainer=trainer)
+    options = {"extra_special_tokens": extra} if extra else {}
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>", **options)
+    fast.chat_template = chat_template
     return fast
 
 

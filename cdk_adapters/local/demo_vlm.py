@@ -59,25 +59,10 @@ TOWER_TARGETS = (
 
 
 def build_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    """The demo tokenizer, knowing ``<image>``, with a chat template over content parts."""
+    from cdk_adapters.local.demo_model import train_tokenizer
 
-    tokenizer = Tokenizer(models.BPE(unk_token=None))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=384,
-        special_tokens=["<s>", "</s>", "<pad>", IMAGE_TOKEN],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(_CORPUS, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-        extra_special_tokens={"image_token": IMAGE_TOKEN},
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
+    return train_tokenizer(_CORPUS, vocab_size=384, chat_template=CHAT_TEMPLATE, extra_special={"image_token": IMAGE_TOKEN})
 
 
 def build_vlm(out_dir: Path, *, seed: int = 0, vision_feature_select_strategy: str = "full", tower: str = "clip") -> Path:

@@ -40,10 +40,11 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from adapter_server.asgi_io import Refusal
 from cdk_adapters.contract import error_kinds
-from cdk_adapters.contract.tenant_limits import AdapterLimits
+from cdk_adapters.contract.tenant_limits import DEFAULT_HEADROOM_PRESENCE_S, AdapterLimits
 
-RECENT_S = 10.0
-"""How long after its last request an adapter still counts as present, so headroom is kept for it."""
+RECENT_S = float(DEFAULT_HEADROOM_PRESENCE_S)
+"""How long after its last request an adapter still counts as present, so headroom is kept for it
+(the contract's default; ``CDK_ADAPTERS_HEADROOM_PRESENCE_S`` changes it per server)."""
 
 
 class CallerGone(Exception):
@@ -81,9 +82,11 @@ class FairAdmission:
 
     def __init__(
         self, capacity: int, limits: Callable[[str], AdapterLimits], *, headroom: int = 0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, presence_s: float | None = None,
     ) -> None:
         self.capacity = max(1, capacity)
+        self._presence_s = RECENT_S if presence_s is None else presence_s
+        """How long an adapter counts as present after its last request (default `RECENT_S`)."""
         self.headroom = min(max(0, headroom), self.capacity - 1)
         self._limits = limits
         self._clock = clock
@@ -177,7 +180,7 @@ class FairAdmission:
             return
         self._pruned_at = now
         for name, seen in list(self._seen.items()):
-            if now - seen > RECENT_S and name not in self._lanes:
+            if now - seen > self._presence_s and name not in self._lanes:
                 del self._seen[name]
 
     async def _wait(self, adapter: str, lane: _Lane, caller_gone: Callable[[], Awaitable[object]], cost: int) -> None:
@@ -249,7 +252,7 @@ class FairAdmission:
             self._forget_absent(force=True)
             self._dispatch()
 
-        self._wake = asyncio.get_running_loop().call_later(max(absent) + RECENT_S - self._clock() + 0.001, wake)
+        self._wake = asyncio.get_running_loop().call_later(max(absent) + self._presence_s - self._clock() + 0.001, wake)
 
     def _take(self, lane: _Lane, cost: int) -> None:
         lane.in_engine += cost

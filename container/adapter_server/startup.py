@@ -81,7 +81,9 @@ class ServerStartup:
         limits = settings.tenant_limits
         if limits.fair_share:
             capacity = limits.engine_in_flight or _engine_batch_size(starlette_app)
-            context.admission = FairAdmission(capacity, limits.for_adapter, headroom=limits.headroom_for(capacity))
+            context.admission = FairAdmission(
+                capacity, limits.for_adapter, headroom=limits.headroom_for(capacity), presence_s=limits.headroom_presence_s
+            )
         context.base = await asyncio.to_thread(
             BaseModelFacts.from_model_dir,
             args.model,

@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from adapter_server.admission import RECENT_S, CallerGone, FairAdmission
+from cdk_adapters.contract import tenant_limits
 from adapter_server.asgi_io import Refusal
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from tests.support.fake_clock import FakeClock
@@ -292,6 +293,34 @@ def test_headroom_is_given_back_once_the_quiet_adapter_counts_as_gone():
             engine.release.setdefault(tag, asyncio.Event()).set()
         await asyncio.gather(*tasks)
         assert engine.admission.in_engine == 0 and engine.admission._seen == {"noisy": clock.now}
+
+    run(scenario())
+
+
+def test_a_longer_presence_keeps_the_headroom_past_the_default_window():
+    """``CDK_ADAPTERS_HEADROOM_PRESENCE_S``: decoded by the contract, honoured by admission."""
+    limits, problems = tenant_limits.decode({tenant_limits.HEADROOM_PRESENCE_ENV: "600"})
+    assert problems == [] and limits.headroom_presence_s == 600
+    _, problems = tenant_limits.decode({tenant_limits.HEADROOM_PRESENCE_ENV: "0"})
+    assert [p.subject for p in problems] == [tenant_limits.HEADROOM_PRESENCE_ENV]
+    assert tenant_limits.decode({})[0].headroom_presence_s == RECENT_S
+
+    async def scenario():
+        clock = FakeClock(1000.0)
+        engine = Engine(FairAdmission(4, limits_of({}), headroom=1, clock=clock, presence_s=limits.headroom_presence_s))
+        await engine.served_once("quiet", "q0")
+        tasks = [asyncio.ensure_future(engine.request("noisy", f"n{i}")) for i in range(6)]
+        await engine.settle()
+        clock.now += RECENT_S * 10  # long past the default window, within 600 s
+        engine.release["n0"].set()
+        await engine.settle()
+        assert engine.entered == ["q0", "n0", "n1", "n2", "n3"]  # the kept place is still kept
+        for event in list(engine.release.values()):
+            event.set()
+        for tag in ("n4", "n5"):
+            await engine.settle()
+            engine.release.setdefault(tag, asyncio.Event()).set()
+        await asyncio.gather(*tasks)
 
     run(scenario())
 

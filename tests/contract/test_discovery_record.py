@@ -39,6 +39,17 @@ def test_round_trip_is_exact_and_rendering_is_stable():
     assert "aliases" not in document  # only written when there are aliases
 
 
+@pytest.mark.parametrize("allow_base_model", [True, False])
+def test_base_access_round_trips_both_ways_and_is_always_written(allow_base_model):
+    """The decoder's default is False: a writer that dropped the key would still round-trip a False
+    record, so both values are written and read back, and the key is in the text either way."""
+    record = DiscoveryRecord("fleet-1a2b3c4d", "fleet-1a2b3c4d-base", "fleet-1a2b3c4d", allow_base_model=allow_base_model)
+    text = record.to_json()
+    assert json.loads(text)["allow_base_model"] is allow_base_model
+    assert DiscoveryRecord.from_json(text).allow_base_model is allow_base_model
+    assert DiscoveryRecord.from_json(text) == record
+
+
 def test_the_rule_is_the_constructs_rule():
     for adapter in ("support-en-v1", "Support-EN-v1", "a" * 39):
         assert RECORD.component_name(adapter) == adapter_component_name(RECORD.component_prefix, adapter)

@@ -346,3 +346,15 @@ def test_an_ordinary_update_reads_the_stack_status_and_checks_the_change():
         response = index.handle(event("Update", new, old=old), client, SETTINGS, 600, cloudformation=cloudformation, clock=clock, sleep=clock.sleep)
     stubber.assert_no_pending_responses()
     assert response["Data"] == {"Checked": "1"}
+
+
+def test_an_answer_without_the_expected_text_fails_the_deployment_naming_the_adapter():
+    """The failing side of expect_text, without a server (until now only a vLLM test had one)."""
+    checks = {"support-de-v1": {"body": {"prompt": "Hallo", "max_tokens": 4}, "expect_text": "Tage"}}
+    client, stubber = runtime()
+    expect_invoke(stubber, "support-de-v1", answer("support-de-v1", text=" thirty days"), request={"prompt": "Hallo", "max_tokens": 4})
+    with stubber, pytest.raises(index.DeployCheckFailed) as raised:
+        handle(client, event("Create", properties({"support-de-v1": "a" * 16}, checks)))
+    message = str(raised.value)
+    assert "1 of 1 adapter(s) failed" in message
+    assert "support-de-v1" in message and "'Tage'" in message

@@ -49,7 +49,7 @@ def runtime(local_mode):
     configuration at all (written as the README had it, it failed with NoRegionError, then
     NoCredentialsError)."""
     [line] = [line for line in local_mode.printed.splitlines() if "plain boto3" in line]
-    call = ast.parse(line.split(": ", 1)[1].strip(), mode="eval").body
+    call = ast.parse(line[line.index("boto3.client("):].strip(), mode="eval").body
     assert isinstance(call, ast.Call) and ast.unparse(call.func) == "boto3.client"
     arguments = [ast.literal_eval(arg) for arg in call.args]
     keywords = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}

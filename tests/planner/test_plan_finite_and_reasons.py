@@ -86,8 +86,14 @@ def test_chart_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
             raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
         return real_import(name, *args, **kwargs)
 
+    from cdk_adapters.local import stack
+
+    monkeypatch.setattr(stack, "_CHECKOUT", tmp_path / "site-packages")  # no Makefile beside it: an installed wheel
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     result = plan(*WHAT_IF, "--chart", str(tmp_path / "c.png"))
     assert result.status == 1
-    assert "--chart: needs matplotlib (matplotlib is not installed): pip install 'cdk-adapters[chart]'" in result.err
+    # The wheel's own path with the extra (this checkout's install record names no wheel: the placeholder).
+    assert ("--chart: needs matplotlib (matplotlib is not installed): "
+            "pip install '/path/to/cdk_adapters-<version>-py3-none-any.whl[chart]'") in result.err
+    assert "'cdk-adapters[" not in result.err
     assert not (tmp_path / "c.png").exists()
