@@ -110,3 +110,11 @@ def test_a_replay_counts_skipped_records_and_those_not_answered_greedily(tmp_pat
     assert (replay.records, len(replay.golden.cases), replay.skipped) == (5, 4, 1)
     assert replay.not_greedy == ("r1", "r2")
     assert [is_greedy(p) for p in ({"temperature": 0}, {"temperature": 1e-9}, {}, {"temperature": False})] == [True, False, False, False]
+
+
+def test_a_redacted_prompt_never_reaches_the_written_line():
+    line = cr.encode(exchange(cr.CaptureSettings(redact=("prompt",)), {"prompt": "the tenant's secret", "max_tokens": 4}))
+    assert "secret" not in line
+    record, problem = cr.decode_line(line)
+    assert problem is None and record.case["prompt"] == cr.REDACTED and record.redacted == ("prompt",)
+    assert not record.replayable

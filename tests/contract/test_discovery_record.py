@@ -50,6 +50,13 @@ def test_base_access_round_trips_both_ways_and_is_always_written(allow_base_mode
     assert DiscoveryRecord.from_json(text) == record
 
 
+def test_a_record_written_without_the_base_access_key_keeps_the_base_closed():
+    """Older writers left the key out: reading such a record never opens the base model."""
+    document = json.loads(RECORD.to_json())
+    del document["allow_base_model"]
+    assert DiscoveryRecord.from_json(json.dumps(document)).allow_base_model is False
+
+
 def test_the_rule_is_the_constructs_rule():
     for adapter in ("support-en-v1", "Support-EN-v1", "a" * 39):
         assert RECORD.component_name(adapter) == adapter_component_name(RECORD.component_prefix, adapter)

@@ -72,6 +72,15 @@ def test_rank_above_max_lora_rank(zoo):
     assert check(zoo, zoo.adapter("rank-32"), max_lora_rank=32) == []
 
 
+def test_one_rank_over_the_limit_is_refused_and_the_limit_itself_passes(zoo, tmp_path):
+    """The boundary: a real rank-17 adapter against max_lora_rank 16, and a rank-16 one."""
+    over = tm.build_lora_adapter(zoo.base_dir, tmp_path / "r17", seed=7, rank=17, alpha=34)
+    problem = only(check(zoo, over), "r")
+    assert "rank 17 exceeds max_lora_rank 16" in problem.message
+    exact = tm.build_lora_adapter(zoo.base_dir, tmp_path / "r16", seed=7, rank=16, alpha=32)
+    assert check(zoo, exact) == []
+
+
 def test_rank_pattern_is_honoured(zoo):
     # r is 8, but rank_pattern gives q_proj rank 32: vLLM would need max_lora_rank >= 32.
     problem = only(check(zoo, zoo.adapter("rank-pattern-32")), "rank_pattern")

@@ -160,3 +160,37 @@ def test_the_version_suffix_compares_ignoring_case_and_its_advice_names_a_free_n
     assert [p.rule for p in problems] == ["version-suffix", "version-suffix"]
     assert "(for example 'SUPPORT-v3')" in messages["adapter 'SUPPORT'"]  # v1 and v2 are taken, whatever their case
     assert "(for example 'billing-v1')" in messages["adapter 'billing-v'"]
+
+
+def _archive_with_hidden_tail(path: Path, adapter: Path, tail_bytes: int) -> Path:
+    """The adapter's files as a tar, with `tail_bytes` of random data after the tar's end marker
+    (readers stop at the marker, so the adapter looks whole), gzipped: bytes it smuggles along."""
+    import gzip
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data in adapter_files(adapter).items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(gzip.compress(raw.getvalue() + os.urandom(tail_bytes), compresslevel=1))
+    return path
+
+
+def test_an_archive_larger_than_its_lora_shapes_allow_is_refused_just_past_the_bound(zoo, tmp_path):
+    """The allowance is a quarter over what the LoRA's shapes need, plus 64 KiB: an archive 1.3 times
+    the allowance is refused, one at 0.9 times passes (the message says what the shapes need)."""
+    import re
+
+    from cdk_adapters.gate.checks.size_bound import ARCHIVE_SLACK_BYTES, ARCHIVE_SLACK_RATIO
+
+    reference = Reference(zoo.base_facts, 16)
+    far = check_adapter_archive("tenant-v1", _archive_with_hidden_tail(tmp_path / "far.tar.gz", zoo.adapter("good"), 4_000_000), reference)
+    [problem] = [p for p in far if p.rule == "size-bound"]
+    needed = int(re.search(r"needs at most about (\d+)", problem.message).group(1))
+    allowance = int(needed * ARCHIVE_SLACK_RATIO) + ARCHIVE_SLACK_BYTES
+    for ratio, refused in ((1.3, True), (0.9, False)):
+        archive = _archive_with_hidden_tail(tmp_path / f"tail-{ratio}.tar.gz", zoo.adapter("good"), 0)
+        archive = _archive_with_hidden_tail(archive, zoo.adapter("good"), max(0, int(allowance * ratio) - archive.stat().st_size))
+        problems = [p for p in check_adapter_archive("tenant-v1", archive, reference) if p.rule == "size-bound"]
+        assert bool(problems) is refused, (ratio, archive.stat().st_size, allowance)
