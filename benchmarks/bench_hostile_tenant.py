@@ -17,7 +17,9 @@ For each server, the quiet tenant sends one request at a time, alone and while t
 * **registration**: ``POST /adapters`` of an adapter directory carrying a 2 GiB extra file (sparse:
   it costs no disk), one after another under new names.
 
-Reported: the quiet tenant's p50/p95 and the ratio to alone (goal: at most 2x in each phase),
+Reported: the quiet tenant's p50/p95 and the ratio to alone (goal: at most 2x in each phase), as
+its client saw them and as each server logged them (the server's own ``latency_ms`` and queue wait,
+without the time this machine's scheduler kept the client waiting),
 ``/ping``'s p99 while the parse storm runs (goal: at most 250 ms; SageMaker replaces an instance
 whose health check stalls), and how the hostile requests were answered.
 
@@ -149,6 +151,29 @@ def phase_run(url: str, phase: str, count: int, scratch: Path, oversized: Path) 
     return latencies, pings, counted
 
 
+def server_latencies(log: Path, windows: dict, label: str) -> dict[str, list[tuple[float, float | None]]]:
+    """Per phase, (latency s, queue s) of each quiet-tenant request in `label`'s request log, placed
+    in its phase by the log line's EMF timestamp."""
+    import json
+
+    found: dict[str, list[tuple[float, float | None]]] = {phase: [] for phase in PHASES}
+    for line in log.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        stamp = (record.get("_aws") or {}).get("Timestamp")
+        if record.get("event") != "cdk_adapters.request" or record.get("adapter") != "quiet-v1" or stamp is None:
+            continue
+        for phase in PHASES:
+            if any(began <= stamp / 1000 <= ended for began, ended in windows[label, phase]):
+                queue = record.get("queue_ms")
+                found[phase].append((record["latency_ms"] / 1000, None if queue is None else queue / 1000))
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -178,13 +203,16 @@ def main() -> int:
         quiet = {(label, phase): [] for label in servers for phase in PHASES}
         pings = {label: [] for label in servers}
         answers = {(label, phase): Counter() for label in servers for phase in PHASES}
+        windows: dict[tuple[str, str], list[tuple[float, float]]] = {(label, phase): [] for label in servers for phase in PHASES}
         try:
             groups = [process.pid for process, _ in servers.values()]
             for _ in range(args.rounds):
                 for phase in PHASES:
                     for label, (_, url) in servers.items():
                         wait_until_quiet(groups, timeout_s=60)
+                        began = time.time()
                         latencies, pinged, counted = phase_run(url, phase, args.quiet_requests, root, oversized)
+                        windows[label, phase].append((began, time.time()))
                         quiet[label, phase] += latencies
                         answers[label, phase] += counted
                         if phase == "parse storm":
@@ -202,6 +230,21 @@ def main() -> int:
             ratio = p(found, 0.95) / p(quiet[label, "alone"], 0.95)
             shown = ", ".join(f"{status}: {count}" for status, count in sorted(answers[label, phase].items())) or "-"
             print(f"  {phase:<13} {label:<7} {p(found, 0.5):>7.3f}s {p(found, 0.95):>7.3f}s {ratio:>10.2f}x  {shown}")
+    print("\nthe same quiet requests as each server logged them (its own latency_ms: the time the request spent in the"
+          " server, without the client's wait to be scheduled on this shared machine)")
+    print(f"  {'phase':<13} {'server':<7} {'p50':>8} {'p95':>8} {'p95 / alone':>11}  {'queue p95':>9}")
+    for label in servers:
+        logged = server_latencies(root / f"server-{label}.log", windows, label)
+        for phase in PHASES:
+            found = [latency for latency, _ in logged[phase]]
+            if not found:
+                print(f"  {phase:<13} {label:<7} (no request log lines with a timestamp)")
+                continue
+            alone = [latency for latency, _ in logged["alone"]] or found
+            queued = [queue for _, queue in logged[phase] if queue is not None]
+            queue_p95 = f"{p(queued, 0.95) * 1000:>7.1f}ms" if queued else f"{'-':>9}"
+            print(f"  {phase:<13} {label:<7} {p(found, 0.5):>7.3f}s {p(found, 0.95):>7.3f}s "
+                  f"{p(found, 0.95) / p(alone, 0.95):>10.2f}x  {queue_p95}")
     print("\n/ping while the parse storm runs (every 50 ms)")
     for label in servers:
         found = pings[label]
