@@ -220,6 +220,7 @@ def main() -> int:
         finally:
             for process, _ in servers.values():
                 stop(process)
+        logged = {label: server_latencies(root / f"server-{label}.log", windows, label) for label in servers}
     print(f"\nquiet tenant: one request at a time, {QUIET_BODY['max_tokens']} tokens; hostile tenant in its own process; "
           f"--max-num-seqs 4; {args.rounds} round(s) x {args.quiet_requests} quiet requests; before = {args.before}; "
           f"clients first ({precedence})")
@@ -234,14 +235,13 @@ def main() -> int:
           " server, without the client's wait to be scheduled on this shared machine)")
     print(f"  {'phase':<13} {'server':<7} {'p50':>8} {'p95':>8} {'p95 / alone':>11}  {'queue p95':>9}")
     for label in servers:
-        logged = server_latencies(root / f"server-{label}.log", windows, label)
         for phase in PHASES:
-            found = [latency for latency, _ in logged[phase]]
+            found = [latency for latency, _ in logged[label][phase]]
             if not found:
                 print(f"  {phase:<13} {label:<7} (no request log lines with a timestamp)")
                 continue
-            alone = [latency for latency, _ in logged["alone"]] or found
-            queued = [queue for _, queue in logged[phase] if queue is not None]
+            alone = [latency for latency, _ in logged[label]["alone"]] or found
+            queued = [queue for _, queue in logged[label][phase] if queue is not None]
             queue_p95 = f"{p(queued, 0.95) * 1000:>7.1f}ms" if queued else f"{'-':>9}"
             print(f"  {phase:<13} {label:<7} {p(found, 0.5):>7.3f}s {p(found, 0.95):>7.3f}s "
                   f"{p(found, 0.95) / p(alone, 0.95):>10.2f}x  {queue_p95}")

@@ -100,6 +100,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "    return (1 - swap_headroom) / peak_factor", "    return 1 / peak_factor", PLANNER),
     Mutant("tenants-unbounded", "planner", "cdk_adapters/planner/traffic.py",
            "    if not 1 <= count <= MAX_TENANTS:", "    if not 1 <= count:", PLANNER),
+    Mutant("lora-padding-ignored", "planner", "cdk_adapters/planner/lora_kernels.py",
+           "        lora = lora16 * _rank_factor(rank, tokens)", "        lora = lora16", ("tests/planner/test_gpu_lora.py",)),
+    Mutant("lru-host-order-frozen", "planner", "cdk_adapters/planner/swaps.py",
+           "        if name in host:\n            host.move_to_end(name)\n", "        if name in host:\n            pass\n",
+           ("tests/planner/test_gpu_lora.py",)),
     # --- capture
     Mutant("capture-skips-failures", "capture", "container/adapter_server/capture.py",
            "        self._write_if_ready(force=status is not None and status != 200)", "        self._write_if_ready()", CAPTURE),

@@ -41,6 +41,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     what_if.add_argument("--prompt-tokens", type=int, default=500, help="per request (default: 500)")
     what_if.add_argument("--output-tokens", type=int, default=600, help="per request (default: 600)")
     what_if.add_argument("--peak-factor", type=float, default=2.0, help="peak over average request rate (default: 2)")
+    what_if.add_argument("--ranks", metavar="SPEC", help="the what-if tenants' LoRA ranks, e.g. 16x10,64 (default: all at the manifest's max_lora_rank)")
+    what_if.add_argument("--zipf", type=float, metavar="S", help="skew the what-if tenants' requests: the k-th busiest gets 1/k^S of the weight (default: even)")
     capacity = plan.add_argument_group("capacity")
     capacity.add_argument("--throughput", type=float, metavar="TOKENS_PER_S", help="measured output tokens/s of one instance (default: the shipped table)")
     capacity.add_argument("--swap-headroom", type=float, default=0.2, help="share of each shared instance kept free for adapter swaps and bursts (default: 0.2)")
@@ -70,7 +72,7 @@ def _collect(problems: list[Problem], step):
 
 
 FLOAT_FLAGS = ("--price-per-hour", "--hours", "--requests-per-minute", "--peak-factor", "--throughput",
-               "--swap-headroom", "--gpu-memory-utilization", "--host-reserve-gib")
+               "--swap-headroom", "--gpu-memory-utilization", "--host-reserve-gib", "--zipf")
 """argparse's float() reads "nan" and "inf": each is refused by name before any arithmetic."""
 
 
@@ -116,6 +118,62 @@ def _chart_problems(chart: Path | None) -> list[Problem]:
     return []
 
 
+MAX_ZIPF_EXPONENT = 10.0
+
+
+def _parse_ranks(spec: str) -> list[int]:
+    """``16x10,64`` -> ten 16s and one 64."""
+    ranks: list[int] = []
+    for part in spec.split(","):
+        rank, _, count = part.strip().partition("x")
+        ranks += [int(rank)] * (int(count) if count else 1)
+    return ranks
+
+
+def _what_if_lora_problems(args: argparse.Namespace) -> list[Problem]:
+    found = []
+    if args.ranks is not None:
+        if args.tenants is None:
+            found.append(Problem("plan", "--ranks", "sets the what-if tenants' ranks: use it with --tenants (a manifest's rows have their own)"))
+        try:
+            ranks = _parse_ranks(args.ranks)
+        except ValueError:
+            found.append(Problem("plan", "--ranks", f"must be RANK[xCOUNT],... (e.g. 16x10,64), got {args.ranks!r}"))
+        else:
+            from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
+
+            if args.tenants is not None and len(ranks) != args.tenants:
+                found.append(Problem("plan", "--ranks", f"gives {len(ranks)} rank(s) for --tenants {args.tenants}: give one per tenant"))
+            bad = sorted({r for r in ranks if not 1 <= r <= ALLOWED_MAX_LORA_RANKS[-1]})
+            if bad:
+                found.append(Problem("plan", "--ranks", f"ranks must be from 1 to {ALLOWED_MAX_LORA_RANKS[-1]}, got {bad}"))
+    if args.zipf is not None:
+        if args.tenants is None:
+            found.append(Problem("plan", "--zipf", "skews the what-if tenants: use it with --tenants (a manifest's rows have their own traffic)"))
+        if math.isfinite(args.zipf) and not 0 <= args.zipf <= MAX_ZIPF_EXPONENT:  # NaN, inf: named with the float flags
+            found.append(Problem("plan", "--zipf", f"must be from 0 to {MAX_ZIPF_EXPONENT:g}, got {args.zipf}"))
+    return found
+
+
+def _lora_tenants(args: argparse.Namespace, tenants, manifest_plan) -> list:
+    """Each tenant's rank, targets and request rate, for the GPU LoRA plan: the manifest's rows (their
+    adapters' own ranks and targets), or the what-if's (--ranks, --zipf)."""
+    from cdk_adapters.planner.gpu_lora import TenantLora
+    from cdk_adapters.planner.swaps import zipf_rates
+
+    if args.tenants is None:
+        facts = {adapter.name: adapter.facts for adapter in manifest_plan.adapters}
+        return [
+            TenantLora(t.name, facts[t.name].max_rank if t.name in facts else manifest_plan.max_lora_rank, t.requests_per_minute,
+                       tuple(facts[t.name].target_modules) if t.name in facts else None)
+            for t in tenants
+        ]
+    ranks = _parse_ranks(args.ranks) if args.ranks else [manifest_plan.max_lora_rank] * len(tenants)
+    total = sum(t.requests_per_minute for t in tenants)
+    rates = list(zipf_rates(len(tenants), args.zipf, total).values()) if args.zipf is not None else [t.requests_per_minute for t in tenants]
+    return [TenantLora(t.name, rank, rate) for t, rank, rate in zip(tenants, ranks, rates)]
+
+
 def _pool_flag_problems(args: argparse.Namespace, names: list[str]) -> list[Problem]:
     """Instance pools: 1 to 5 types, each once; one --price-per-hour cannot price several types."""
     found = []
@@ -154,8 +212,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     from cdk_adapters.planner.report import PlanReport, to_json, to_table
     from cdk_adapters.planner.throughput import given_throughput, instance_throughput
     from cdk_adapters.planner.traffic import identical_tenants, manifest_tenants
+    from cdk_adapters.gate.ranks import smallest_allowed_max_lora_rank
+    from cdk_adapters.planner.gpu_lora import plan_gpu_lora
 
-    problems = _check_ranges(args)
+    problems = _check_ranges(args) + _what_if_lora_problems(args)
     try:
         manifest_plan = plan_manifest_file(manifest_path(args.manifest))
     except ConfigurationError as error:
@@ -186,6 +246,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if problems or len(instances) != len(set(names)) or None in prices or tenants is None or base is None:
         raise Failure(problems, f"{len(problems)} problem(s) found; nothing was planned")
 
+    lora_tenants = _lora_tenants(args, tenants, manifest_plan)
+    # The slots are sized for the largest rank served: the manifest's, or the what-if's --ranks.
+    lora_rank = max(manifest_plan.max_lora_rank, smallest_allowed_max_lora_rank(t.rank for t in lora_tenants))
     max_loras = args.max_loras or manifest_plan.max_loras
     max_cpu_loras = args.max_cpu_loras or manifest_plan.max_cpu_loras or max_loras
     if max_cpu_loras < max_loras:
@@ -212,11 +275,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
                 instance=instance,
                 dtype=args.dtype,
                 base_weight_bytes=base.weight_bytes(args.dtype),
-                slot_bytes=gpu_bytes_per_slot(base, manifest_plan.max_lora_rank, args.dtype),
+                slot_bytes=gpu_bytes_per_slot(base, lora_rank, args.dtype),
                 kv_bytes_per_token=base.kv_bytes_per_token(args.dtype, manifest_plan.manifest.base_model.hidden_size),
                 max_loras=max_loras,
                 max_cpu_loras=max_cpu_loras,
-                max_lora_rank=manifest_plan.max_lora_rank,
+                max_lora_rank=lora_rank,
                 adapters=adapter_sizes(manifest_plan, base, args.dtype),
                 active_adapters=args.active_adapters or sum(1 for t in tenants if t.requests_per_minute > 0),
                 gpu_memory_utilization=args.gpu_memory_utilization,
@@ -234,6 +297,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             memory=memory,
             recommendation=recommend(comparison, memory, instance.name, min_instances=args.min_instances),
             base_source=base.source,
+            gpu_lora=plan_gpu_lora(
+                lora_tenants, gpu_model=instance.gpu_model, max_loras=max_loras, max_cpu_loras=max_cpu_loras,
+                base_weight_gib=base.weight_bytes(args.dtype) / 2**30,
+            ),
         )
 
     reports = [plan_one(instance, price) for instance, price in zip(instances, prices)]

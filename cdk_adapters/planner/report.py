@@ -8,6 +8,7 @@ from typing import Any, Sequence
 from cdk_adapters.instance_types import GpuInstanceType
 from cdk_adapters.planner.cost import CostComparison, CostInputs
 from cdk_adapters.planner.fit import GIB, MemoryPlan
+from cdk_adapters.planner.gpu_lora import GpuLoraPlan
 from cdk_adapters.planner.prices import InstancePrice
 from cdk_adapters.planner.throughput import InstanceThroughput
 from cdk_adapters.planner.traffic import TenantTraffic
@@ -25,6 +26,8 @@ class PlanReport:
     memory: MemoryPlan | None
     recommendation: str
     base_source: str | None = None
+    gpu_lora: GpuLoraPlan | None = None
+    """What the adapters' LoRA work costs on these GPUs, and whether to split the rank mix."""
 
 
 def _gib(value: float) -> float:
@@ -107,6 +110,8 @@ def to_json(report: PlanReport) -> dict[str, Any]:
             "problems": [str(p) for p in memory.problems],
             "notes": list(memory.notes),
         }
+    if report.gpu_lora is not None:
+        document["gpu_lora"] = report.gpu_lora.to_json()
     return document
 
 
@@ -175,6 +180,9 @@ def to_table(report: PlanReport) -> str:
             ]
         )
         lines += [f"  note: {note}" for note in memory.notes]
+    if report.gpu_lora is not None:
+        lines.append("")
+        lines += report.gpu_lora.table_lines()
     lines.append("")
     lines.append(f"recommendation: {report.recommendation}")
     return "\n".join(lines) + "\n"
