@@ -41,7 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     what_if.add_argument("--prompt-tokens", type=int, default=500, help="per request (default: 500)")
     what_if.add_argument("--output-tokens", type=int, default=600, help="per request (default: 600)")
     what_if.add_argument("--peak-factor", type=float, default=2.0, help="peak over average request rate (default: 2)")
-    what_if.add_argument("--ranks", metavar="SPEC", help="the what-if tenants' LoRA ranks, e.g. 16x10,64 (default: all at the manifest's max_lora_rank)")
+    what_if.add_argument("--ranks", metavar="RANKS", help="the what-if tenants' LoRA ranks, e.g. 16x10,64 (default: all at the manifest's max_lora_rank)")
     what_if.add_argument("--zipf", type=float, metavar="S", help="skew the what-if tenants' requests: the k-th busiest gets 1/k^S of the weight (default: even)")
     capacity = plan.add_argument_group("capacity")
     capacity.add_argument("--throughput", type=float, metavar="TOKENS_PER_S", help="measured output tokens/s of one instance (default: the shipped table)")
