@@ -203,7 +203,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     from cdk_adapters.instance_types import UnknownInstanceType, require_instance_type
     from cdk_adapters.manifest import plan_manifest_file
     from cdk_adapters.planner import cost as cost_model
-    from cdk_adapters.planner.fit import MemoryInputs, plan_memory
+    from cdk_adapters.planner.fit import GIB, MemoryInputs, plan_memory
     from cdk_adapters.planner.lora_memory import gpu_bytes_per_slot
     from cdk_adapters.planner.manifest_inputs import adapter_sizes, base_shapes
     from cdk_adapters.planner.prices import resolve_price
@@ -299,7 +299,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             base_source=base.source,
             gpu_lora=plan_gpu_lora(
                 lora_tenants, gpu_model=instance.gpu_model, max_loras=max_loras, max_cpu_loras=max_cpu_loras,
-                base_weight_gib=base.weight_bytes(args.dtype) / 2**30,
+                base_weight_gib=base.weight_bytes(args.dtype) / GIB,
             ),
         )
 
