@@ -79,7 +79,7 @@ $(VENV)/.test: $(VENV)/.serve requirements-dev.txt
 
 synth: node_modules/.installed
 	$(CDK) synth --no-notices --quiet -c env=$(ENV) > /dev/null
-	$(BIN)/python -m cdk_adapters.synth_summary cdk.out
+	$(BIN)/python -m cdk_adapters.cli.synth_summary cdk.out
 
 diff: node_modules/.installed
 	$(CDK) diff --no-notices -c env=$(ENV)

@@ -35,19 +35,19 @@ from aws_cdk import aws_sns as sns
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 from constructs import Construct
 
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.copy_placement import CopyPlacement
-from cdk_adapters.deploy_check import DeployCheck
-from cdk_adapters.deployment import BatchSize, RollingUpdate
-from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.compute import ComputeRequirements
-from cdk_adapters.instance_pools import InstancePool
+from cdk_adapters import ContainerImage
+from cdk_adapters import CopyPlacement
+from cdk_adapters import DeployCheck
+from cdk_adapters import BatchSize, RollingUpdate
+from cdk_adapters import FleetPlacement
+from cdk_adapters import ComputeRequirements
+from cdk_adapters import InstancePool
 from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, endpoint_from_manifest, plan_manifest_file
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms, RequestMetrics
-from cdk_adapters.observability import Observability
+from cdk_adapters import Observability
 from cdk_adapters.problems import ConfigurationError, Problem
-from cdk_adapters.routing import Routing
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters import Routing
+from cdk_adapters import VllmOptions
 
 DEFAULT_ENVIRONMENT = "dev"
 REQUIRED_KEYS = ("stack_name", "min_memory_required_in_mb")

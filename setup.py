@@ -11,7 +11,7 @@ package, keeps one copy of every file in the repository.
 from setuptools import find_packages, setup
 
 CONTAINER_PACKAGE = "cdk_adapters._container"
-"""Must match `cdk_adapters.image_build_context.PACKAGED_CONTAINER`."""
+"""Must match `cdk_adapters.hosting.image_build_context.PACKAGED_CONTAINER`."""
 
 setup(
     packages=find_packages(include=["cdk_adapters", "cdk_adapters.*"])

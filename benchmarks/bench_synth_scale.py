@@ -30,13 +30,13 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_ssm as ssm
 
 from benchmarks._timing import interleaved_medians, print_table
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.endpoint import MultiAdapterEndpoint
-from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.inference_component import ComputeRequirements
-from cdk_adapters.model_data import ModelData
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.hosting.model_data import ModelData
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-adapters-vllm@sha256:" + "ab" * 32
 LOCATION = "s3://bench-adapters/published/"

@@ -75,7 +75,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if not self._context.settings.allow_base_model:\n            raise Refusal(",
            "        if False:\n            raise Refusal(", BOUNDARY),
     # --- grant rendering
-    Mutant("tenant-default-grants-everything", "grants", "cdk_adapters/invoke_grant.py",
+    Mutant("tenant-default-grants-everything", "grants", "cdk_adapters/endpoint/invoke_grant.py",
            'arns = [endpoint.endpoint_arn, component(f"{record.component_prefix}-*")]',
            'arns = [endpoint.endpoint_arn]', GRANTS),
     # --- the discovery codec

@@ -137,7 +137,7 @@ def owner_option(parser: argparse.ArgumentParser) -> None:
 
 def owner_problems(args: argparse.Namespace) -> list[Problem]:
     """A malformed ``--expected-bucket-owner``, reported with the command's other problems."""
-    from cdk_adapters.s3_checksum import ACCOUNT_ID
+    from cdk_adapters.artifacts.s3_checksum import ACCOUNT_ID
 
     given = args.expected_bucket_owner
     if given is None or ACCOUNT_ID.match(given):

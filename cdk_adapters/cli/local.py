@@ -28,7 +28,7 @@ from cdk_adapters.cli.common import PROG, Failure, UsageError, manifest_path
 from cdk_adapters.contract import runtime_api
 from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.contract.adapter_names import adapter_name_key, duplicate_adapter_names
-from cdk_adapters.names import validate_adapter_name
+from cdk_adapters.endpoint.names import validate_adapter_name
 from cdk_adapters.problems import Problem
 
 EPILOG = (

@@ -34,7 +34,7 @@ def _archive_path(value: str) -> Path:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-    from cdk_adapters.packaging import package_adapter
+    from cdk_adapters.artifacts.packaging import package_adapter
 
     name = args.directory.name
     reference, _ = resolve_reference(args)

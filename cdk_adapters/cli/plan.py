@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, manifest_path
-from cdk_adapters.instance_types import DEFAULT_INSTANCE_TYPE
+from cdk_adapters.hosting.instance_types import DEFAULT_INSTANCE_TYPE
 from cdk_adapters.problems import ConfigurationError, Problem
 
 
@@ -200,7 +200,7 @@ def _cache_smaller_than_slots(args: argparse.Namespace, max_loras: int, max_cpu_
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-    from cdk_adapters.instance_types import UnknownInstanceType, require_instance_type
+    from cdk_adapters.hosting.instance_types import UnknownInstanceType, require_instance_type
     from cdk_adapters.manifest import plan_manifest_file
     from cdk_adapters.planner import cost as cost_model
     from cdk_adapters.planner.fit import GIB, MemoryInputs, plan_memory

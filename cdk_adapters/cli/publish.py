@@ -50,9 +50,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 
     from cdk_adapters.manifest import LockFile, load_lock, lock_path_for, write_lock
     from cdk_adapters.manifest.refresh import lock_entry_for_archive
-    from cdk_adapters.names import validate_adapter_name
-    from cdk_adapters.packaging import package_adapter
-    from cdk_adapters.publish import ProgressBar, publish_archive
+    from cdk_adapters.endpoint.names import validate_adapter_name
+    from cdk_adapters.artifacts.packaging import package_adapter
+    from cdk_adapters.artifacts.publish import ProgressBar, publish_archive
 
     name = args.name
     subject = f"adapter '{name}'"

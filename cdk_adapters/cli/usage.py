@@ -29,7 +29,7 @@ from cdk_adapters.cli.terminal import printable
 from cdk_adapters.contract import request_metrics as rm
 from cdk_adapters.contract.runtime_api import METRICS_PATH
 from cdk_adapters.problems import ConfigurationError, Problem
-from cdk_adapters.text_table import aligned_rows
+from cdk_adapters.private.text_table import aligned_rows
 
 MAX_QUERIES_PER_REQUEST = 500
 """GetMetricData takes at most 500 queries per call (CloudWatch API reference)."""

@@ -41,7 +41,7 @@ def validate_component_name(name: object, subject: str) -> list[Problem]:
 
     What the serving container accepts as a registered adapter's name: SageMaker registers each
     adapter component under a name this rule allows, so anything else did not come from SageMaker.
-    Looser than `cdk_adapters.names.validate_adapter_name`, which leaves room for the endpoint prefix.
+    Looser than `cdk_adapters.endpoint.names.validate_adapter_name`, which leaves room for the endpoint prefix.
     """
     if not isinstance(name, str) or not name:
         return [Problem(subject, "name", "must be a non-empty string")]

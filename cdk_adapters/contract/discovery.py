@@ -1,7 +1,7 @@
 """The discovery record: how a client finds the endpoint and the component that serves an adapter.
 
 `MultiAdapterEndpoint` publishes one record per endpoint (an SSM parameter, see
-`cdk_adapters.discovery_parameter`); a runtime client reads it and never needs the construct. The record
+`cdk_adapters.endpoint.discovery_parameter`); a runtime client reads it and never needs the construct. The record
 holds the endpoint, the base component and the *rule* that maps an adapter name to its component
 name, not a per-adapter listing, so its size does not depend on the adapter count: a fleet of a
 thousand adapters has the same record as a fleet of one, and adding an adapter never changes it.

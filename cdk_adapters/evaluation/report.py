@@ -7,7 +7,7 @@ from typing import Any
 from cdk_adapters.evaluation.golden import CHECKS, GoldenSet
 from cdk_adapters.evaluation.replay import MatchVerdict, Replay
 from cdk_adapters.evaluation.runner import ALL, TargetResult, Verdict
-from cdk_adapters.text_table import aligned_rows
+from cdk_adapters.private.text_table import aligned_rows
 
 
 def table(results: dict[str, TargetResult]) -> str:

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from cdk_adapters.manifest.lock import BaseModelPin, PinnedObject
 from cdk_adapters.problems import Problem
-from cdk_adapters.s3_checksum import denied_reason, stored_checksum
+from cdk_adapters.artifacts.s3_checksum import denied_reason, stored_checksum
 from cdk_adapters.contract.s3_url import parse_s3_url
 
 SUBJECT = "base model"

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
 from cdk_adapters.manifest.loader import LoadedManifest
 from cdk_adapters.problems import Problem
-from cdk_adapters.s3_checksum import denied_reason, stored_object
+from cdk_adapters.artifacts.s3_checksum import denied_reason, stored_object
 from cdk_adapters.contract.s3_url import parse_s3_url
 
 REPUBLISH = "publish the content under a new version name with `cdk-adapters publish`, or restore the locked object"

@@ -29,11 +29,11 @@ from cdk_adapters.contract.discovery import alias_problems
 from cdk_adapters.manifest.loader import LoadedManifest, load_manifest, load_valid_rows
 from cdk_adapters.manifest.lock import LockEntry
 from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest
-from cdk_adapters.names import validate_adapter_name
+from cdk_adapters.endpoint.names import validate_adapter_name
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 if TYPE_CHECKING:
-    from cdk_adapters.vllm_options import VllmOptions
+    from cdk_adapters.hosting.vllm_options import VllmOptions
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class ManifestPlan:
 
     def vllm_options(self, options: "VllmOptions | None" = None) -> "VllmOptions":
         """`options` (default `VllmOptions()`) with the manifest's LoRA limits put in."""
-        from cdk_adapters.vllm_options import VllmOptions
+        from cdk_adapters.hosting.vllm_options import VllmOptions
 
         return replace(
             options or VllmOptions(),

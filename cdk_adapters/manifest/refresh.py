@@ -23,7 +23,7 @@ from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
 from cdk_adapters.manifest.lock import BaseModelPin, LockEntry, LockFile
 from cdk_adapters.manifest.plan import manifest_reference
 from cdk_adapters.problems import Problem
-from cdk_adapters.s3_checksum import StoredObject, from_response
+from cdk_adapters.artifacts.s3_checksum import StoredObject, from_response
 from cdk_adapters.contract.s3_url import parse_s3_url
 
 _CHUNK = 1024 * 1024

@@ -18,7 +18,7 @@ from cdk_adapters.gate import vlm_traps
 from cdk_adapters.gate.acknowledgments import reason_error, rule_error
 from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
-from cdk_adapters.deploy_check_request import body_messages
+from cdk_adapters.deploy_check.request import body_messages
 from cdk_adapters.monitoring import thresholds as alarm_thresholds
 from cdk_adapters.planner.traffic import TRAFFIC_BOUNDS
 
@@ -278,7 +278,7 @@ class CaptureSpec(_Strict):
 
 
 class CheckSpec(_Strict):
-    """This adapter's deploy-check request and expected answer (`cdk_adapters.deploy_check.AdapterCheck`);
+    """This adapter's deploy-check request and expected answer (`cdk_adapters.deploy_check.deploy_check.AdapterCheck`);
     used when the endpoint has its deploy check on."""
 
     body: dict[NonEmpty, Any] | None = None

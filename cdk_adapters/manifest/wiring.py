@@ -6,7 +6,7 @@ deterministically into content-addressed archives and shipped as CDK assets; ``s
 are referenced as published, read through the manifest's ``adapter_locations``.
 
 The manifest knows the endpoint, never the other way round: `endpoint_from_manifest` lives here
-and `cdk_adapters.endpoint` imports nothing of the manifest.
+and `cdk_adapters.endpoint.endpoint` imports nothing of the manifest.
 """
 
 from __future__ import annotations
@@ -21,21 +21,21 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.gate import Acknowledgment
 from cdk_adapters.contract.capture_record import CaptureSettings
 from cdk_adapters.contract.tenant_limits import AdapterLimits
-from cdk_adapters.deploy_check import AdapterCheck
-from cdk_adapters.endpoint import MultiAdapterEndpoint
-from cdk_adapters.inference_component import AdapterInferenceComponent
+from cdk_adapters.deploy_check.deploy_check import AdapterCheck
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.endpoint.components import AdapterInferenceComponent
 from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest, plan_manifest_file
 from cdk_adapters.manifest.schema import BaseModelSpec
-from cdk_adapters.model_data import ModelData
+from cdk_adapters.hosting.model_data import ModelData
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.contract.s3_url import parse_s3_url
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.hosting.vllm_options import VllmOptions
 
 DEFAULT_PACKAGE_DIR = Path(tempfile.gettempdir()) / "cdk-adapters-packages"
 """Where synth writes archives of local adapter directories; file names carry the content hash."""

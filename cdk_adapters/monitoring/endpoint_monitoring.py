@@ -15,7 +15,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from cdk_adapters import names
+from cdk_adapters.endpoint import names
 from cdk_adapters.monitoring import alarms as monitoring_alarms
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.monitoring.dashboard import EndpointDashboard, dashboard_top_n_problems
@@ -23,7 +23,7 @@ from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetri
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 if TYPE_CHECKING:
-    from cdk_adapters.deployment import RollingUpdate
+    from cdk_adapters.hosting.rolling_update import RollingUpdate
 
 
 class EndpointMonitoring:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from cdk_adapters.instance_types import INSTANCE_TYPES, GpuInstanceType
+from cdk_adapters.hosting.instance_types import INSTANCE_TYPES, GpuInstanceType
 from cdk_adapters.problems import Problem
 
 GIB = 1024**3

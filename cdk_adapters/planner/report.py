@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from cdk_adapters.instance_types import GpuInstanceType
+from cdk_adapters.hosting.instance_types import GpuInstanceType
 from cdk_adapters.planner.cost import CostComparison, CostInputs
 from cdk_adapters.planner.fit import GIB, MemoryPlan
 from cdk_adapters.planner.gpu_lora import GpuLoraPlan
 from cdk_adapters.planner.prices import InstancePrice
 from cdk_adapters.planner.throughput import InstanceThroughput
 from cdk_adapters.planner.traffic import TenantTraffic
-from cdk_adapters.text_table import aligned_rows
+from cdk_adapters.private.text_table import aligned_rows
 
 
 @dataclass(frozen=True)

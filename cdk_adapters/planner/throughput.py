@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdk_adapters.instance_types import GpuInstanceType
+from cdk_adapters.hosting.instance_types import GpuInstanceType
 
 REFERENCE_PARAMETERS = 8.03e9
 """Llama-3.1-8B's parameter count: the size class the table's figures are for."""

@@ -17,9 +17,9 @@ from moto import mock_aws
 
 from cdk_adapters.cli import main
 from cdk_adapters.gate import BaseModelFacts
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.endpoint import MultiAdapterEndpoint
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.manifest import add_manifest_adapters, endpoint_props, load_manifest, plan_manifest
 from cdk_adapters.problems import ConfigurationError
 from tests.manifest.builders import ADAPTER_BUCKET, write_manifest

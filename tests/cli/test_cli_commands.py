@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 
 from cdk_adapters.cli import main
-from cdk_adapters.packaging import file_sha256, package_adapter
+from cdk_adapters.artifacts.packaging import file_sha256, package_adapter
 from tests.manifest.builders import ADAPTER_BUCKET, s3_uri, write_manifest
 
 REGION = "us-east-1"

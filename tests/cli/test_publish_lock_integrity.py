@@ -15,7 +15,7 @@ import json
 import boto3
 import pytest
 
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.artifacts.packaging import package_adapter
 from tests.cli.test_cli_commands import put_with_sha256, run, s3  # noqa: F401 (s3: the moto fixture)
 from tests.manifest.builders import ADAPTER_BUCKET, s3_uri, write_manifest
 
@@ -116,7 +116,7 @@ def test_lock_refresh_refuses_a_stored_sha256_that_is_not_the_bytes(s3, zoo, tmp
     manifest = write_manifest(tmp_path, [{"name": "triage-v3", "source": s3_uri("triage-v3")}])
     archive = package_adapter(zoo.adapter("good"), tmp_path / "a.tar.gz")
     wrong = package_adapter(zoo.adapter("good-2"), tmp_path / "b.tar.gz")
-    from cdk_adapters.s3_checksum import sha256_b64
+    from cdk_adapters.artifacts.s3_checksum import sha256_b64
 
     s3.put_object(
         Bucket=ADAPTER_BUCKET, Key=key("triage-v3"), Body=archive.path.read_bytes(),
@@ -244,7 +244,7 @@ def test_lock_check_request_shape_and_a_bucket_another_account_owns(zoo, tmp_pat
     entry = loaded.lock.adapters["triage-v1"]
     client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
     head = {"Bucket": ADAPTER_BUCKET, "Key": key("triage-v1"), "ChecksumMode": "ENABLED", "ExpectedBucketOwner": "111122223333"}
-    from cdk_adapters.s3_checksum import sha256_b64
+    from cdk_adapters.artifacts.s3_checksum import sha256_b64
 
     with Stubber(client) as stub:
         stub.add_response("head_object", {"ContentLength": entry.size, "ChecksumSHA256": sha256_b64(entry.sha256)}, head)

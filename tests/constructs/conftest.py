@@ -13,13 +13,13 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.endpoint import MultiAdapterEndpoint
-from cdk_adapters.nag_acknowledgments import flatten_reference
-from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.inference_component import ComputeRequirements
-from cdk_adapters.model_data import ModelData
+from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.private.nag_acknowledgments import flatten_reference
+from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.hosting.model_data import ModelData
 from tests.gate.zoo import AdapterZoo, session_zoo
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def build_endpoint(stack: cdk.Stack | None = None, id: str = "Serving", **overri
 def real_archives(zoo: AdapterZoo, directory: Path, count: int) -> list[Path]:
     """`count` distinct archives of a real PEFT adapter that passes the gate: the zoo's good adapter,
     each copy with its own ``lora_dropout`` (a training-only setting), packaged as users package."""
-    from cdk_adapters.packaging import package_adapter
+    from cdk_adapters.artifacts.packaging import package_adapter
 
     archives = []
     for index in range(count):

@@ -12,8 +12,8 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
-import cdk_adapters.adapter_bucket as adapter_bucket_module
-from cdk_adapters.adapter_bucket import LOGGING_RULES, REPLICATION_RULES, AdapterBucket
+import cdk_adapters.artifacts.bucket as adapter_bucket_module
+from cdk_adapters.artifacts.bucket import LOGGING_RULES, REPLICATION_RULES, AdapterBucket
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint
 from tests.constructs.test_nag_lint_composition import cfn_lint, nag_violations, synth_to

@@ -9,7 +9,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from adapter_server.settings import ServingSettings
-from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.contract.capture_record import CAPTURE_ENV, CaptureSettings
 from cdk_adapters.manifest import load_manifest, plan_manifest
 from cdk_adapters.manifest.wiring import add_manifest_adapters, endpoint_props

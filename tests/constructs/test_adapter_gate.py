@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.cli import main as cli_main
 from cdk_adapters.gate import Reference, check_adapter_archive
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from tests.constructs.conftest import build_endpoint
 from tests.support.tiny_models import TINY_BASE_MODEL_ID
 

@@ -10,10 +10,10 @@ from aws_cdk.assertions import Template
 
 from adapter_server.settings import ServingSettings
 from cdk_adapters import AdapterLimits
-from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.contract import tenant_limits
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint, model_environment, new_stack
 
 

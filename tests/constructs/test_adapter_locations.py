@@ -14,10 +14,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.execution_role import ROLE_INLINE_POLICY_LIMIT
-from cdk_adapters.nag_acknowledgments import REASON_ADAPTER_LOCATION, flatten_reference
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.endpoint.execution_role import ROLE_INLINE_POLICY_LIMIT
+from cdk_adapters.private.nag_acknowledgments import REASON_ADAPTER_LOCATION, flatten_reference
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint, new_stack, real_archives
 from tests.support.synth_refusal import refused_at_synth

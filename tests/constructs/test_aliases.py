@@ -6,7 +6,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint

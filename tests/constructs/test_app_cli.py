@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdk_adapters import synth_summary
-from cdk_adapters.fleet import FleetPlacement
+from cdk_adapters.cli import synth_summary
+from cdk_adapters.endpoint.fleet import FleetPlacement
 from tests.support import staged_image
 from tests.support.cdk_diff import diff_assemblies
 from tests.constructs.conftest import REPO_ROOT, VENV_BIN, app_environments, run_cdk
@@ -77,7 +77,7 @@ def test_image_asset_builds_as_staged(cli_dev_assembly: Path, tmp_path):
     Dockerfile the asset names and every COPY source, and the copied code must import alone."""
     (listing,) = staged_image.check_buildable(cli_dev_assembly, tmp_path).values()
     assert "container/Dockerfile" in listing and "container/adapter_server/middleware.py" in listing
-    assert not [name for name in listing if name.startswith(("tests/", ".venv/")) or name == "cdk_adapters/endpoint.py"]
+    assert not [name for name in listing if name.startswith(("tests/", ".venv/")) or name == "cdk_adapters/endpoint/endpoint.py"]
     # The contract and the gate travel as whole folders; of the rest of cdk_adapters only its marker and error type.
     staged = {name for name in listing if name.startswith("cdk_adapters/")}
     assert {name for name in staged if not name.startswith(("cdk_adapters/contract/", "cdk_adapters/gate/"))} == {

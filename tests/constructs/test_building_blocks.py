@@ -7,12 +7,12 @@ import json
 import pytest
 
 from cdk_adapters.contract import serving_env
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.instance_storage import has_local_instance_storage
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.hosting.instance_storage import has_local_instance_storage
 from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, SAGEMAKER_NAME_PATTERN, adapter_component_name
-from cdk_adapters.names import MAX_ADAPTER_NAME_LENGTH, component_prefix, validate_adapter_name
-from cdk_adapters.synth_summary import main as summary_main
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.endpoint.names import MAX_ADAPTER_NAME_LENGTH, component_prefix, validate_adapter_name
+from cdk_adapters.cli.synth_summary import main as summary_main
+from cdk_adapters.hosting.vllm_options import VllmOptions
 
 
 def test_longest_allowed_adapter_name_fits_63_characters_for_any_stack():
@@ -86,7 +86,7 @@ def test_image_uri_rules(image, ok):
 def test_summary_counts_nested_stacks_in_words(shards, text):
     from collections import Counter
 
-    from cdk_adapters.synth_summary import AssemblySummary, StackSummary, render
+    from cdk_adapters.cli.synth_summary import AssemblySummary, StackSummary, render
 
     nested = {f"S/Serving/Adapters/Shard{i}": 3 for i in range(shards)}
     rendered = render(AssemblySummary([StackSummary("S", 10, Counter(), nested=nested)], [], []))

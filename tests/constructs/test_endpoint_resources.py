@@ -15,18 +15,18 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
 from cdk_adapters.contract import serving_env
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.contract import adapter_identity, request_metrics
 from cdk_adapters.contract.discovery import DiscoveryRecord
-from cdk_adapters.inference_component import ComputeRequirements
-from cdk_adapters.model_data import ModelData
-from cdk_adapters.nag_acknowledgments import flatten_reference
+from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.hosting.model_data import ModelData
+from cdk_adapters.private.nag_acknowledgments import flatten_reference
 from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN
 from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
-from cdk_adapters.vllm_options import VllmOptions
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.artifacts.packaging import package_adapter
 from tests.constructs.conftest import DIGEST_IMAGE, build_endpoint, new_stack, real_archives
 
 ADAPTER_URL = "s3://example-adapters/support-en/v1/adapter.tar.gz"

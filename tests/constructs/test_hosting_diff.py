@@ -10,13 +10,13 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.capacity_reservation import CapacityReservation
-from cdk_adapters.copy_placement import CopyPlacement
-from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.instance_access import SsmAccess
-from cdk_adapters.observability import Observability
-from cdk_adapters.routing import Routing
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.hosting.capacity_reservation import CapacityReservation
+from cdk_adapters.hosting.copy_placement import CopyPlacement
+from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.hosting.instance_access import SsmAccess
+from cdk_adapters.hosting.sagemaker_metrics import Observability
+from cdk_adapters.hosting.routing import Routing
 from tests.constructs.conftest import build_endpoint
 from tests.support.cdk_diff import diff_assemblies
 
@@ -88,7 +88,7 @@ def test_base_component_options_change_the_base_component_only(feature, baseline
 def test_switching_to_instance_pools_changes_the_endpoint_config_and_the_base_component_only(baseline, tmp_path):
     """One type to pools of two: the variant's InstanceType becomes InstancePools (the config is
     replaced), the base component's Specification becomes Specifications; no adapter shard changes."""
-    from cdk_adapters.instance_pools import InstancePool
+    from cdk_adapters.hosting.instance_pools import InstancePool
 
     pools = [InstancePool("ml.g6.2xlarge"), InstancePool("ml.g5.2xlarge")]
     options = {"instance_pools": pools, "instance_provisioning_timeout": cdk.Duration.minutes(15)}

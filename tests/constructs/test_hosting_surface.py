@@ -16,17 +16,19 @@ import botocore
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters import copy_placement, observability, routing
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.capacity_reservation import CapacityReservation
-from cdk_adapters.copy_placement import CopyPlacement
-from cdk_adapters.data_capture import DataCapture
-from cdk_adapters.endpoint import MultiAdapterEndpoint
-from cdk_adapters.instance_access import SsmAccess
+from cdk_adapters.hosting import copy_placement
+from cdk_adapters.hosting import sagemaker_metrics as observability
+from cdk_adapters.hosting import routing
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.hosting.capacity_reservation import CapacityReservation
+from cdk_adapters.hosting.copy_placement import CopyPlacement
+from cdk_adapters.hosting.data_capture import DataCapture
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.hosting.instance_access import SsmAccess
 from cdk_adapters.monitoring import RequestMetrics
-from cdk_adapters.observability import Observability
+from cdk_adapters.hosting.sagemaker_metrics import Observability
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.routing import Routing
+from cdk_adapters.hosting.routing import Routing
 from tests.constructs.conftest import build_endpoint, endpoint_props, new_stack
 
 SUBJECT = "MultiAdapterEndpoint 'Test-Stack/Serving'"
@@ -349,7 +351,7 @@ def test_bad_data_capture_is_refused_with_every_problem():
 
 
 def test_capture_modes_are_the_api_models():
-    from cdk_adapters import data_capture
+    from cdk_adapters.hosting import data_capture
 
     shapes = api_shapes()
     assert tuple(shapes["CaptureMode"]["enum"]) == data_capture.CAPTURE_MODES
@@ -376,7 +378,7 @@ def test_bad_reservation_arn_is_refused():
 def test_reservation_values_are_the_api_models():
     import re
 
-    from cdk_adapters import capacity_reservation
+    from cdk_adapters.hosting import capacity_reservation
 
     shapes = api_shapes()
     assert shapes["CapacityReservationPreference"]["enum"] == [capacity_reservation.PREFERENCE]

@@ -16,13 +16,13 @@ import aws_cdk as cdk
 import botocore
 import pytest
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.capacity_reservation import CapacityReservation
-from cdk_adapters.compute import ComputeRequirements
-from cdk_adapters.copy_placement import CopyPlacement
-from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.instance_pools import POOL_COUNT_RANGE, PROVISION_TIMEOUT_RANGE_SECONDS, InstancePool
-from cdk_adapters.observability import Observability
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.hosting.capacity_reservation import CapacityReservation
+from cdk_adapters.hosting.compute import ComputeRequirements
+from cdk_adapters.hosting.copy_placement import CopyPlacement
+from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.hosting.instance_pools import POOL_COUNT_RANGE, PROVISION_TIMEOUT_RANGE_SECONDS, InstancePool
+from cdk_adapters.hosting.sagemaker_metrics import Observability
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint, new_stack
 from tests.constructs.test_hosting_surface import ADAPTER_URL, SUBJECT, endpoint_config, refused, template_of

@@ -11,8 +11,8 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.nag_acknowledgments import flatten_reference
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.private.nag_acknowledgments import flatten_reference
 from tests.constructs.conftest import build_endpoint
 
 ARN = "arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:"

@@ -13,9 +13,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
-from cdk_adapters import nag_acknowledgments
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.nag_acknowledgments import flatten_reference
+from cdk_adapters.private import nag_acknowledgments
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.private.nag_acknowledgments import flatten_reference
 from tests.constructs.conftest import VENV_BIN, build_endpoint
 
 URL = "s3://example-adapters/{}/v1/adapter.tar.gz"

@@ -19,15 +19,15 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from cdk_adapters import nag_acknowledgments as nag
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.deployment import RollingUpdate
-from cdk_adapters.endpoint_logs import EndpointLogs
-from cdk_adapters.model_data import ModelData
+from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.hosting.rolling_update import RollingUpdate
+from cdk_adapters.endpoint.logs import EndpointLogs
+from cdk_adapters.hosting.model_data import ModelData
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms
-from cdk_adapters.nag_acknowledgments import flatten_reference
+from cdk_adapters.private.nag_acknowledgments import flatten_reference
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import MODEL_BUCKET, MODEL_PREFIX, build_endpoint, new_stack
 from tests.constructs.test_nag_lint_composition import nag_violations

@@ -101,7 +101,7 @@ def test_the_record_publishes_the_manifests_serving_reference(environment):
     gained the optional ``serving`` key (the manifest's base facts, rank limit, vision flag and
     adapter locations), and it stays within SSM's Standard tier."""
     from cdk_adapters.contract.discovery import DiscoveryRecord
-    from cdk_adapters.serving_reference import gate_reference
+    from cdk_adapters.endpoint.serving_reference import gate_reference
 
     app = cdk.App(context=app_context(environment))
     stack = example_app.build(app)
@@ -139,7 +139,7 @@ def test_prod_spreads_copies_across_zones_and_caches_model_data_and_dev_does_not
 def test_prod_checks_every_new_or_changed_adapter_after_each_deploy_and_dev_does_not():
     """cdk.json's prod turns the deploy check on (with its reason): one custom resource listing the
     manifest's adapters, after every shard that holds them."""
-    from cdk_adapters.deploy_check import RESOURCE_TYPE
+    from cdk_adapters.deploy_check.deploy_check import RESOURCE_TYPE
 
     for name, checked in (("dev", False), ("prod", True)):
         resources = synth_environment(name)["Resources"]

@@ -11,13 +11,13 @@ import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.endpoint import MultiAdapterEndpoint
-from cdk_adapters.inference_component import ComputeRequirements, StartupTimeouts
-from cdk_adapters.names import MAX_ADAPTER_NAME_LENGTH
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.endpoint.components import ComputeRequirements, StartupTimeouts
+from cdk_adapters.endpoint.names import MAX_ADAPTER_NAME_LENGTH
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from tests.constructs.conftest import TAG_IMAGE, build_endpoint, endpoint_props, new_stack
 
 URL = "s3://example-adapters/a/v1.tar.gz"

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from cdk_adapters.deploy_check_handler import index
-from cdk_adapters.deploy_check_request import DEFAULT_BODY
+from cdk_adapters.deploy_check.handler import index
+from cdk_adapters.deploy_check.request import DEFAULT_BODY
 from tests.container.sagemaker_calls import ADAPTER_HEADER, register, unregister
 
 pytestmark = pytest.mark.vllm

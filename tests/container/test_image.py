@@ -136,7 +136,7 @@ def test_default_ami_driver_runs_the_image_cuda():
 
 
 def test_endpoint_construct_defaults_to_the_images_ami():
-    from cdk_adapters.endpoint import MultiAdapterEndpoint
+    from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 
     default = inspect.signature(MultiAdapterEndpoint.__init__).parameters["inference_ami_version"].default
     assert default == serving_image.INFERENCE_AMI_VERSION
@@ -173,7 +173,7 @@ def build_image_tree(dest: Path) -> Path:
 def test_build_context_holds_the_serving_code_and_not_the_cdk_library():
     for needed in ("container/Dockerfile", "container/adapter_server/middleware.py", "cdk_adapters/gate/check.py", "cdk_adapters/problems.py"):
         assert in_build_context(needed), needed
-    for excluded in ("cdk_adapters/endpoint.py", "cdk_adapters/manifest/__init__.py", "tests/container/conftest.py",
+    for excluded in ("cdk_adapters/endpoint/endpoint.py", "cdk_adapters/manifest/__init__.py", "tests/container/conftest.py",
                      ".venv/bin/python", "cdk.out/manifest.json", "container/adapter_server/__pycache__/x.pyc"):
         assert not in_build_context(excluded), excluded
 

@@ -76,7 +76,7 @@ def test_metrics_is_prometheus_text_with_per_adapter_series(served, zoo):
     standard Prometheus parser reads, carrying our per-adapter series beside vLLM's."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from cdk_adapters.observability import CONTAINER_METRICS_PATH
+    from cdk_adapters.hosting.sagemaker_metrics import CONTAINER_METRICS_PATH
 
     client = served.client
     assert register(client, "prom-v1", zoo.adapter("good")).status_code == 200

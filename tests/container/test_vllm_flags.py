@@ -17,7 +17,7 @@ from adapter_server.launch import resolve_launch
 from cdk_adapters.contract import serving_env
 from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract.serving_image import SERVING_PORT
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.hosting.vllm_options import VllmOptions
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_vision_language_options_render_to_what_vllm_accepts(parser, tmp_path):
     off = _parse(parser, VllmOptions(enable_tower_connector_lora=False).environment(), tmp_path)
     assert off.enable_tower_connector_lora is False
     # allow_vision_modules turns the flag on unless it is set.
-    from cdk_adapters.serving_policy import ServingPolicy
+    from cdk_adapters.endpoint.serving_policy import ServingPolicy
 
     env, problems = ServingPolicy(allow_vision_modules=True).render(VllmOptions(), "test")
     assert problems == [] and _parse(parser, env, tmp_path).enable_tower_connector_lora is True

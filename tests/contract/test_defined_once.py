@@ -20,8 +20,8 @@ import pytest
 from adapter_server.launch import resolve_launch
 from cdk_adapters.contract import adapter_identity, capture_record, error_kinds, request_metrics, reserved_config, serving_env, tenant_limits
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.serving_policy import ServingPolicy
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.endpoint.serving_policy import ServingPolicy
+from cdk_adapters.hosting.vllm_options import VllmOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = REPO_ROOT / "cdk_adapters" / "contract"
@@ -48,7 +48,7 @@ def _literals(path: Path) -> list[tuple[str, int]]:
 
 NOT_ERROR_KINDS = {
     REPO_ROOT / "container" / "adapter_server" / "registration_service.py": {"engine_error", "bad_request"},
-    REPO_ROOT / "cdk_adapters" / "deploy_check_handler" / "index.py": {"unhealthy"},
+    REPO_ROOT / "cdk_adapters" / "deploy_check" / "handler" / "index.py": {"unhealthy"},
 }
 """Outcome labels of the registrations metric: a vocabulary of their own that shares two words with
 the error kinds (its ``engine_error`` counts 422, 500 and 503 answers alike). The deploy check's

@@ -16,8 +16,8 @@ from adapter_server.launch import resolve_launch
 from cdk_adapters.contract import serving_env
 from cdk_adapters.contract import reserved_config
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.serving_policy import ServingPolicy
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.endpoint.serving_policy import ServingPolicy
+from cdk_adapters.hosting.vllm_options import VllmOptions
 
 REFUSED_ARGS = ["--no-enable-lora", "--no_enable_lora", "--middleware", "--trust-remote-code", "--trust_remote_code", "--config",
                 "--api-server-count=2", "-asc", "--port", "--tool-parser-plugin", "--worker-cls", "--middlew",

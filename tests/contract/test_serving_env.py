@@ -14,8 +14,8 @@ import pytest
 from adapter_server.launch import resolve_launch
 from adapter_server.settings import ServingSettings
 from cdk_adapters.contract import serving_env
-from cdk_adapters.serving_policy import ServingPolicy
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.endpoint.serving_policy import ServingPolicy
+from cdk_adapters.hosting.vllm_options import VllmOptions
 
 
 @pytest.mark.parametrize(

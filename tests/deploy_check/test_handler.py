@@ -21,7 +21,7 @@ from botocore.stub import Stubber
 from cdk_adapters.client import errors as client_errors
 from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.adapter_names import adapter_component_name
-from cdk_adapters.deploy_check_handler import index
+from cdk_adapters.deploy_check.handler import index
 from tests.client.container_answers import container_error, held_while_replaying, start_up_failed
 from tests.support.fake_clock import FakeClock
 

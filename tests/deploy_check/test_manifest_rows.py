@@ -8,10 +8,10 @@ import pytest
 import yaml
 from aws_cdk.assertions import Template
 
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.deploy_check import RESOURCE_TYPE, DeployCheck
-from cdk_adapters.deploy_check_handler import index
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.deploy_check.deploy_check import RESOURCE_TYPE, DeployCheck
+from cdk_adapters.deploy_check.handler import index
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.manifest import endpoint_from_manifest, load_manifest
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import DIGEST_IMAGE

@@ -14,10 +14,10 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.deploy_check import RESOURCE_TYPE, AdapterCheck, DeployCheck
-from cdk_adapters.deploy_check_handler import index
-from cdk_adapters.fleet import FleetPlacement
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.deploy_check.deploy_check import RESOURCE_TYPE, AdapterCheck, DeployCheck
+from cdk_adapters.deploy_check.handler import index
+from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint
 from tests.constructs.test_nag_lint_composition import cfn_lint, nag_violations, synth_to
@@ -216,7 +216,7 @@ def test_acknowledgments_only_cover_what_was_found(monkeypatch, in_vpc):
     """Built with the check's acknowledgments withheld, the packs find exactly what they name."""
     from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
-    from cdk_adapters import nag_acknowledgments
+    from cdk_adapters.private import nag_acknowledgments
 
     withheld: set[tuple[str, str]] = set()
     real = nag_acknowledgments.acknowledge

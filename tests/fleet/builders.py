@@ -15,8 +15,8 @@ import aws_cdk as cdk
 import yaml
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.manifest import endpoint_from_manifest
 from tests.constructs.conftest import DIGEST_IMAGE, REPO_ROOT
 

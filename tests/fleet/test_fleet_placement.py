@@ -12,8 +12,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.fleet import IN_STACK_BUDGET, FleetPlacement
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.endpoint.fleet import IN_STACK_BUDGET, FleetPlacement
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint, new_stack
 from tests.support.synth_refusal import TOO_MANY_RESOURCES, refused_at_synth

@@ -18,10 +18,10 @@ import pytest
 
 from cdk_adapters.cli import main as cli_main
 from cdk_adapters.contract.discovery import DiscoveryRecord
-from cdk_adapters.deploy_check import RESOURCE_TYPE, DeployCheck
-from cdk_adapters.deploy_check_handler import index as deploy_check_handler
-from cdk_adapters.execution_role import ROLE_INLINE_POLICY_LIMIT
-from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, DEFAULT_SHARD_CAPACITY, FleetPlacement
+from cdk_adapters.deploy_check.deploy_check import RESOURCE_TYPE, DeployCheck
+from cdk_adapters.deploy_check.handler import index as deploy_check_handler
+from cdk_adapters.endpoint.execution_role import ROLE_INLINE_POLICY_LIMIT
+from cdk_adapters.endpoint.fleet import CLOUDFORMATION_RESOURCE_LIMIT, DEFAULT_SHARD_CAPACITY, FleetPlacement
 from tests.constructs.conftest import VENV_BIN
 from tests.fleet.builders import STACK, adapter_name, synth_fleet, write_fleet_manifest
 from tests.support.cdk_diff import NESTED_SUFFIX, diff_assemblies

@@ -19,7 +19,7 @@ from cdk_adapters.gate import (
     covering_max_lora_rank,
     split_acknowledged,
 )
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.artifacts.packaging import package_adapter
 
 
 def tar_of(path: Path, files: dict[str, bytes], *, symlink: tuple[str, str] | None = None) -> Path:

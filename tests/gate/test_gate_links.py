@@ -13,7 +13,7 @@ import pytest
 from cdk_adapters.gate import AdapterContents, Reference, check_adapter_archive, check_adapter_dir
 from cdk_adapters.gate.adapter_contents import MAX_ENTRIES
 from cdk_adapters.manifest import check_manifest, load_manifest
-from cdk_adapters.packaging import LinkedFileError, package_adapter
+from cdk_adapters.artifacts.packaging import LinkedFileError, package_adapter
 from tests.manifest.builders import write_manifest
 
 SECRET = b'{"model": "someone else\'s tokenizer, or a secret"}'

@@ -19,7 +19,7 @@ import pytest
 from cdk_adapters.contract.request_metrics import REQUEST_EVENT
 from cdk_adapters.local.demo_model import build_lora_adapter
 from cdk_adapters.local.serving import free_port
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.artifacts.packaging import package_adapter
 from tests.support.local_mode import start_local_mode, stop_local_mode
 
 ARCHIVED_ADAPTER = "support-en-v3"

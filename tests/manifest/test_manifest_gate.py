@@ -8,7 +8,7 @@ import pytest
 
 from cdk_adapters.manifest import check_manifest, load_manifest, plan_manifest, plan_manifest_file
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from tests.manifest.builders import lock_adapters, s3_uri, write_manifest
 
 

@@ -7,12 +7,12 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.endpoint import MultiAdapterEndpoint
-from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.manifest import add_manifest_adapters, endpoint_from_manifest, endpoint_props, load_manifest, plan_manifest
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.problems import ConfigurationError
 from tests.manifest.builders import lock_adapters, s3_uri, write_manifest
 

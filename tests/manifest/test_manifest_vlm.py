@@ -21,12 +21,12 @@ from aws_cdk.assertions import Template
 import app as example_app
 from cdk_adapters.contract import serving_env, serving_image
 from cdk_adapters.cli import main as cli_main
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.manifest import endpoint_from_manifest, load_manifest, plan_manifest_file
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from tests.constructs.conftest import app_context
 from tests.manifest.builders import write_manifest
 from tests.support import tiny_vlm

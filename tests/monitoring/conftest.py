@@ -8,8 +8,8 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from tests.constructs.conftest import build_endpoint, new_stack
 
 ADAPTERS = ("support-en-v1", "support-de-v1")

@@ -9,7 +9,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
-from cdk_adapters.fleet import FleetPlacement, own_resource_count
+from cdk_adapters.endpoint.fleet import FleetPlacement, own_resource_count
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms, RequestMetrics
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import new_stack
@@ -164,7 +164,7 @@ def test_an_adapter_opted_in_by_name_that_would_overflow_its_shard_is_not_create
 
 
 def test_alarms_without_a_topic_acknowledge_only_the_alarm_action_rules():
-    from cdk_adapters.nag_acknowledgments import ALARM_ACTION_RULES
+    from cdk_adapters.private.nag_acknowledgments import ALARM_ACTION_RULES
     from tests.constructs.test_nag_lint_composition import nag_violations
 
     endpoint = endpoint_with(alarms=MonitoringAlarms(adapter_names=["support-en-v1"]))
@@ -198,8 +198,8 @@ def test_a_smaller_metric_set_with_the_matching_alarms_turned_off_builds():
 def test_adapters_without_alarms_cannot_overflow_a_shard_that_alarms_filled():
     """One count per shard covers components and alarms: an adapter with no alarms of its own is
     refused (naming it and the field) once another adapter's alarms filled the shard."""
-    from cdk_adapters.adapter_artifact import AdapterArtifact
-    from cdk_adapters.fleet import FleetPlacement
+    from cdk_adapters.artifacts.artifact import AdapterArtifact
+    from cdk_adapters.endpoint.fleet import FleetPlacement
     from cdk_adapters.monitoring.alarms import MonitoringAlarms
     from cdk_adapters.problems import ConfigurationError
     from tests.constructs.conftest import build_endpoint

@@ -7,7 +7,7 @@ import pytest
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
-from cdk_adapters.deployment import BatchSize, RollingUpdate
+from cdk_adapters.hosting.rolling_update import BatchSize, RollingUpdate
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint as build_one_gpu_endpoint

@@ -8,9 +8,9 @@ import aws_cdk as cdk
 import pytest
 import yaml
 
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, FleetPlacement, own_resource_count
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.endpoint.fleet import CLOUDFORMATION_RESOURCE_LIMIT, FleetPlacement, own_resource_count
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.manifest import endpoint_from_manifest
 from cdk_adapters.monitoring import dashboard_limit_problems
 from cdk_adapters.problems import ConfigurationError

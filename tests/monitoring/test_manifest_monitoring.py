@@ -30,9 +30,9 @@ def manifest_with(tmp_path, rows: dict[int, dict]):
 
 
 def build(path, **props):
-    from cdk_adapters.container_image import ContainerImage
-    from cdk_adapters.fleet import FleetPlacement
-    from cdk_adapters.inference_component import ComputeRequirements
+    from cdk_adapters.hosting.container_image import ContainerImage
+    from cdk_adapters.endpoint.fleet import FleetPlacement
+    from cdk_adapters.endpoint.components import ComputeRequirements
 
     stack = cdk.Stack(cdk.App(), "Manifest-Alarms")
     return endpoint_from_manifest(

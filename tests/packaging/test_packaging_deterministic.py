@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cdk_adapters.packaging import archive_listing, gzip_header_mtime, package_adapter
+from cdk_adapters.artifacts.packaging import archive_listing, gzip_header_mtime, package_adapter
 
 
 def test_same_directory_twice_gives_identical_bytes(zoo, tmp_path, snapshot):

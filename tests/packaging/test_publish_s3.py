@@ -19,9 +19,9 @@ from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.publish import ProgressBar, adapter_key, publish_archive
+from cdk_adapters.artifacts.publish import ProgressBar, adapter_key, publish_archive
 
 BUCKET = "adapters-bucket"
 REGION = "us-east-1"

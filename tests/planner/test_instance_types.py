@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_adapters.instance_types import CHECKED_ON, INSTANCE_TYPES, UnknownInstanceType, instance_type, require_instance_type
-from cdk_adapters.instance_storage import has_local_instance_storage
+from cdk_adapters.hosting.instance_types import CHECKED_ON, INSTANCE_TYPES, UnknownInstanceType, instance_type, require_instance_type
+from cdk_adapters.hosting.instance_storage import has_local_instance_storage
 
 
 REQUIRED = {

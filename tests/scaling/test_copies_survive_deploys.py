@@ -18,13 +18,13 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.deployment import RollingUpdate
-from cdk_adapters.fleet import FleetPlacement
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.hosting.rolling_update import RollingUpdate
+from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.manifest import endpoint_from_manifest
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms
-from cdk_adapters.scaling import WakeUpScope
+from cdk_adapters.hosting.scaling import WakeUpScope
 from tests.constructs.conftest import DIGEST_IMAGE
 from tests.fleet.builders import adapter_name, write_fleet_manifest
 from tests.support.cdk_diff import NESTED_SUFFIX, diff_assemblies

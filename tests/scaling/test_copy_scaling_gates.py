@@ -8,7 +8,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters.scaling import WakeUpScope
+from cdk_adapters.hosting.scaling import WakeUpScope
 from tests.constructs.test_nag_lint_composition import CFN_LINT_ERROR, cfn_lint, nag_violations
 from tests.scaling.conftest import scaled_out, scaled_to_zero
 

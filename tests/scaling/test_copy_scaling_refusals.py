@@ -7,9 +7,9 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters.inference_component import ComputeRequirements
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.scaling import ScalableCopyCount
+from cdk_adapters.hosting.scaling import ScalableCopyCount
 from tests.scaling.conftest import SCALE_OUT, SCALE_TO_ZERO, endpoint_with_adapters, fields_of
 from tests.support.synth_refusal import refused_at_synth
 

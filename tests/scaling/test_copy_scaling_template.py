@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from cdk_adapters.scaling import COPY_COUNT_DIMENSION, SERVICE_LINKED_ROLE, WAKE_UP_QUERY, WakeUpScope
+from cdk_adapters.hosting.scaling import COPY_COUNT_DIMENSION, SERVICE_LINKED_ROLE, WAKE_UP_QUERY, WakeUpScope
 from tests.scaling.conftest import base_logical_id, endpoint_with_adapters, resources, scaled_out, scaled_to_zero
 
 TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"

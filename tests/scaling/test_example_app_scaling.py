@@ -9,9 +9,9 @@ import aws_cdk as cdk
 import pytest
 
 import app as example_app
-from cdk_adapters import synth_summary
+from cdk_adapters.cli import synth_summary
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.scaling import WAKE_UP_QUERY
+from cdk_adapters.hosting.scaling import WAKE_UP_QUERY
 from tests.constructs.conftest import app_context
 
 

@@ -16,18 +16,18 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from cdk_adapters import nag_acknowledgments as nag
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.gate import check_adapter_archive
 from cdk_adapters.contract.discovery import DiscoveryRecord
-from cdk_adapters.endpoint import MultiAdapterEndpoint
-from cdk_adapters.endpoint_interface import IMultiAdapterEndpoint
-from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.endpoint.interface import IMultiAdapterEndpoint
+from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.serving_reference import gate_reference
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.endpoint.serving_reference import gate_reference
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint, real_archives
 from tests.constructs.test_nag_lint_composition import cfn_lint, nag_violations
 from tests.support.tiny_models import TINY_BASE_MODEL_ID, TINY_BASE_REVISION

@@ -11,11 +11,11 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
+from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.contract.discovery import DiscoveryRecord
-from cdk_adapters.deploy_check import RESOURCE_TYPE, AdapterCheck, DeployCheck
-from cdk_adapters.deploy_check_handler import index
-from cdk_adapters.endpoint import MultiAdapterEndpoint
+from cdk_adapters.deploy_check.deploy_check import RESOURCE_TYPE, AdapterCheck, DeployCheck
+from cdk_adapters.deploy_check.handler import index
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import ADAPTER_BUCKET_URL, real_archives
 from tests.constructs.test_nag_lint_composition import cfn_lint, nag_violations, synth_to

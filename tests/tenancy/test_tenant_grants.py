@@ -15,11 +15,11 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord
-from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
-from cdk_adapters.nag_acknowledgments import flatten_reference
+from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
+from cdk_adapters.private.nag_acknowledgments import flatten_reference
 from cdk_adapters.problems import ConfigurationError, Problem
 from tests.constructs.conftest import ADAPTER_BUCKET_URL
 from tests.support.synth_refusal import refused_at_synth

@@ -17,12 +17,12 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.contract.discovery import DiscoveryRecord, ServingReference
-from cdk_adapters.endpoint import MultiAdapterEndpoint
-from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
-from cdk_adapters.nag_acknowledgments import flatten_reference
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
+from cdk_adapters.private.nag_acknowledgments import flatten_reference
 from cdk_adapters.problems import ConfigurationError, Problem
 from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint
 from tests.tenancy.test_tenant_app import ENV, lookup_key, published_record, synth_templates, tenant_stack

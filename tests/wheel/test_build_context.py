@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cdk_adapters import image_build_context
-from cdk_adapters.container_image import ContainerImage
+from cdk_adapters.hosting import image_build_context
+from cdk_adapters.hosting.container_image import ContainerImage
 from tests.container.test_image import in_build_context
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def test_assembled_context_is_what_dockerignore_lets_through(installed_layout, t
         for name, data in _tree(REPO_ROOT / top).items()
         if in_build_context(f"{top}/{name}")
     }
-    assert "cdk_adapters/gate/check.py" in assembled and "cdk_adapters/endpoint.py" not in assembled
+    assert "cdk_adapters/gate/check.py" in assembled and "cdk_adapters/endpoint/endpoint.py" not in assembled
     assert assembled == expected
 
 

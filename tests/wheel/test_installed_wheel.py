@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cdk_adapters.packaging import package_adapter
+from cdk_adapters.artifacts.packaging import package_adapter
 from tests.support import staged_image
 
 pytestmark = pytest.mark.cdk_cli
@@ -174,7 +174,7 @@ def test_image_asset_holds_the_dockerfile_and_the_server(synthesized):
     assert image["source"]["dockerFile"] == "container/Dockerfile"
     context = _files_under(assembly / image["source"]["directory"])
     assert context == expected_build_context()
-    assert "container/adapter_server/middleware.py" in context and "cdk_adapters/endpoint.py" not in context
+    assert "container/adapter_server/middleware.py" in context and "cdk_adapters/endpoint/endpoint.py" not in context
 
 
 def test_image_asset_builds_as_staged(synthesized, tmp_path):

@@ -7,7 +7,7 @@ not `aws_cdk.triggers`. A trigger invokes its function with no payload and re-ru
 function's code changes, so it cannot tell which adapters changed; a custom resource gets its
 properties and, on Update, its ``OldResourceProperties``. The properties hold one entry per
 adapter (its name and a digest of its artifact URL and check request), so adding one adapter to a
-thousand changes one entry and the handler (`deploy_check_handler/index.py`) invokes that one.
+thousand changes one entry and the handler (`handler/index.py`) invokes that one.
 
 Order: the resource depends on every adapter component (the nested stack of each shard that
 holds one, or the component itself when components stay in the endpoint's stack), so it runs
@@ -36,15 +36,15 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IValidation
 
-from cdk_adapters import nag_acknowledgments as nag
-from cdk_adapters.deploy_check_request import DEFAULT_BODY, body_messages
-from cdk_adapters.endpoint_logs import EndpointLogs, allow_logs_to_use_key, log_group, with_logs_key
+from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.deploy_check.request import DEFAULT_BODY, body_messages
+from cdk_adapters.endpoint.logs import EndpointLogs, allow_logs_to_use_key, log_group, with_logs_key
 from cdk_adapters.problems import Problem
 
 if TYPE_CHECKING:
-    from cdk_adapters.inference_component import AdapterInferenceComponent
+    from cdk_adapters.endpoint.components import AdapterInferenceComponent
 
-HANDLER_DIRECTORY = Path(__file__).resolve().parent / "deploy_check_handler"
+HANDLER_DIRECTORY = Path(__file__).resolve().parent / "handler"
 RESOURCE_TYPE = "Custom::AdapterDeployCheck"
 FUNCTION_TIMEOUT = Duration.minutes(14)
 """The check function's limit: under the provider framework's own 15 minutes, so a failure is reported."""

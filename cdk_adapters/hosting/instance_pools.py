@@ -15,7 +15,7 @@ with the singular specification is not documented. One type therefore goes throu
 Every pool serves the one model (``ModelNameOverride`` is not offered: the container's environment,
 tensor parallelism included, is the model's), so a copy takes the same number of GPUs on every
 type. What a copy reserves on a pool defaults to the endpoint's `compute`; the instance table
-(`cdk_adapters.instance_types`) says whether one copy fits each type and how many do, and every
+(`cdk_adapters.hosting.instance_types`) says whether one copy fits each type and how many do, and every
 capacity check takes the pool that holds the fewest copies (managed scaling may have launched any).
 """
 
@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from cdk_adapters.compute import ComputeRequirements, copies_per_instance, whole_seconds_problems
-from cdk_adapters.instance_storage import has_local_instance_storage
-from cdk_adapters.instance_types import instance_type as instance_type_row
+from cdk_adapters.hosting.compute import ComputeRequirements, copies_per_instance, whole_seconds_problems
+from cdk_adapters.hosting.instance_storage import has_local_instance_storage
+from cdk_adapters.hosting.instance_types import instance_type as instance_type_row
 from cdk_adapters.problems import Problem
 
 POOL_COUNT_RANGE = (2, 5)
@@ -80,7 +80,7 @@ def instance_pool_problems(pools: object, compute: ComputeRequirements, subject:
                 Problem(
                     subject,
                     f"{field}.instance_type",
-                    f"{name!r} is not a GPU instance type this library knows (see cdk_adapters/instance_types.py): "
+                    f"{name!r} is not a GPU instance type this library knows (see cdk_adapters/hosting/instance_types.py): "
                     "a pool's GPUs, vCPUs and memory are needed to size its reservation",
                 )
             )

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from aws_cdk import Duration
 
-from cdk_adapters.instance_types import UnknownInstanceType, instance_type
+from cdk_adapters.hosting.instance_types import UnknownInstanceType, instance_type
 from cdk_adapters.problems import Problem
 
 STARTUP_TIMEOUT_RANGE_SECONDS = (60, 3600)

@@ -26,10 +26,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.nag_acknowledgments import acknowledge
+from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.private.nag_acknowledgments import acknowledge
 from cdk_adapters.problems import Problem, raise_if_any
-from cdk_adapters.publish import DEFAULT_PREFIX
+from cdk_adapters.artifacts.publish import DEFAULT_PREFIX
 
 REPLICATION_RULES = ("HIPAA.Security-S3BucketReplicationEnabled", "NIST.800.53.R5-S3BucketReplicationEnabled")
 REASON_REPLICATION = (

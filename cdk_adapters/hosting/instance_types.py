@@ -63,7 +63,7 @@ class UnknownInstanceType(ValueError):
         families = sorted({row.name.split(".")[1] for row in INSTANCE_TYPES.values()})
         super().__init__(
             f"{name!r} is not a GPU instance type this library knows; supported families: "
-            f"{', '.join(families)} (e.g. ml.g6.2xlarge). See cdk_adapters/instance_types.py"
+            f"{', '.join(families)} (e.g. ml.g6.2xlarge). See cdk_adapters/hosting/instance_types.py"
         )
         self.name = name
 

@@ -1,7 +1,7 @@
 """The base inference component (runs the shared model) and one adapter component per LoRA adapter.
 
 CloudFormation gives an inference component no name attribute, so both carry explicit names from
-`cdk_adapters.names`, and each adapter depends explicitly on the base: the base cannot be deleted
+`cdk_adapters.endpoint.names`, and each adapter depends explicitly on the base: the base cannot be deleted
 while adapters exist, and without the dependency CloudFormation would try.
 """
 
@@ -13,11 +13,11 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.compute import ComputeRequirements, InstanceScaling, StartupTimeouts
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.hosting.compute import ComputeRequirements, InstanceScaling, StartupTimeouts
 from cdk_adapters.monitoring.request_metrics import RequestMetricMethods
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
-from cdk_adapters.scaling import WAKE_UP_PERIOD, ScalableCopyCount
+from cdk_adapters.hosting.scaling import WAKE_UP_PERIOD, ScalableCopyCount
 
 METRIC_NAMESPACE = "AWS/SageMaker"
 """Invocation metrics per inference component (dimension ``InferenceComponentName``)."""
@@ -106,7 +106,7 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
             reservation; with one, the singular ``Specification`` with `compute`.
         :param container: the container block (its metrics endpoint; image and environment come
             from the model). Default: none.
-        :param scheduling: copy placement (`cdk_adapters.copy_placement`). Default: SageMaker's.
+        :param scheduling: copy placement (`cdk_adapters.hosting.copy_placement`). Default: SageMaker's.
         :param data_cache: per-instance cache of model data and image. Default: SageMaker's.
         """
         super().__init__(scope, id)

@@ -11,7 +11,7 @@ from typing import Mapping
 
 from cdk_adapters.contract import reserved_config, serving_env
 from cdk_adapters.problems import Problem
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.hosting.vllm_options import VllmOptions
 
 ENVIRONMENT_VALUE_MAX_LENGTH = 1024
 """SageMaker's limit on one container environment value."""

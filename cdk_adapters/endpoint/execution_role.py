@@ -33,10 +33,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IValidation
 
-from cdk_adapters import nag_acknowledgments as nag
-from cdk_adapters.adapter_location import AdapterLocation
-from cdk_adapters.iam_conditions import kms_via_s3, s3_owned_by
-from cdk_adapters.networking import VpcPlacement
+from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.endpoint.iam_conditions import kms_via_s3, s3_owned_by
+from cdk_adapters.hosting.networking import VpcPlacement
 from cdk_adapters.contract import capture_record
 
 SAGEMAKER_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")

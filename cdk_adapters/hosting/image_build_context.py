@@ -15,7 +15,8 @@ import shlex
 import shutil
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+"""The installed `cdk_adapters` package (this module sits in its `hosting/` folder)."""
 REPOSITORY_ROOT = PACKAGE_DIR.parent
 """The checkout's root, when this module runs from one (an editable install counts)."""
 

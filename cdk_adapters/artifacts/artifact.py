@@ -25,7 +25,7 @@ from constructs import Construct
 from cdk_adapters.gate import Reference, check_adapter_archive
 from cdk_adapters.problems import Problem
 from cdk_adapters.contract.s3_url import S3UrlError, parse_s3_url
-from cdk_adapters.tokens import is_unresolved
+from cdk_adapters.private.cdk_tokens import is_unresolved
 
 ARCHIVE_SUFFIX = ".tar.gz"
 TAR_SUFFIX = ".tar"

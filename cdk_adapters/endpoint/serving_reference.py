@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.gate import BaseModelFacts, Reference
 from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.contract.discovery import ServedBaseModel, ServingReference

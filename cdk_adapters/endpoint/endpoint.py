@@ -28,49 +28,51 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
-from cdk_adapters import discovery_parameter, names, serving_reference
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.endpoint import discovery_parameter
+from cdk_adapters.endpoint import names
+from cdk_adapters.endpoint import serving_reference
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.gate import Acknowledgment, BaseModelFacts, Reference
 from cdk_adapters.gate.check import new_adapter_name_problems
 from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
-from cdk_adapters.capacity_reservation import CapacityReservation
-from cdk_adapters.container_image import ContainerImage
-from cdk_adapters.copy_placement import CopyPlacement, data_cache_problems, render_data_cache
+from cdk_adapters.hosting.capacity_reservation import CapacityReservation
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.hosting.copy_placement import CopyPlacement, data_cache_problems, render_data_cache
 from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN, adapter_component_name, adapter_name_key
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
-from cdk_adapters.data_capture import REASON_CAPTURE_PREFIX, DataCapture
-from cdk_adapters.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
-from cdk_adapters.deployment import RollingUpdate
-from cdk_adapters.endpoint_logs import EndpointLogGroups, EndpointLogs, grant_read_capture, with_logs_key
-from cdk_adapters.execution_role import ExecutionRolePermissions, log_group_arn, sagemaker_principal
-from cdk_adapters.fleet import AdapterFleet, FleetPlacement
-from cdk_adapters.compute import ComputeRequirements, InstanceScaling, StartupTimeouts, copies_fit_problems
-from cdk_adapters.inference_component import AdapterInferenceComponent, BaseInferenceComponent
-from cdk_adapters.instance_access import SsmAccess
-from cdk_adapters.instance_pools import InstancePool, instance_pool_problems, pool_reservations, provision_timeout_problems
-from cdk_adapters.instance_storage import has_local_instance_storage
-from cdk_adapters.instance_types import DEFAULT_INSTANCE_TYPE
-from cdk_adapters.instance_types import instance_type as instance_type_row
-from cdk_adapters.invoke_grant import InvokeGrants
-from cdk_adapters.model_data import ModelData
+from cdk_adapters.hosting.data_capture import REASON_CAPTURE_PREFIX, DataCapture
+from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
+from cdk_adapters.hosting.rolling_update import RollingUpdate
+from cdk_adapters.endpoint.logs import EndpointLogGroups, EndpointLogs, grant_read_capture, with_logs_key
+from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, log_group_arn, sagemaker_principal
+from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
+from cdk_adapters.hosting.compute import ComputeRequirements, InstanceScaling, StartupTimeouts, copies_fit_problems
+from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInferenceComponent
+from cdk_adapters.hosting.instance_access import SsmAccess
+from cdk_adapters.hosting.instance_pools import InstancePool, instance_pool_problems, pool_reservations, provision_timeout_problems
+from cdk_adapters.hosting.instance_storage import has_local_instance_storage
+from cdk_adapters.hosting.instance_types import DEFAULT_INSTANCE_TYPE
+from cdk_adapters.hosting.instance_types import instance_type as instance_type_row
+from cdk_adapters.endpoint.invoke_grant import InvokeGrants
+from cdk_adapters.hosting.model_data import ModelData
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N
 from cdk_adapters.monitoring.endpoint_monitoring import EndpointMonitoring
 from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetricSource
-from cdk_adapters.nag_acknowledgments import acknowledge_local_storage_kms
-from cdk_adapters.networking import EndpointNetworking, VpcPlacement
-from cdk_adapters.observability import Observability
+from cdk_adapters.private.nag_acknowledgments import acknowledge_local_storage_kms
+from cdk_adapters.hosting.networking import EndpointNetworking, VpcPlacement
+from cdk_adapters.hosting.sagemaker_metrics import Observability
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
-from cdk_adapters.routing import Routing
+from cdk_adapters.hosting.routing import Routing
 from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.contract import adapter_identity, capture_record, tenant_limits
 from cdk_adapters.contract.tenant_limits import AdapterLimits
-from cdk_adapters.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
-from cdk_adapters.vllm_options import VllmOptions
+from cdk_adapters.endpoint.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
+from cdk_adapters.hosting.vllm_options import VllmOptions
 
 if TYPE_CHECKING:
-    from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
+    from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
 
 VARIANT_NAME = "AllTraffic"
 
@@ -79,7 +81,7 @@ class MultiAdapterEndpoint(Construct):
     """A SageMaker endpoint with a base inference component and one component per LoRA adapter.
 
     Names: the endpoint and every inference component get deterministic names derived from the
-    stack name and this construct's path (see `cdk_adapters.names`); the model and endpoint config
+    stack name and this construct's path (see `cdk_adapters.endpoint.names`); the model and endpoint config
     keep CloudFormation-generated names, so replacing them never collides.
     """
 
@@ -470,7 +472,7 @@ class MultiAdapterEndpoint(Construct):
     def from_endpoint_attributes(scope: Construct, id: str, **attributes: Any) -> "ImportedMultiAdapterEndpoint":
         """An endpoint deployed elsewhere (another stack or CDK app), from plain attributes; no
         account lookup. See `ImportedMultiAdapterEndpoint` for the attributes."""
-        from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
+        from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
 
         return ImportedMultiAdapterEndpoint.from_endpoint_attributes(scope, id, **attributes)
 
@@ -478,7 +480,7 @@ class MultiAdapterEndpoint(Construct):
     def from_discovery_parameter(scope: Construct, id: str, *, parameter_name: str, **attributes: Any) -> "ImportedMultiAdapterEndpoint":
         """An endpoint deployed elsewhere, read from its discovery record (a synth-time SSM lookup
         cached in ``cdk.context.json``), serving reference and aliases included."""
-        from cdk_adapters.imported_endpoint import ImportedMultiAdapterEndpoint
+        from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
 
         return ImportedMultiAdapterEndpoint.from_discovery_parameter(scope, id, parameter_name=parameter_name, **attributes)
 

@@ -15,9 +15,9 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 
 if TYPE_CHECKING:
-    from cdk_adapters.adapter_artifact import AdapterArtifact
+    from cdk_adapters.artifacts.artifact import AdapterArtifact
     from cdk_adapters.gate import Acknowledgment
-    from cdk_adapters.inference_component import AdapterInferenceComponent
+    from cdk_adapters.endpoint.components import AdapterInferenceComponent
 
 
 @runtime_checkable

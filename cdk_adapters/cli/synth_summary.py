@@ -1,4 +1,4 @@
-"""``python -m cdk_adapters.synth_summary cdk.out``: what ``cdk synth`` produced, in a few lines.
+"""``python -m cdk_adapters.cli.synth_summary cdk.out``: what ``cdk synth`` produced, in a few lines.
 
 Prints each stack with its resource count, the nested stacks its adapters are spread over (with
 theirs), the adapters, the instance types (instance pools in priority order, with what a copy

@@ -53,10 +53,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct, IValidation
 
-from cdk_adapters import nag_acknowledgments as nag
-from cdk_adapters import names, serving_reference
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.adapter_location import AdapterLocation
+from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.endpoint import names
+from cdk_adapters.endpoint import serving_reference
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.gate import Acknowledgment, Reference
 from cdk_adapters.gate.check import new_adapter_name_problems
 from cdk_adapters.contract import adapter_names
@@ -67,12 +68,12 @@ from cdk_adapters.contract.discovery import (
     ServingReference,
     tenant_name_problems,
 )
-from cdk_adapters.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
-from cdk_adapters.endpoint_logs import EndpointLogs, grant_read_capture
-from cdk_adapters.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count
-from cdk_adapters.iam_conditions import kms_via_s3, s3_owned_by
-from cdk_adapters.inference_component import AdapterInferenceComponent, InferenceComponentMetrics
-from cdk_adapters.invoke_grant import TenantInvokeGrants
+from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
+from cdk_adapters.endpoint.logs import EndpointLogs, grant_read_capture
+from cdk_adapters.endpoint.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count
+from cdk_adapters.endpoint.iam_conditions import kms_via_s3, s3_owned_by
+from cdk_adapters.endpoint.components import AdapterInferenceComponent, InferenceComponentMetrics
+from cdk_adapters.endpoint.invoke_grant import TenantInvokeGrants
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 LOOKUP_DUMMY_PREFIX = "dummy-value-for-"

@@ -1,7 +1,7 @@
 """Where the serving image comes from: a digest-pinned ECR URI, or an asset built from `container/`.
 
 The asset's build context is the repository root in a checkout, and the same files assembled from
-the installed package otherwise (`cdk_adapters.image_build_context`), so the default works from a
+the installed package otherwise (`cdk_adapters.hosting.image_build_context`), so the default works from a
 ``pip install`` too.
 
 A tag can be moved after review; a digest cannot. So a tag-only URI is refused unless the caller
@@ -22,7 +22,7 @@ from aws_cdk import Aws, Stage, Token
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
-from cdk_adapters import image_build_context
+from cdk_adapters.hosting import image_build_context
 from cdk_adapters.problems import Problem
 
 _ECR_URI = re.compile(

@@ -5,7 +5,7 @@ The base component owns the compute; adapters run on its copies, so only the bas
 and aws-sagemaker-alpha's ``autoScaleInstanceCount``). Managed instance scaling on the endpoint
 config then adds or removes instances as copies need room, so the maximum number of copies must fit
 on the maximum number of instances: that is checked at synth from the copy's reservation and the
-instance type's GPUs, vCPUs and memory (`cdk_adapters.compute`, one rule with the endpoint's check
+instance type's GPUs, vCPUs and memory (`cdk_adapters.hosting.compute`, one rule with the endpoint's check
 of its initial copies).
 
 Scale to zero needs a wake-up: with no copy running, requests fail and record
@@ -39,8 +39,8 @@ from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable, IValidation
 
-from cdk_adapters.compute import InstanceScaling, copies_fit_problems, whole_seconds_problems
-from cdk_adapters.instance_types import UnknownInstanceType
+from cdk_adapters.hosting.compute import InstanceScaling, copies_fit_problems, whole_seconds_problems
+from cdk_adapters.hosting.instance_types import UnknownInstanceType
 from cdk_adapters.problems import Problem, raise_if_any
 
 COPY_COUNT_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"

@@ -29,8 +29,8 @@ import jsii
 from aws_cdk import CfnResource, NestedStack, Stack
 from constructs import Construct, IValidation
 
-from cdk_adapters.adapter_artifact import AdapterArtifact
-from cdk_adapters.inference_component import AdapterInferenceComponent, BaseInferenceComponent
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInferenceComponent
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.problems import Problem
 

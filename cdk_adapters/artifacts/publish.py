@@ -8,7 +8,7 @@ bytes that do not match and keeps the checksum with the object, and "identical b
 stored ``ChecksumSHA256`` and size equal ours, never what user metadata claims.
 
 Every call names the account that must own the bucket (``ExpectedBucketOwner``), so a bucket of the
-same name in another account is never written to or trusted. `cdk_adapters.adapter_bucket` makes
+same name in another account is never written to or trusted. `cdk_adapters.artifacts.bucket` makes
 the bucket itself refuse unconditional writes and deletes under the adapter prefix.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Callable, TextIO
 from botocore.exceptions import ClientError
 
 from cdk_adapters.problems import ConfigurationError, Problem
-from cdk_adapters.s3_checksum import StoredObject, denied_reason, sha256_b64, stored_object
+from cdk_adapters.artifacts.s3_checksum import StoredObject, denied_reason, sha256_b64, stored_object
 
 DEFAULT_PREFIX = "adapters"
 ARCHIVE_NAME = "adapter.tar.gz"

@@ -29,10 +29,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cdk_adapters import nag_acknowledgments as nag
+from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.contract import capture_record
 from cdk_adapters.contract.adapter_names import adapter_name_key
-from cdk_adapters.execution_role import log_group_arn, log_group_names
+from cdk_adapters.endpoint.execution_role import log_group_arn, log_group_names
 from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_RETENTION = logs.RetentionDays.ONE_YEAR

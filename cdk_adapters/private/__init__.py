@@ -1,0 +1,1 @@
+"""Internals shared across folders; not part of the public API."""
