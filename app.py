@@ -27,27 +27,31 @@ on every synth; an unacknowledged finding fails it.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_sns as sns
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 from constructs import Construct
 
-from cdk_adapters import ContainerImage
-from cdk_adapters import CopyPlacement
-from cdk_adapters import DeployCheck
-from cdk_adapters import BatchSize, RollingUpdate
-from cdk_adapters import FleetPlacement
-from cdk_adapters import ComputeRequirements
-from cdk_adapters import InstancePool
+from cdk_adapters import (
+    BatchSize,
+    ComputeRequirements,
+    ContainerImage,
+    CopyPlacement,
+    DeployCheck,
+    FleetPlacement,
+    InstancePool,
+    Observability,
+    RollingUpdate,
+    Routing,
+    VllmOptions,
+)
 from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, endpoint_from_manifest, plan_manifest_file
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms, RequestMetrics
-from cdk_adapters import Observability
 from cdk_adapters.problems import ConfigurationError, Problem
-from cdk_adapters import Routing
-from cdk_adapters import VllmOptions
 
 DEFAULT_ENVIRONMENT = "dev"
 REQUIRED_KEYS = ("stack_name", "min_memory_required_in_mb")
@@ -55,9 +59,23 @@ REQUIRED_KEYS = ("stack_name", "min_memory_required_in_mb")
 INSTANCE_KEYS = ("instance_type", "instance_pools")
 """One instance type, or instance pools (a list of types in priority order): exactly one."""
 CANARY_HOSTING_KEYS = (
-    "instance_type", "instance_pools", "instance_provisioning_timeout_seconds", "initial_instance_count", "min_instance_count", "max_instance_count", "copy_count",
-    "copy_scaling", "min_memory_required_in_mb", "accelerator_devices", "image_uri", "vllm", "placement",
-    "copy_placement", "data_cache", "routing", "observability",
+    "instance_type",
+    "instance_pools",
+    "instance_provisioning_timeout_seconds",
+    "initial_instance_count",
+    "min_instance_count",
+    "max_instance_count",
+    "copy_count",
+    "copy_scaling",
+    "min_memory_required_in_mb",
+    "accelerator_devices",
+    "image_uri",
+    "vllm",
+    "placement",
+    "copy_placement",
+    "data_cache",
+    "routing",
+    "observability",
 )
 """What a canary may host differently from its environment (everything else, alarms included, is shared)."""
 COPY_SCALING_KEYS = ("min_copies", "max_copies", "concurrent_requests_per_copy", "invocations_per_copy", "scale_to_zero")
@@ -68,9 +86,7 @@ HERE = Path(__file__).resolve().parent
 class AdapterServingStack(cdk.Stack):
     """One environment's endpoint: hosting from cdk.json, base model and adapters from the manifest."""
 
-    def __init__(
-        self, scope: Construct, id: str, *, settings: Mapping[str, Any], plan: ManifestPlan, **kwargs: Any
-    ) -> None:
+    def __init__(self, scope: Construct, id: str, *, settings: Mapping[str, Any], plan: ManifestPlan, **kwargs: Any) -> None:
         super().__init__(scope, id, **kwargs)
         image_uri = settings.get("image_uri")
         topic_arn = (settings.get("alarms") or {}).get("topic_arn")
@@ -124,7 +140,11 @@ def instance_settings_problems(name: str, settings: Mapping[str, Any]) -> list[P
         return [Problem("cdk.json", field, f"needs exactly one of instance_type and instance_pools; {state}")]
     pools = settings.get("instance_pools")
     if pools is not None and (not isinstance(pools, list) or not all(isinstance(pool, str) for pool in pools)):
-        return [Problem("cdk.json", f"{field}.instance_pools", f"must be a list of instance type names, first tried first; got {pools!r}")]
+        return [
+            Problem(
+                "cdk.json", f"{field}.instance_pools", f"must be a list of instance type names, first tried first; got {pools!r}"
+            )
+        ]
     timeout = settings.get("instance_provisioning_timeout_seconds")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int)):
         return [Problem("cdk.json", f"{field}.instance_provisioning_timeout_seconds", f"must be whole seconds, got {timeout!r}")]
@@ -148,14 +168,21 @@ def copy_scaling_problems(name: str, scaling: object) -> list[Problem]:
     field = f"context.environments.{name}.copy_scaling"
     if not isinstance(scaling, Mapping):
         return [Problem("cdk.json", field, f"must be an object with {', '.join(COPY_SCALING_KEYS)}, got {scaling!r}")]
-    found = [Problem("cdk.json", f"{field}.{key}", "is not a copy_scaling setting") for key in scaling if key not in COPY_SCALING_KEYS]
+    found = [
+        Problem("cdk.json", f"{field}.{key}", "is not a copy_scaling setting") for key in scaling if key not in COPY_SCALING_KEYS
+    ]
     found += [Problem("cdk.json", f"{field}.{key}", "is required") for key in ("min_copies", "max_copies") if key not in scaling]
     if "concurrent_requests_per_copy" not in scaling and "invocations_per_copy" not in scaling:
         found.append(Problem("cdk.json", field, "needs concurrent_requests_per_copy or invocations_per_copy (a target to track)"))
     return found
 
 
-HOSTING_BLOCKS = {"routing": Routing, "observability": Observability, "copy_placement": CopyPlacement, "deploy_check": DeployCheck}
+HOSTING_BLOCKS = {
+    "routing": Routing,
+    "observability": Observability,
+    "copy_placement": CopyPlacement,
+    "deploy_check": DeployCheck,
+}
 """cdk.json blocks that are one typed option each (field names as keyword arguments)."""
 
 
@@ -257,7 +284,9 @@ def canary_settings(name: str, settings: Mapping[str, Any]) -> tuple[dict[str, A
     field = f"context.environments.{name}.canary"
     if not isinstance(block, dict):
         return {}, [Problem("cdk.json", field, "is required for -c canary=true: {stack_name, traffic_percent, ...}")]
-    problems = [Problem("cdk.json", f"{field}.{key}", "is required") for key in ("stack_name", "traffic_percent") if key not in block]
+    problems = [
+        Problem("cdk.json", f"{field}.{key}", "is required") for key in ("stack_name", "traffic_percent") if key not in block
+    ]
     allowed = set(CANARY_HOSTING_KEYS) | {"stack_name", "traffic_percent", "manifest"}
     problems += [
         Problem("cdk.json", f"{field}.{key}", f"is not a canary setting; known: {', '.join(sorted(allowed))}")

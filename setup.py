@@ -14,8 +14,11 @@ CONTAINER_PACKAGE = "cdk_adapters._container"
 """Must match `cdk_adapters.hosting.image_build_context.PACKAGED_CONTAINER`."""
 
 setup(
-    packages=find_packages(include=["cdk_adapters", "cdk_adapters.*"])
-    + [CONTAINER_PACKAGE, f"{CONTAINER_PACKAGE}.adapter_server"],
+    packages=[
+        *find_packages(include=["cdk_adapters", "cdk_adapters.*"]),
+        CONTAINER_PACKAGE,
+        f"{CONTAINER_PACKAGE}.adapter_server",
+    ],
     package_dir={CONTAINER_PACKAGE: "container"},
     package_data={CONTAINER_PACKAGE: ["Dockerfile"]},
 )

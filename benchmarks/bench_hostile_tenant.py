@@ -25,6 +25,7 @@ whose health check stalls), and how the hostile requests were answered.
 
     .venv/bin/python -m benchmarks.bench_hostile_tenant [--rounds N] [--quiet-requests N] [--before REF]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,9 @@ def p(values: list[float], q: float) -> float:
 
 def serving_code(ref: str, root: Path) -> Path:
     """`ref`'s ``container/`` and ``cdk_adapters/`` extracted under `root` (a tree to run, not install)."""
-    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", ref, "container", "cdk_adapters"],
-                             check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "archive", ref, "container", "cdk_adapters"], check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(root, filter="data")
     return root
@@ -84,8 +86,9 @@ def _hostile_process(url: str, phase: str, scratch: str, adapter_dir: str, stop_
                 if phase == "fan-out":
                     answer = await client.post("/invocations", json=fan_out, headers={ADAPTER_HEADER: "hostile-v1"})
                 elif phase == "parse storm":
-                    answer = await client.post("/invocations", content=storm,
-                                               headers={ADAPTER_HEADER: "hostile-v1", "content-type": "application/json"})
+                    answer = await client.post(
+                        "/invocations", content=storm, headers={ADAPTER_HEADER: "hostile-v1", "content-type": "application/json"}
+                    )
                 else:
                     name = f"oversized-{worker}-{next(_names)}-v1"
                     answer = await client.post("/adapters", json={"name": name, "src": adapter_dir})
@@ -130,7 +133,9 @@ def phase_run(url: str, phase: str, count: int, scratch: Path, oversized: Path) 
     manager = context.Manager()
     answers = manager.list()
     stop_hostile = context.Event()
-    hostile = context.Process(target=_hostile_process, args=(url, phase, str(scratch), str(oversized), stop_hostile, answers), daemon=True)
+    hostile = context.Process(
+        target=_hostile_process, args=(url, phase, str(scratch), str(oversized), stop_hostile, answers), daemon=True
+    )
     hostile.start()
     pings: list[float] = []
     stop_pings = threading.Event()
@@ -183,7 +188,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as scratch_dir:
         root = Path(scratch_dir)
         base = tm.build_base_model(root / "base")
-        adapters = {name: tm.build_lora_adapter(base, root / name, seed=seed) for name, seed in (("quiet-v1", 1), ("hostile-v1", 2))}
+        adapters = {
+            name: tm.build_lora_adapter(base, root / name, seed=seed) for name, seed in (("quiet-v1", 1), ("hostile-v1", 2))
+        }
         oversized = tm.build_lora_adapter(base, root / "oversized", seed=3)
         with open(oversized / "extra.bin", "wb") as extra:
             extra.truncate(EXTRA_FILE_BYTES)  # sparse: no disk, but every byte reads as zero
@@ -198,7 +205,9 @@ def main() -> int:
             process = start([sys.executable, "-P", "-m", "adapter_server", "serve"], env, port, root / f"server-{label}.log")
             precedence = yield_to_clients(process.pid)
             for name, directory in adapters.items():
-                httpx.post(f"http://127.0.0.1:{port}/adapters", json={"name": name, "src": str(directory)}, timeout=120).raise_for_status()
+                httpx.post(
+                    f"http://127.0.0.1:{port}/adapters", json={"name": name, "src": str(directory)}, timeout=120
+                ).raise_for_status()
             servers[label] = (process, f"http://127.0.0.1:{port}")
         quiet = {(label, phase): [] for label in servers for phase in PHASES}
         pings = {label: [] for label in servers}
@@ -221,9 +230,11 @@ def main() -> int:
             for process, _ in servers.values():
                 stop(process)
         logged = {label: server_latencies(root / f"server-{label}.log", windows, label) for label in servers}
-    print(f"\nquiet tenant: one request at a time, {QUIET_BODY['max_tokens']} tokens; hostile tenant in its own process; "
-          f"--max-num-seqs 4; {args.rounds} round(s) x {args.quiet_requests} quiet requests; before = {args.before}; "
-          f"clients first ({precedence})")
+    print(
+        f"\nquiet tenant: one request at a time, {QUIET_BODY['max_tokens']} tokens; hostile tenant in its own process; "
+        f"--max-num-seqs 4; {args.rounds} round(s) x {args.quiet_requests} quiet requests; before = {args.before}; "
+        f"clients first ({precedence})"
+    )
     print(f"  {'phase':<13} {'server':<7} {'p50':>8} {'p95':>8} {'p95 / alone':>11}  hostile answers (status: count)")
     for phase in PHASES:
         for label in servers:
@@ -231,8 +242,10 @@ def main() -> int:
             ratio = p(found, 0.95) / p(quiet[label, "alone"], 0.95)
             shown = ", ".join(f"{status}: {count}" for status, count in sorted(answers[label, phase].items())) or "-"
             print(f"  {phase:<13} {label:<7} {p(found, 0.5):>7.3f}s {p(found, 0.95):>7.3f}s {ratio:>10.2f}x  {shown}")
-    print("\nthe same quiet requests as each server logged them (its own latency_ms: the time the request spent in the"
-          " server, without the client's wait to be scheduled on this shared machine)")
+    print(
+        "\nthe same quiet requests as each server logged them (its own latency_ms: the time the request spent in the"
+        " server, without the client's wait to be scheduled on this shared machine)"
+    )
     print(f"  {'phase':<13} {'server':<7} {'p50':>8} {'p95':>8} {'p95 / alone':>11}  {'queue p95':>9}")
     for label in servers:
         for phase in PHASES:
@@ -243,8 +256,10 @@ def main() -> int:
             alone = [latency for latency, _ in logged[label]["alone"]] or found
             queued = [queue for _, queue in logged[label][phase] if queue is not None]
             queue_p95 = f"{p(queued, 0.95) * 1000:>7.1f}ms" if queued else f"{'-':>9}"
-            print(f"  {phase:<13} {label:<7} {p(found, 0.5):>7.3f}s {p(found, 0.95):>7.3f}s "
-                  f"{p(found, 0.95) / p(alone, 0.95):>10.2f}x  {queue_p95}")
+            print(
+                f"  {phase:<13} {label:<7} {p(found, 0.5):>7.3f}s {p(found, 0.95):>7.3f}s "
+                f"{p(found, 0.95) / p(alone, 0.95):>10.2f}x  {queue_p95}"
+            )
     print("\n/ping while the parse storm runs (every 50 ms)")
     for label in servers:
         found = pings[label]

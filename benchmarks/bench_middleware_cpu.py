@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "container"))  # the serving code, as the image has it
 
-from adapter_server.admission import FairAdmission  # noqa: E402
-from benchmarks._timing import interleaved_medians  # noqa: E402
-from cdk_adapters.contract.runtime_api import ADAPTER_IDENTIFIER_HEADER  # noqa: E402
-from tests.container.test_middleware_asgi import PREFIX, RecordingApp, middleware  # noqa: E402
+from adapter_server.admission import FairAdmission
+from benchmarks._timing import interleaved_medians
+from cdk_adapters.contract.runtime_api import ADAPTER_IDENTIFIER_HEADER
+from tests.container.test_middleware_asgi import PREFIX, RecordingApp, middleware
 
 BODY = json.dumps({"prompt": "Invoices are due", "max_tokens": 16, "temperature": 0}).encode()
 HEADERS = [(ADAPTER_IDENTIFIER_HEADER.encode(), f"{PREFIX}-acme-v1".encode()), (b"content-type", b"application/json")]
@@ -46,8 +46,14 @@ def requests(app, count: int) -> None:
         async def send(message):
             return None
 
-        scope = {"type": "http", "method": "POST", "path": "/invocations", "headers": HEADERS, "query_string": b"",
-                 "server": ("0.0.0.0", 8080)}
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/invocations",
+            "headers": HEADERS,
+            "query_string": b"",
+            "server": ("0.0.0.0", 8080),
+        }
         await app(scope, receive, send)
 
     async def all_of_them() -> None:
@@ -69,8 +75,10 @@ def main() -> int:
         requests(mw, 200)  # warm both paths
         requests(alone, 200)
         medians = interleaved_medians(
-            {"stand-in app alone": lambda: requests(alone, args.requests),
-             "middleware + stand-in app": lambda: requests(mw, args.requests)},
+            {
+                "stand-in app alone": lambda: requests(alone, args.requests),
+                "middleware + stand-in app": lambda: requests(mw, args.requests),
+            },
             rounds=args.rounds,
         )
     per_request_us = {name: seconds / args.requests * 1e6 for name, seconds in medians.items()}

@@ -63,19 +63,27 @@ def free_port() -> int:
 
 def server_environment(model_dir: Path, state_dir: Path, port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CDK_ADAPTERS_", "SM_VLLM_"))}
-    flags = {"MODEL": str(model_dir), "MAX_LORAS": "2", "MAX_LORA_RANK": "16", "MAX_CPU_LORAS": "4",
-             "MAX_MODEL_LEN": "256", "DTYPE": "float32"}
+    flags = {
+        "MODEL": str(model_dir),
+        "MAX_LORAS": "2",
+        "MAX_LORA_RANK": "16",
+        "MAX_CPU_LORAS": "4",
+        "MAX_MODEL_LEN": "256",
+        "DTYPE": "float32",
+    }
     env.update({serving_env.VLLM_FLAG_PREFIX + key: value for key, value in flags.items()})
-    env.update({
-        serving_env.BASE_MODEL_ID: tm.TINY_BASE_MODEL_ID,
-        serving_env.STATE_DIR: str(state_dir),
-        "CDK_ADAPTERS_LISTEN_HOST": "127.0.0.1",
-        "CDK_ADAPTERS_LISTEN_PORT": str(port),
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "container")]),
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-    })
+    env.update(
+        {
+            serving_env.BASE_MODEL_ID: tm.TINY_BASE_MODEL_ID,
+            serving_env.STATE_DIR: str(state_dir),
+            "CDK_ADAPTERS_LISTEN_HOST": "127.0.0.1",
+            "CDK_ADAPTERS_LISTEN_PORT": str(port),
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "container")]),
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+        }
+    )
     return env
 
 
@@ -173,12 +181,12 @@ def main() -> None:
         plan = launch.resolve_launch(ours_env)
         command = list(plan.command)
         at = command.index("--middleware")
-        stock_command = command[:at] + command[at + 2:]
+        stock_command = command[:at] + command[at + 2 :]
         stock_command[stock_command.index("--port") + 1] = str(stock_port)
         try:
             processes.append(start(command, dict(plan.environment), ours_port, root / "ours.log"))
             processes.append(start(stock_command, dict(plan.environment), stock_port, root / "stock.log"))
-            precedence = [yield_to_clients(process.pid) for process in processes][0]
+            precedence = next(yield_to_clients(process.pid) for process in processes)
             ours = httpx.Client(base_url=f"http://127.0.0.1:{ours_port}", timeout=60)
             stock = httpx.Client(base_url=f"http://127.0.0.1:{stock_port}", timeout=60)
             ours.post("/adapters", json={"name": ADAPTER, "src": str(adapter)}).raise_for_status()
@@ -211,7 +219,12 @@ def main() -> None:
             header = {ADAPTER_HEADER: ADAPTER}
             rates = interleaved_throughput(
                 {
-                    "stock vLLM /v1/completions (no SageMaker layer)": (stock_url, "/v1/completions", {**PROMPT, "model": ADAPTER}, {}),
+                    "stock vLLM /v1/completions (no SageMaker layer)": (
+                        stock_url,
+                        "/v1/completions",
+                        {**PROMPT, "model": ADAPTER},
+                        {},
+                    ),
                     "ours /invocations (our middleware)": (ours_url, "/invocations", PROMPT, header),
                     "stock vLLM /invocations (standards library)": (stock_url, "/invocations", PROMPT, header),
                 },
@@ -219,8 +232,10 @@ def main() -> None:
                 burst=args.burst,
                 servers=[process.pid for process in processes],
             )
-            print(f"\n{args.rounds} rounds x one burst of {args.burst} requests per path, {IN_FLIGHT} in flight; "
-                  f"each burst once both servers are quiet; clients first ({precedence})")
+            print(
+                f"\n{args.rounds} rounds x one burst of {args.burst} requests per path, {IN_FLIGHT} in flight; "
+                f"each burst once both servers are quiet; clients first ({precedence})"
+            )
             print_throughput_table(
                 f"throughput with {IN_FLIGHT} requests in flight (ratio: stock's req/s over this path's)",
                 rates,

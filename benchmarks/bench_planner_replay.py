@@ -22,12 +22,18 @@ def main() -> int:
     args = parser.parse_args()
     mixes = {count: zipf_rates(count, 1.0, 1000.0) for count in (100, 1000)}
     runs = {
-        f"{count} adapters x {requests:,} requests": (lambda rates=mixes[count], n=requests: replay(rates, gpu_slots=16, host_slots=64, requests=n))
-        for count in mixes for requests in (100_000, 1_000_000)
+        f"{count} adapters x {requests:,} requests": (
+            lambda rates=mixes[count], n=requests: replay(rates, gpu_slots=16, host_slots=64, requests=n)
+        )
+        for count in mixes
+        for requests in (100_000, 1_000_000)
     }
     medians = interleaved_medians(runs, rounds=args.rounds)
-    print_table(f"LRU replay, max_loras 16, max_cpu_loras 64 (median of {args.rounds} interleaved rounds)", medians,
-                baseline="1000 adapters x 100,000 requests")
+    print_table(
+        f"LRU replay, max_loras 16, max_cpu_loras 64 (median of {args.rounds} interleaved rounds)",
+        medians,
+        baseline="1000 adapters x 100,000 requests",
+    )
     growth = medians["1000 adapters x 1,000,000 requests"] / medians["1000 adapters x 100,000 requests"]
     fleet = medians["1000 adapters x 1,000,000 requests"] / medians["100 adapters x 1,000,000 requests"]
     print(f"\n10x the requests: {growth:.2f}x the time; 10x the adapters (same requests): {fleet:.2f}x")

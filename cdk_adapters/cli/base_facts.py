@@ -13,7 +13,7 @@ from cdk_adapters.gate import BaseModelFacts
 from cdk_adapters.problems import Problem
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     facts = commands.add_parser(
         "base-facts",
         help="print the base_model facts of a local Hugging Face model directory, for the manifest",
@@ -29,7 +29,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     try:
         facts = BaseModelFacts.from_model_dir(args.directory)
     except ValueError as error:
-        raise Failure([Problem(f"base model '{args.directory}'", "(directory)", str(error))], "cannot read the base model") from None
+        raise Failure(
+            [Problem(f"base model '{args.directory}'", "(directory)", str(error))], "cannot read the base model"
+        ) from None
     out.write(f"hidden_size: {facts.hidden_size}\n")
     out.write(f"module_names: [{', '.join(sorted(facts.module_names))}]\n")
     out.write(f"vision_language: {'true' if facts.vision_language else 'false'}\n")

@@ -68,7 +68,9 @@ def manifest_path(given: Path | None) -> Path:
 
 def base_options(parser: argparse.ArgumentParser, *, lock: bool = False) -> None:
     against = parser.add_mutually_exclusive_group()
-    against.add_argument("--manifest", type=Path, help="manifest whose base model and limits apply (default: manifests/example.yaml)")
+    against.add_argument(
+        "--manifest", type=Path, help="manifest whose base model and limits apply (default: manifests/example.yaml)"
+    )
     against.add_argument("--base-model-dir", type=Path, help="check against this local model directory instead of a manifest")
     parser.add_argument(
         "--max-lora-rank",
@@ -81,14 +83,16 @@ def base_options(parser: argparse.ArgumentParser, *, lock: bool = False) -> None
         parser.add_argument("--lock-file", type=Path, help="lock file to update (default: beside the manifest)")
 
 
-def resolve_reference(args: argparse.Namespace) -> tuple[Reference, "LoadedManifest | None"]:
+def resolve_reference(args: argparse.Namespace) -> tuple[Reference, LoadedManifest | None]:
     """What adapters are checked against (a model directory, or the manifest's base and limits;
     the command-line options win), and the manifest when one was read."""
     if args.base_model_dir is not None:
         try:
             base = BaseModelFacts.from_model_dir(args.base_model_dir)
         except ValueError as error:
-            raise Failure([Problem(f"base model '{args.base_model_dir}'", "(directory)", str(error))], "cannot read the base model") from None
+            raise Failure(
+                [Problem(f"base model '{args.base_model_dir}'", "(directory)", str(error))], "cannot read the base model"
+            ) from None
         return Reference(base, args.max_lora_rank, args.allow_vision_modules), None
     from cdk_adapters.manifest import load_manifest, manifest_reference
 
@@ -109,8 +113,6 @@ def describe(facts: AdapterFacts | None) -> str:
         return ""
     alpha = "unset" if facts.alpha is None else f"{facts.alpha:g}"  # PEFT's default applies
     return f"rank {facts.max_rank}, alpha {alpha}, targets {', '.join(facts.target_modules)}"
-
-
 
 
 def checked_directory(args: argparse.Namespace, name: str, reference: Reference) -> AdapterFacts:
@@ -148,8 +150,10 @@ def owner_problems(args: argparse.Namespace) -> list[Problem]:
 def expected_bucket_owner(args: argparse.Namespace) -> str:
     """``--expected-bucket-owner`` (checked by `owner_problems`), else the credentials' own account:
     a bucket of the same name in another account is then refused by S3 (403), never read or written."""
-    if args.expected_bucket_owner is not None:
-        return args.expected_bucket_owner
+    given: str | None = args.expected_bucket_owner
+    if given is not None:
+        return given
     import boto3
 
-    return boto3.client("sts", region_name=args.region).get_caller_identity()["Account"]
+    account: str = boto3.client("sts", region_name=args.region).get_caller_identity()["Account"]
+    return account

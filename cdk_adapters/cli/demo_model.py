@@ -14,7 +14,7 @@ from cdk_adapters.cli.common import PROG, Failure
 from cdk_adapters.problems import Problem
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser(
         "demo-model",
         help="write a tiny demo base model, two adapters and a manifest, to try local mode",
@@ -26,7 +26,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     demo.add_argument("directory", type=Path, metavar="DIR", help="an empty or new directory")
     demo.add_argument(
-        "--vision-language", action="store_true",
+        "--vision-language",
+        action="store_true",
         help="a tiny random LLaVA (CLIP tower) instead, with a language adapter, a tower + connector adapter, "
         "an image to send and a manifest carrying the base's vision-language facts",
     )
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     directory: Path = args.directory
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise Failure([Problem(PROG, "DIR", f"{directory} exists and is not an empty directory")], "nothing was written")
-    from cdk_adapters.local.stack import BROKEN_MESSAGE, broken_stack_problems, explain_import_error
+    from cdk_adapters.local.stack import broken_stack_problems, explain_import_error
+    from cdk_adapters.local.torchvision_fix import BROKEN_MESSAGE
 
     broken = broken_stack_problems()  # before importing transformers, which these would break
     if broken:
@@ -63,7 +65,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 
 def _write_vlm_demo(directory: Path, out: TextIO) -> None:
     from cdk_adapters.local.demo_vlm import VLM_DEMO_ADAPTERS, VLM_DEMO_IMAGE, write_vlm_demo
-    from cdk_adapters.local.stack import BROKEN_MESSAGE, explain_import_error
+    from cdk_adapters.local.stack import explain_import_error
+    from cdk_adapters.local.torchvision_fix import BROKEN_MESSAGE
 
     try:
         _quiet_transformers()
@@ -73,13 +76,15 @@ def _write_vlm_demo(directory: Path, out: TextIO) -> None:
             raise
         raise Failure([Problem(PROG, "demo-model", explain_import_error(error))], "the demo model was not written") from None
     first = next(iter(VLM_DEMO_ADAPTERS))
-    out.write(f"wrote {directory / 'base'} (tiny random LLaVA), adapters {', '.join(VLM_DEMO_ADAPTERS)}, "
-              f"{directory / VLM_DEMO_IMAGE}, {manifest}\n")
+    out.write(
+        f"wrote {directory / 'base'} (tiny random LLaVA), adapters {', '.join(VLM_DEMO_ADAPTERS)}, "
+        f"{directory / VLM_DEMO_IMAGE}, {manifest}\n"
+    )
     out.write(f"next: {PROG} local --manifest {manifest} --base-model-dir {directory / 'base'}\n")
-    out.write(f"then: {PROG} invoke {first} \"Describe the image:\" --image {directory / VLM_DEMO_IMAGE}\n")
+    out.write(f'then: {PROG} invoke {first} "Describe the image:" --image {directory / VLM_DEMO_IMAGE}\n')
 
 
 def _quiet_transformers() -> None:
     from transformers.utils import logging
 
-    logging.disable_progress_bar()
+    logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated

@@ -16,15 +16,21 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, UsageError
 from cdk_adapters.cli.invoke import DEFAULT_LOCAL_URL
 from cdk_adapters.cli.terminal import printable
 from cdk_adapters.problems import Problem
 
+if TYPE_CHECKING:
+    from cdk_adapters.client import AdapterClient
+    from cdk_adapters.evaluation.golden import GoldenSet
+    from cdk_adapters.evaluation.replay import Replay
+    from cdk_adapters.evaluation.runner import TargetResult, Verdict
 
-def register(commands: argparse._SubParsersAction) -> None:
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     command = commands.add_parser(
         "eval",
         help="score adapters, aliases and the base model on a golden set; gate a candidate on a reference",
@@ -38,28 +44,54 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     command.add_argument("golden", nargs="?", type=Path, metavar="GOLDEN", help="golden set (JSON lines)")
     command.add_argument("targets", nargs="*", metavar="TARGET", help="adapters, aliases, or 'base'")
-    command.add_argument("--target", action="append", default=[], dest="more_targets", metavar="TARGET",
-                         help="a target (repeatable; the same as naming it after GOLDEN)")
-    command.add_argument("--from-capture", type=Path, metavar="FILE",
-                         help="replay captured requests (the container's log, or its capture lines) instead of a golden set: "
-                         "each answer must equal the captured one")
+    command.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        dest="more_targets",
+        metavar="TARGET",
+        help="a target (repeatable; the same as naming it after GOLDEN)",
+    )
+    command.add_argument(
+        "--from-capture",
+        type=Path,
+        metavar="FILE",
+        help="replay captured requests (the container's log, or its capture lines) instead of a golden set: "
+        "each answer must equal the captured one",
+    )
     where = command.add_mutually_exclusive_group()
     where.add_argument("--local", metavar="URL", help=f"cdk-adapters local at URL (default: {DEFAULT_LOCAL_URL})")
     where.add_argument("--parameter", metavar="NAME", help="SSM parameter holding the endpoint's discovery record")
     command.add_argument("--region", help="AWS region for --parameter (default: your AWS configuration's)")
-    command.add_argument("--accept-endpoint", action="append", metavar="NAME", dest="accept_endpoints",
-                         help="only call this endpoint (repeatable; a trailing '*' makes it a prefix)")
+    command.add_argument(
+        "--accept-endpoint",
+        action="append",
+        metavar="NAME",
+        dest="accept_endpoints",
+        help="only call this endpoint (repeatable; a trailing '*' makes it a prefix)",
+    )
     command.add_argument("--reference", metavar="TARGET", help="the target the others are held against (one of the targets)")
-    command.add_argument("--margin", type=float, default=0.05,
-                         help="how far (0-1) below the reference's pass rate a candidate may fall on any check (default: 0.05)")
-    command.add_argument("--min-match", type=float, metavar="RATE",
-                         help="with --from-capture: exit 1 when a target reproduces fewer than this share (0-1) of the "
-                         "captured answers exactly (default: no gate)")
+    command.add_argument(
+        "--margin",
+        type=float,
+        default=0.05,
+        help="how far (0-1) below the reference's pass rate a candidate may fall on any check (default: 0.05)",
+    )
+    command.add_argument(
+        "--min-match",
+        type=float,
+        metavar="RATE",
+        help="with --from-capture: exit 1 when a target reproduces fewer than this share (0-1) of the "
+        "captured answers exactly (default: no gate)",
+    )
     command.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0, greedy)")
     command.add_argument("--json", action="store_true", help="print the whole result as JSON instead of the table")
-    command.add_argument("--manifest", type=Path,
-                         help="manifest whose evaluation record (<name>.eval.json beside it) receives the verdicts "
-                         "(default: manifests/example.yaml when it exists)")
+    command.add_argument(
+        "--manifest",
+        type=Path,
+        help="manifest whose evaluation record (<name>.eval.json beside it) receives the verdicts "
+        "(default: manifests/example.yaml when it exists)",
+    )
     command.add_argument("--no-record", action="store_true", help="do not write the evaluation record")
     command.set_defaults(handler=run)
 
@@ -75,7 +107,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             word = str(args.golden)
             if args.golden.exists() or any(mark in word for mark in "./\\"):  # no adapter name holds these
                 raise UsageError(
-                    "GOLDEN", f"{word!r} is a file, but --from-capture already gives the cases: replay the capture "
+                    "GOLDEN",
+                    f"{word!r} is a file, but --from-capture already gives the cases: replay the capture "
                     "or evaluate the golden set, not both (with --from-capture, the words after eval are targets)",
                 )
             targets.insert(0, word)
@@ -84,7 +117,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     else:
         replay = None
         if args.min_match is not None:
-            raise UsageError("--min-match", "gates a replay: use it with --from-capture (a golden set is gated with --reference and --margin)")
+            raise UsageError(
+                "--min-match", "gates a replay: use it with --from-capture (a golden set is gated with --reference and --margin)"
+            )
         if args.golden is None:
             raise UsageError("GOLDEN", "name a golden set file (or --from-capture FILE)")
         golden, problems = golden_module.load_golden(args.golden)
@@ -140,7 +175,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         )
 
 
-def _client(args: argparse.Namespace):
+def _client(args: argparse.Namespace) -> AdapterClient:
     from cdk_adapters.client import AdapterClient, AdapterClientError
 
     try:
@@ -148,13 +183,17 @@ def _client(args: argparse.Namespace):
             return AdapterClient.from_parameter(args.parameter, region_name=args.region, accept_endpoints=args.accept_endpoints)
         return AdapterClient.from_local(args.local or DEFAULT_LOCAL_URL, accept_endpoints=args.accept_endpoints)
     except AdapterClientError as error:
-        raise Failure([Problem("endpoint", "--parameter" if args.parameter else "--local", printable(str(error)))],
-                      "cannot reach the endpoint; nothing was sent") from None
+        raise Failure(
+            [Problem("endpoint", "--parameter" if args.parameter else "--local", printable(str(error)))],
+            "cannot reach the endpoint; nothing was sent",
+        ) from None
     except ValueError as error:  # a malformed --accept-endpoint
         raise UsageError("--accept-endpoint", str(error)) from None
 
 
-def _record(args, err: TextIO, golden, verdicts, results) -> None:
+def _record(
+    args: argparse.Namespace, err: TextIO, golden: GoldenSet, verdicts: list[Verdict], results: dict[str, TargetResult]
+) -> None:
     from cdk_adapters.cli.common import manifest_path
     from cdk_adapters.evaluation.record import record_path_for, write_verdicts
 
@@ -169,7 +208,7 @@ def _record(args, err: TextIO, golden, verdicts, results) -> None:
     err.write(f"{PROG}: recorded {len(verdicts)} verdict(s) in {path}\n")
 
 
-def _capture_set(path: Path):
+def _capture_set(path: Path) -> tuple[Replay | None, list[Problem]]:
     from cdk_adapters.evaluation.replay import load_replay
 
     return load_replay(path)

@@ -13,7 +13,7 @@ from cdk_adapters.cli.common import PROG, Failure
 from cdk_adapters.problems import Problem
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     command = commands.add_parser(
         "fix-torchvision",
         help="make PyPI's torchvision load beside the CPU-only torch of local mode (idempotent)",

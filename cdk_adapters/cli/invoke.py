@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, UsageError
 from cdk_adapters.cli.terminal import TerminalText, printable
 from cdk_adapters.problems import Problem
 
+if TYPE_CHECKING:
+    from cdk_adapters.client import Target
+
 DEFAULT_LOCAL_URL = "http://127.0.0.1:8080"
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     invoke = commands.add_parser(
         "invoke",
         help="call an adapter or alias and stream the answer (local mode or a deployed endpoint)",
@@ -28,19 +31,28 @@ def register(commands: argparse._SubParsersAction) -> None:
             "endpoint found through its discovery record (--parameter, an SSM parameter name)."
         ),
     )
-    invoke.add_argument("words", nargs="+", metavar="ADAPTER PROMPT", help="the adapter or alias, then the prompt "
-                        "(only the prompt with --base-model)")
+    invoke.add_argument(
+        "words",
+        nargs="+",
+        metavar="ADAPTER PROMPT",
+        help="the adapter or alias, then the prompt (only the prompt with --base-model)",
+    )
     where = invoke.add_mutually_exclusive_group()
     where.add_argument("--local", metavar="URL", help=f"cdk-adapters local at URL (default: {DEFAULT_LOCAL_URL})")
     where.add_argument("--parameter", metavar="NAME", help="SSM parameter holding the endpoint's discovery record")
     invoke.add_argument("--region", help="AWS region for --parameter (default: your AWS configuration's)")
     invoke.add_argument(
-        "--accept-endpoint", action="append", metavar="NAME", dest="accept_endpoints",
+        "--accept-endpoint",
+        action="append",
+        metavar="NAME",
+        dest="accept_endpoints",
         help="only call this endpoint (repeatable; a trailing '*' makes it a prefix, e.g. 'prod-chat-*'): "
         "a discovery record naming another is refused (default: the one the record names)",
     )
     invoke.add_argument("--chat", action="store_true", help="send PROMPT as a chat message (default: a completion)")
-    invoke.add_argument("--image", action="append", type=Path, default=[], help="attach an image file (repeatable; implies --chat)")
+    invoke.add_argument(
+        "--image", action="append", type=Path, default=[], help="attach an image file (repeatable; implies --chat)"
+    )
     invoke.add_argument("--max-tokens", type=int, default=64, help="default: 64")
     invoke.add_argument("--temperature", type=float, help="sampling temperature (default: the model's)")
     invoke.add_argument("--no-stream", action="store_true", help="wait for the whole answer instead of streaming it")
@@ -67,7 +79,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     try:
         try:
             if args.parameter:
-                client = AdapterClient.from_parameter(args.parameter, region_name=args.region, accept_endpoints=args.accept_endpoints)
+                client = AdapterClient.from_parameter(
+                    args.parameter, region_name=args.region, accept_endpoints=args.accept_endpoints
+                )
             else:
                 client = AdapterClient.from_local(args.local or DEFAULT_LOCAL_URL, accept_endpoints=args.accept_endpoints)
         except ValueError as error:  # only a malformed --accept-endpoint (client errors are AdapterClientError)
@@ -91,7 +105,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         raise Failure([Problem(subject, "invoke", printable(str(error)))], "the call failed") from None
 
 
-def _served_by(err: TextIO, asked: str | None, target) -> None:
+def _served_by(err: TextIO, asked: str | None, target: Target) -> None:
     shown = asked if asked == target.adapter else f"{asked} -> {target.adapter}"
     where = f", canary endpoint {target.endpoint_name}" if target.canary else ""
     err.write(printable(f"{PROG}: {shown or 'base model'} (InferenceComponentName={target.component}{where})") + "\n")

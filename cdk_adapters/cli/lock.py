@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cdk_adapters.cli.common import (
     Failure,
@@ -15,8 +15,11 @@ from cdk_adapters.cli.common import (
     owner_problems,
 )
 
+if TYPE_CHECKING:
+    from cdk_adapters.manifest import LoadedManifest
 
-def register(commands: argparse._SubParsersAction) -> None:
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lock = commands.add_parser(
         "lock",
         help="refresh the lock file from the manifest's published S3 adapters (--check: verify S3 against it)",
@@ -32,7 +35,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     lock.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     lock.add_argument("--check", action="store_true", help="verify S3 against the lock (for CI); change nothing")
     lock.add_argument(
-        "--base-model", action="store_true",
+        "--base-model",
+        action="store_true",
         help="also pin the base model's S3 objects (size and S3's checksum of each); once pinned, every lock and "
         "lock --check verifies them",
     )
@@ -69,7 +73,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     out.write(f"{loaded.lock_path}: {len(refreshed.lock.adapters)} entr(y/ies); changed: {changed}\n")
 
 
-def _check(args: argparse.Namespace, loaded, out: TextIO) -> None:
+def _check(args: argparse.Namespace, loaded: LoadedManifest, out: TextIO) -> None:
     import boto3
 
     from cdk_adapters.manifest.lock_check import check_lock_against_s3

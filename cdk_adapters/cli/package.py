@@ -13,7 +13,7 @@ from cdk_adapters.cli.common import (
 )
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     package = commands.add_parser(
         "package",
         help="validate an adapter directory and write a deterministic .tar.gz",

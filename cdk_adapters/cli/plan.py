@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from cdk_adapters.cli.common import PROG, Failure, manifest_path
 from cdk_adapters.hosting.instance_types import DEFAULT_INSTANCE_TYPE
 from cdk_adapters.problems import ConfigurationError, Problem
 
+if TYPE_CHECKING:
+    from cdk_adapters.gate import AdapterFacts
+    from cdk_adapters.hosting.instance_types import GpuInstanceType
+    from cdk_adapters.manifest.plan import ManifestPlan
+    from cdk_adapters.planner.gpu_lora import TenantLora
+    from cdk_adapters.planner.prices import InstancePrice
+    from cdk_adapters.planner.traffic import TenantTraffic
 
-def register(commands: argparse._SubParsersAction) -> None:
+T = TypeVar("T")
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan = commands.add_parser(
         "plan",
         help="dedicated vs shared cost, instances needed, and whether the adapters fit in memory",
@@ -27,7 +39,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     plan.add_argument("--manifest", type=Path, help="manifest to plan (default: manifests/example.yaml)")
     plan.add_argument(
-        "--instance-type", action="append", metavar="TYPE",
+        "--instance-type",
+        action="append",
+        metavar="TYPE",
         help=f"SageMaker instance type (default: {DEFAULT_INSTANCE_TYPE}); give it 2 to 5 times for instance pools, "
         "first tried first: each pool is planned and the worst case reported",
     )
@@ -41,29 +55,65 @@ def register(commands: argparse._SubParsersAction) -> None:
     what_if.add_argument("--prompt-tokens", type=int, default=500, help="per request (default: 500)")
     what_if.add_argument("--output-tokens", type=int, default=600, help="per request (default: 600)")
     what_if.add_argument("--peak-factor", type=float, default=2.0, help="peak over average request rate (default: 2)")
-    what_if.add_argument("--ranks", metavar="RANKS", help="the what-if tenants' LoRA ranks, e.g. 16x10,64 (default: all at the manifest's max_lora_rank)")
-    what_if.add_argument("--zipf", type=float, metavar="S", help="skew the what-if tenants' requests: the k-th busiest gets 1/k^S of the weight (default: even)")
+    what_if.add_argument(
+        "--ranks",
+        metavar="RANKS",
+        help="the what-if tenants' LoRA ranks, e.g. 16x10,64 (default: all at the manifest's max_lora_rank)",
+    )
+    what_if.add_argument(
+        "--zipf",
+        type=float,
+        metavar="S",
+        help="skew the what-if tenants' requests: the k-th busiest gets 1/k^S of the weight (default: even)",
+    )
     capacity = plan.add_argument_group("capacity")
-    capacity.add_argument("--throughput", type=float, metavar="TOKENS_PER_S", help="measured output tokens/s of one instance (default: the shipped table)")
-    capacity.add_argument("--swap-headroom", type=float, default=0.2, help="share of each shared instance kept free for adapter swaps and bursts (default: 0.2)")
-    capacity.add_argument("--min-instances", type=int, default=2, help="smallest shared fleet (default: 2, so one failure is not an outage)")
-    capacity.add_argument("--shared-instances", type=int, help="price this fixed shared fleet instead of the one capacity asks for")
+    capacity.add_argument(
+        "--throughput",
+        type=float,
+        metavar="TOKENS_PER_S",
+        help="measured output tokens/s of one instance (default: the shipped table)",
+    )
+    capacity.add_argument(
+        "--swap-headroom",
+        type=float,
+        default=0.2,
+        help="share of each shared instance kept free for adapter swaps and bursts (default: 0.2)",
+    )
+    capacity.add_argument(
+        "--min-instances", type=int, default=2, help="smallest shared fleet (default: 2, so one failure is not an outage)"
+    )
+    capacity.add_argument(
+        "--shared-instances", type=int, help="price this fixed shared fleet instead of the one capacity asks for"
+    )
     memory = plan.add_argument_group("memory")
-    memory.add_argument("--num-layers", type=int, help="decoder layers of the base (num_hidden_layers); needed unless local adapters or --base-model-dir show it")
+    memory.add_argument(
+        "--num-layers",
+        type=int,
+        help="decoder layers of the base (num_hidden_layers); needed unless local adapters or --base-model-dir show it",
+    )
     memory.add_argument("--base-model-dir", type=Path, help="read exact module shapes and counts from this local model directory")
-    memory.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16", help="model and LoRA dtype (default: bfloat16)")
+    memory.add_argument(
+        "--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16", help="model and LoRA dtype (default: bfloat16)"
+    )
     memory.add_argument("--max-loras", type=int, help="GPU slots to check (default: the manifest's)")
     memory.add_argument("--max-cpu-loras", type=int, help="host cache size to check (default: the manifest's)")
-    memory.add_argument("--max-model-len", type=int, default=8192, help="context length vLLM must hold one sequence of (default: 8192)")
+    memory.add_argument(
+        "--max-model-len", type=int, default=8192, help="context length vLLM must hold one sequence of (default: 8192)"
+    )
     memory.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's share of GPU memory (default: 0.9)")
-    memory.add_argument("--host-reserve-gib", type=float, default=8.0, help="host memory kept for the OS, agents and server processes (default: 8)")
+    memory.add_argument(
+        "--host-reserve-gib",
+        type=float,
+        default=8.0,
+        help="host memory kept for the OS, agents and server processes (default: 8)",
+    )
     memory.add_argument("--active-adapters", type=int, help="adapters in use at once (default: tenants with traffic)")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.add_argument("--chart", type=Path, metavar="PNG", help="also write a chart of monthly cost against tenant count")
     plan.set_defaults(handler=run)
 
 
-def _collect(problems: list[Problem], step):
+def _collect(problems: list[Problem], step: Callable[[], T]) -> T | None:
     try:
         return step()
     except ConfigurationError as error:
@@ -71,8 +121,17 @@ def _collect(problems: list[Problem], step):
         return None
 
 
-FLOAT_FLAGS = ("--price-per-hour", "--hours", "--requests-per-minute", "--peak-factor", "--throughput",
-               "--swap-headroom", "--gpu-memory-utilization", "--host-reserve-gib", "--zipf")
+FLOAT_FLAGS = (
+    "--price-per-hour",
+    "--hours",
+    "--requests-per-minute",
+    "--peak-factor",
+    "--throughput",
+    "--swap-headroom",
+    "--gpu-memory-utilization",
+    "--host-reserve-gib",
+    "--zipf",
+)
 """argparse's float() reads "nan" and "inf": each is refused by name before any arithmetic."""
 
 
@@ -100,11 +159,15 @@ def _check_ranges(args: argparse.Namespace) -> list[Problem]:
     ):
         if value is not None:
             checks.append((name, value, value > 0, "> 0"))
-    return unusable + _chart_problems(args.chart) + [
-        Problem("plan", name, f"must be {rule}, got {value:g}")
-        for name, value, ok, rule in checks
-        if not ok and math.isfinite(value)  # a NaN fails every comparison: it is named once, above
-    ]
+    return (
+        unusable
+        + _chart_problems(args.chart)
+        + [
+            Problem("plan", name, f"must be {rule}, got {value:g}")
+            for name, value, ok, rule in checks
+            if not ok and math.isfinite(value)  # a NaN fails every comparison: it is named once, above
+        ]
+    )
 
 
 def _chart_problems(chart: Path | None) -> list[Problem]:
@@ -134,7 +197,11 @@ def _what_if_lora_problems(args: argparse.Namespace) -> list[Problem]:
     found = []
     if args.ranks is not None:
         if args.tenants is None:
-            found.append(Problem("plan", "--ranks", "sets the what-if tenants' ranks: use it with --tenants (a manifest's rows have their own)"))
+            found.append(
+                Problem(
+                    "plan", "--ranks", "sets the what-if tenants' ranks: use it with --tenants (a manifest's rows have their own)"
+                )
+            )
         try:
             ranks = _parse_ranks(args.ranks)
         except ValueError:
@@ -143,19 +210,27 @@ def _what_if_lora_problems(args: argparse.Namespace) -> list[Problem]:
             from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 
             if args.tenants is not None and len(ranks) != args.tenants:
-                found.append(Problem("plan", "--ranks", f"gives {len(ranks)} rank(s) for --tenants {args.tenants}: give one per tenant"))
+                found.append(
+                    Problem("plan", "--ranks", f"gives {len(ranks)} rank(s) for --tenants {args.tenants}: give one per tenant")
+                )
             bad = sorted({r for r in ranks if not 1 <= r <= ALLOWED_MAX_LORA_RANKS[-1]})
             if bad:
                 found.append(Problem("plan", "--ranks", f"ranks must be from 1 to {ALLOWED_MAX_LORA_RANKS[-1]}, got {bad}"))
     if args.zipf is not None:
         if args.tenants is None:
-            found.append(Problem("plan", "--zipf", "skews the what-if tenants: use it with --tenants (a manifest's rows have their own traffic)"))
+            found.append(
+                Problem(
+                    "plan",
+                    "--zipf",
+                    "skews the what-if tenants: use it with --tenants (a manifest's rows have their own traffic)",
+                )
+            )
         if math.isfinite(args.zipf) and not 0 <= args.zipf <= MAX_ZIPF_EXPONENT:  # NaN, inf: named with the float flags
             found.append(Problem("plan", "--zipf", f"must be from 0 to {MAX_ZIPF_EXPONENT:g}, got {args.zipf}"))
     return found
 
 
-def _lora_tenants(args: argparse.Namespace, tenants, manifest_plan) -> list:
+def _lora_tenants(args: argparse.Namespace, tenants: Sequence[TenantTraffic], manifest_plan: ManifestPlan) -> list[TenantLora]:
     """Each tenant's rank, targets and request rate, for the GPU LoRA plan: the manifest's rows (their
     adapters' own ranks and targets), or the what-if's (--ranks, --zipf)."""
     from cdk_adapters.planner.gpu_lora import TenantLora
@@ -164,26 +239,44 @@ def _lora_tenants(args: argparse.Namespace, tenants, manifest_plan) -> list:
     if args.tenants is None:
         facts = {adapter.name: adapter.facts for adapter in manifest_plan.adapters}
         return [
-            TenantLora(t.name, facts[t.name].max_rank if t.name in facts else manifest_plan.max_lora_rank, t.requests_per_minute,
-                       tuple(facts[t.name].target_modules) if t.name in facts else None)
+            TenantLora(
+                t.name,
+                _gated_max_rank(facts[t.name]) if t.name in facts else manifest_plan.max_lora_rank,
+                t.requests_per_minute,
+                tuple(facts[t.name].target_modules) if t.name in facts else None,
+            )
             for t in tenants
         ]
     ranks = _parse_ranks(args.ranks) if args.ranks else [manifest_plan.max_lora_rank] * len(tenants)
     total = sum(t.requests_per_minute for t in tenants)
-    rates = list(zipf_rates(len(tenants), args.zipf, total).values()) if args.zipf is not None else [t.requests_per_minute for t in tenants]
+    rates = (
+        list(zipf_rates(len(tenants), args.zipf, total).values())
+        if args.zipf is not None
+        else [t.requests_per_minute for t in tenants]
+    )
     return [TenantLora(t.name, rank, rate) for t, rank, rate in zip(tenants, ranks, rates)]
+
+
+def _gated_max_rank(facts: AdapterFacts) -> int:
+    """A gated adapter's highest rank: the gate refuses an adapter without a positive ``r``, so it is known."""
+    assert facts.max_rank is not None
+    return facts.max_rank
 
 
 def _pool_flag_problems(args: argparse.Namespace, names: list[str]) -> list[Problem]:
     """Instance pools: 1 to 5 types, each once; one --price-per-hour cannot price several types."""
     found = []
     if len(names) > 5:
-        found.append(Problem("plan", "--instance-type", f"is given {len(names)} times; an endpoint takes at most 5 instance pools"))
+        found.append(
+            Problem("plan", "--instance-type", f"is given {len(names)} times; an endpoint takes at most 5 instance pools")
+        )
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         found.append(Problem("plan", "--instance-type", f"names {', '.join(repeated)} more than once; each pool once"))
     if len(set(names)) > 1 and args.price_per_hour is not None:
-        found.append(Problem("plan", "--price-per-hour", "prices one instance type; for pools use the shipped table or --price-file"))
+        found.append(
+            Problem("plan", "--price-per-hour", "prices one instance type; for pools use the shipped table or --price-file")
+        )
     return found
 
 
@@ -191,29 +284,32 @@ def _cache_smaller_than_slots(args: argparse.Namespace, max_loras: int, max_cpu_
     """vLLM refuses max_cpu_loras < max_loras; say where each value came from and what to pass."""
     loras_from = "--max-loras" if args.max_loras else f"serving.max_loras in {manifest}"
     cache_from = "--max-cpu-loras" if args.max_cpu_loras else f"serving.max_cpu_loras in {manifest}"
-    advice = f"pass --max-cpu-loras {max_loras} or more" + (f", or --max-loras {max_cpu_loras} or less" if args.max_cpu_loras else "")
+    advice = f"pass --max-cpu-loras {max_loras} or more" + (
+        f", or --max-loras {max_cpu_loras} or less" if args.max_cpu_loras else ""
+    )
     return Problem(
-        "plan", "--max-loras" if args.max_loras else "--max-cpu-loras",
+        "plan",
+        "--max-loras" if args.max_loras else "--max-cpu-loras",
         f"max_loras {max_loras} ({loras_from}) is more than max_cpu_loras {max_cpu_loras} ({cache_from}): the host "
         f"cache holds every GPU-resident adapter, so vLLM refuses it; {advice}",
     )
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    from cdk_adapters.gate.ranks import smallest_allowed_max_lora_rank
     from cdk_adapters.hosting.instance_types import UnknownInstanceType, require_instance_type
     from cdk_adapters.manifest import plan_manifest_file
     from cdk_adapters.planner import cost as cost_model
     from cdk_adapters.planner.fit import GIB, MemoryInputs, plan_memory
+    from cdk_adapters.planner.gpu_lora import plan_gpu_lora
     from cdk_adapters.planner.lora_memory import gpu_bytes_per_slot
     from cdk_adapters.planner.manifest_inputs import adapter_sizes, base_shapes
+    from cdk_adapters.planner.pools import PoolsPlan
     from cdk_adapters.planner.prices import resolve_price
     from cdk_adapters.planner.recommendation import recommend
-    from cdk_adapters.planner.pools import PoolsPlan
     from cdk_adapters.planner.report import PlanReport, to_json, to_table
     from cdk_adapters.planner.throughput import given_throughput, instance_throughput
     from cdk_adapters.planner.traffic import identical_tenants, manifest_tenants
-    from cdk_adapters.gate.ranks import smallest_allowed_max_lora_rank
-    from cdk_adapters.planner.gpu_lora import plan_gpu_lora
 
     problems = _check_ranges(args) + _what_if_lora_problems(args)
     try:
@@ -228,7 +324,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             instances.append(require_instance_type(name))
         except UnknownInstanceType as error:
             problems.append(Problem(f"instance type '{name}'", "--instance-type", str(error)))
-        prices.append(_collect(problems, lambda name=name: resolve_price(name, price_per_hour=args.price_per_hour, price_file=args.price_file)))
+        prices.append(
+            _collect(
+                problems,
+                functools.partial(resolve_price, name, price_per_hour=args.price_per_hour, price_file=args.price_file),
+            )
+        )
     if args.tenants is not None:
         tenants = _collect(
             problems,
@@ -252,10 +353,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     max_loras = args.max_loras or manifest_plan.max_loras
     max_cpu_loras = args.max_cpu_loras or manifest_plan.max_cpu_loras or max_loras
     if max_cpu_loras < max_loras:
-        raise Failure([_cache_smaller_than_slots(args, max_loras, max_cpu_loras, manifest_plan.loaded.path)],
-                      "1 problem(s) found; nothing was planned")
+        raise Failure(
+            [_cache_smaller_than_slots(args, max_loras, max_cpu_loras, manifest_plan.loaded.path)],
+            "1 problem(s) found; nothing was planned",
+        )
 
-    def plan_one(instance, price) -> PlanReport:
+    def plan_one(instance: GpuInstanceType, price: InstancePrice | None) -> PlanReport:
+        assert price is not None  # None in prices raised above
         throughput = (
             given_throughput(instance.name, args.throughput)
             if args.throughput is not None
@@ -298,7 +402,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             recommendation=recommend(comparison, memory, instance.name, min_instances=args.min_instances),
             base_source=base.source,
             gpu_lora=plan_gpu_lora(
-                lora_tenants, gpu_model=instance.gpu_model, max_loras=max_loras, max_cpu_loras=max_cpu_loras,
+                lora_tenants,
+                gpu_model=instance.gpu_model,
+                max_loras=max_loras,
+                max_cpu_loras=max_cpu_loras,
                 base_weight_gib=base.weight_bytes(args.dtype) / GIB,
             ),
         )
@@ -316,10 +423,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 
         try:
             path = render_cost_chart(
-                args.chart, cost_model.average_tenant(tenants), report.inputs, tenants=len(tenants), instance_type=report.instance.name
+                args.chart,
+                cost_model.average_tenant(tenants),
+                report.inputs,
+                tenants=len(tenants),
+                instance_type=report.instance.name,
             )
         except OSError as error:
-            raise Failure([Problem(PROG, "--chart", f"cannot write {args.chart}: {error.strerror or error}")], "no chart was written") from None
+            raise Failure(
+                [Problem(PROG, "--chart", f"cannot write {args.chart}: {error.strerror or error}")], "no chart was written"
+            ) from None
         except ImportError as error:
             from cdk_adapters.local.stack import extra_install_command
 
@@ -331,4 +444,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     unfit = [r for r in reports if r.memory is not None and r.memory.problems]
     if unfit:
         where = ", ".join(r.instance.name for r in unfit)
-        raise Failure([problem for r in unfit for problem in r.memory.problems], f"the adapters do not fit on {where}")
+        raise Failure(
+            [problem for r in unfit if r.memory is not None for problem in r.memory.problems],
+            f"the adapters do not fit on {where}",
+        )

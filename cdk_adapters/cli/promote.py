@@ -22,7 +22,7 @@ from cdk_adapters.cli.common import Failure, UsageError, manifest_path
 from cdk_adapters.problems import Problem
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     command = commands.add_parser(
         "promote",
         help="move an alias's weights to a new adapter version, only after it passed eval (rollback needs none)",
@@ -37,7 +37,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--to", required=True, metavar="NEW", dest="new", help="the adapter version taking traffic")
     command.add_argument("--from", required=True, metavar="OLD", dest="old", help="the version it takes traffic from")
     command.add_argument("--weights", required=True, metavar="NEW,OLD", help="percent for NEW and OLD, e.g. 90,10")
-    command.add_argument("--golden", type=Path, metavar="FILE", help="the golden set NEW was evaluated on (required unless rolling back)")
+    command.add_argument(
+        "--golden", type=Path, metavar="FILE", help="the golden set NEW was evaluated on (required unless rolling back)"
+    )
     command.add_argument("--manifest", type=Path, help="manifest to edit (default: manifests/example.yaml)")
     command.set_defaults(handler=run)
 
@@ -45,8 +47,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     import yaml
 
-    from cdk_adapters.evaluation.record import last_evaluation, record_path_for
     from cdk_adapters.contract.adapter_names import adapter_name_key
+    from cdk_adapters.evaluation.record import last_evaluation, record_path_for
 
     new_weight, old_weight = _weights(args.weights)
     if adapter_name_key(args.new) == adapter_name_key(args.old):
@@ -70,10 +72,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         if adapter_name_key(name) not in names:
             problems.append(Problem(subject, option, f"{name!r} is not an adapter row of {path}"))
     if current is not None:
-        others = [name for name in current if adapter_name_key(name) not in {adapter_name_key(args.new), adapter_name_key(args.old)}]
+        others = [
+            name for name in current if adapter_name_key(name) not in {adapter_name_key(args.new), adapter_name_key(args.old)}
+        ]
         if others:
-            problems.append(Problem(subject, field, f"also sends traffic to {', '.join(others)}; promote moves traffic "
-                                    "between two versions, so edit this alias by hand"))
+            problems.append(
+                Problem(
+                    subject,
+                    field,
+                    f"also sends traffic to {', '.join(others)}; promote moves traffic "
+                    "between two versions, so edit this alias by hand",
+                )
+            )
     if problems:
         raise Failure(problems, "nothing was changed")
     assert current is not None
@@ -81,13 +91,23 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     rollback = new_weight <= had
     if not rollback:
         if args.golden is None:
-            raise Failure([Problem(subject, "--golden", f"raising {args.new}'s share from {had}% to {new_weight}% needs the "
-                                   "golden set it was evaluated on")], "nothing was changed")
+            raise Failure(
+                [
+                    Problem(
+                        subject,
+                        "--golden",
+                        f"raising {args.new}'s share from {had}% to {new_weight}% needs the golden set it was evaluated on",
+                    )
+                ],
+                "nothing was changed",
+            )
         try:
             digest = "sha256:" + hashlib.sha256(args.golden.read_bytes()).hexdigest()
         except OSError as error:
-            raise Failure([Problem(f"golden set '{args.golden}'", "--golden", f"cannot be read: {error.strerror or error}")],
-                          "nothing was changed") from None
+            raise Failure(
+                [Problem(f"golden set '{args.golden}'", "--golden", f"cannot be read: {error.strerror or error}")],
+                "nothing was changed",
+            ) from None
         record = record_path_for(path)
         try:
             evaluation = last_evaluation(record, digest=digest, candidate=args.new, reference=args.old)
@@ -95,13 +115,32 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             raise Failure([Problem(f"evaluation record '{record}'", "(file)", str(error))], "nothing was changed") from None
         again = f"run: cdk-adapters eval {args.golden} {args.new} {args.old} --reference {args.old} --manifest {path}"
         if evaluation is None:
-            raise Failure([Problem(subject, "--to", f"{args.new} has no evaluation against {args.old} on {args.golden} "
-                                   f"({digest[:19]}...) in {record}; {again}")], "promotion refused; nothing was changed")
+            raise Failure(
+                [
+                    Problem(
+                        subject,
+                        "--to",
+                        f"{args.new} has no evaluation against {args.old} on {args.golden} "
+                        f"({digest[:19]}...) in {record}; {again}",
+                    )
+                ],
+                "promotion refused; nothing was changed",
+            )
         if not evaluation.passed:
-            lost = ", ".join(f"{name} {v.get('candidate', 0):.2f} < {v.get('reference', 0):.2f}" for name, v in evaluation.worse.items())
-            raise Failure([Problem(subject, "--to", f"the last evaluation of {args.new} against {args.old} on {args.golden} "
-                                   f"({evaluation.evaluated_at}) failed: {lost}; fix the adapter, then {again}")],
-                          "promotion refused; nothing was changed")
+            lost = ", ".join(
+                f"{name} {v.get('candidate', 0):.2f} < {v.get('reference', 0):.2f}" for name, v in evaluation.worse.items()
+            )
+            raise Failure(
+                [
+                    Problem(
+                        subject,
+                        "--to",
+                        f"the last evaluation of {args.new} against {args.old} on {args.golden} "
+                        f"({evaluation.evaluated_at}) failed: {lost}; fix the adapter, then {again}",
+                    )
+                ],
+                "promotion refused; nothing was changed",
+            )
     targets = {args.new: new_weight, args.old: old_weight}
     edited, old_line, new_line = edit_alias_row(text, args.alias, {k: v for k, v in targets.items() if v})
     _check_only_alias_changed(document, yaml.safe_load(edited), args.alias, path)
@@ -150,7 +189,9 @@ def edit_alias_row(text: str, alias: str, targets: dict[str, int]) -> tuple[str,
     start = next((i for i, line in enumerate(lines) if _ALIASES_LINE.match(line.rstrip("\n"))), None)
     if start is None:
         raise Failure([Problem(f"alias '{alias}'", "aliases", "no top-level 'aliases:' block to edit")], "nothing was changed")
-    key = re.compile(rf"^(?P<indent>[ ]+)(?P<key>{re.escape(alias)}|'{re.escape(alias)}'|\"{re.escape(alias)}\")\s*:(?P<value>[^#\n]*)(?P<comment>#.*)?$")
+    key = re.compile(
+        rf"^(?P<indent>[ ]+)(?P<key>{re.escape(alias)}|'{re.escape(alias)}'|\"{re.escape(alias)}\")\s*:(?P<value>[^#\n]*)(?P<comment>#.*)?$"
+    )
     for index in range(start + 1, len(lines)):
         line = lines[index].rstrip("\n")
         if line and not line.startswith((" ", "#")):
@@ -169,8 +210,10 @@ def edit_alias_row(text: str, alias: str, targets: dict[str, int]) -> tuple[str,
         newline = "\n" if lines[index].endswith("\n") else ""
         replacement = f"{match['indent']}{match['key']}: {_flow(targets)}{comment}{newline}"
         old_line = "".join(lines[index:end]).rstrip("\n")
-        return "".join(lines[:index] + [replacement] + lines[end:]), old_line, replacement.rstrip("\n")
-    raise Failure([Problem(f"alias '{alias}'", f"aliases.{alias}", "its row was not found in the aliases block")], "nothing was changed")
+        return "".join([*lines[:index], replacement, *lines[end:]]), old_line, replacement.rstrip("\n")
+    raise Failure(
+        [Problem(f"alias '{alias}'", f"aliases.{alias}", "its row was not found in the aliases block")], "nothing was changed"
+    )
 
 
 def _check_only_alias_changed(before: Any, after: Any, alias: str, path: Path) -> None:
@@ -181,5 +224,14 @@ def _check_only_alias_changed(before: Any, after: Any, alias: str, path: Path) -
     expected_aliases[alias] = changed_aliases.get(alias)
     expected["aliases"] = expected_aliases
     if after != expected:
-        raise Failure([Problem(f"manifest '{path}'", f"aliases.{alias}", "could not be edited on its own line without "
-                               "changing something else (unusual layout); edit the alias by hand")], "nothing was changed")
+        raise Failure(
+            [
+                Problem(
+                    f"manifest '{path}'",
+                    f"aliases.{alias}",
+                    "could not be edited on its own line without "
+                    "changing something else (unusual layout); edit the alias by hand",
+                )
+            ],
+            "nothing was changed",
+        )

@@ -22,7 +22,7 @@ from cdk_adapters.gate.checks.co_hosted import VERSION_SUFFIX_CHECK
 from cdk_adapters.problems import Problem
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     publish = commands.add_parser(
         "publish",
         help="validate, package and upload an adapter under a new versioned name; never overwrites",
@@ -48,11 +48,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     import boto3
 
-    from cdk_adapters.manifest import LockFile, load_lock, lock_path_for, write_lock
-    from cdk_adapters.manifest.refresh import lock_entry_for_archive
-    from cdk_adapters.endpoint.names import validate_adapter_name
     from cdk_adapters.artifacts.packaging import package_adapter
     from cdk_adapters.artifacts.publish import ProgressBar, publish_archive
+    from cdk_adapters.endpoint.names import validate_adapter_name
+    from cdk_adapters.manifest import LockFile, load_lock, lock_path_for, write_lock
+    from cdk_adapters.manifest.refresh import lock_entry_for_archive
 
     name = args.name
     subject = f"adapter '{name}'"

@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 STACK_ARTIFACT = "aws:cloudformation:stack"
 VALIDATION_REPORT = "validation-report.json"
@@ -94,7 +95,7 @@ def summarize(outdir: Path) -> AssemblySummary:
     return AssemblySummary(stacks, failed, errors, passed)
 
 
-def _collect_adapters(resources: dict, adapters: dict[str, str]) -> None:
+def _collect_adapters(resources: dict[str, Any], adapters: dict[str, str]) -> None:
     for resource in resources.values():
         properties = resource.get("Properties", {})
         base = properties.get("Specification", {}).get("BaseInferenceComponentName")
@@ -102,7 +103,7 @@ def _collect_adapters(resources: dict, adapters: dict[str, str]) -> None:
             adapters[str(properties.get("InferenceComponentName"))] = str(base)
 
 
-def describe_scaling(resources: dict) -> list[str]:
+def describe_scaling(resources: dict[str, Any]) -> list[str]:
     """Instance range per endpoint config, and copy range, policies and wake-up per base component."""
     lines = []
     for resource in resources.values():
@@ -131,9 +132,9 @@ def describe_scaling(resources: dict) -> list[str]:
     for resource in resources.values():
         properties = resource.get("Properties", {})
         name = properties.get("InferenceComponentName")
-        if resource["Type"] == COMPONENT_TYPE and "BaseInferenceComponentName" not in properties.get("Specification", {}):
-            if name not in scaled:
-                lines.append(f"  copies of {name}: fixed at {properties.get('RuntimeConfig', {}).get('CopyCount')} (no autoscaling)")
+        is_base = resource["Type"] == COMPONENT_TYPE and "BaseInferenceComponentName" not in properties.get("Specification", {})
+        if is_base and name not in scaled:
+            lines.append(f"  copies of {name}: fixed at {properties.get('RuntimeConfig', {}).get('CopyCount')} (no autoscaling)")
     for logical_id, target in sorted(targets.items()):
         name = str(target["ResourceId"]).split("/", 1)[-1]
         policies = {
@@ -150,11 +151,13 @@ def describe_scaling(resources: dict) -> list[str]:
                 parts.append(f"target tracking {metric} at {tracking.get('TargetValue'):g}")
             elif policy.get("StepScalingPolicyConfiguration"):
                 parts.append("scale to zero, " + _wake_up(resources, policy_id))
-        lines.append(f"  copies of {name}: {target['MinCapacity']}..{target['MaxCapacity']}, " + ("; ".join(parts) or "no policy"))
+        lines.append(
+            f"  copies of {name}: {target['MinCapacity']}..{target['MaxCapacity']}, " + ("; ".join(parts) or "no policy")
+        )
     return lines
 
 
-def _instance_types(variant: dict) -> str:
+def _instance_types(variant: dict[str, Any]) -> str:
     """One type, or the instance pools in priority order."""
     pools = sorted(variant.get("InstancePools") or [], key=lambda pool: pool.get("Priority", 0))
     if not pools:
@@ -162,7 +165,7 @@ def _instance_types(variant: dict) -> str:
     return "pools " + ", then ".join(str(pool.get("InstanceType")) for pool in pools)
 
 
-def _reservation(spec: dict) -> str:
+def _reservation(spec: dict[str, Any]) -> str:
     compute = spec.get("ComputeResourceRequirements", {})
     parts = [f"{compute.get('NumberOfAcceleratorDevicesRequired', 0)} GPU(s)", f"{compute.get('MinMemoryRequiredInMb')} MiB"]
     if "NumberOfCpuCoresRequired" in compute:
@@ -170,12 +173,14 @@ def _reservation(spec: dict) -> str:
     return f"{spec.get('InstanceType')} {', '.join(parts)}"
 
 
-def _wake_up(resources: dict, policy_id: str) -> str:
+def _wake_up(resources: dict[str, Any], policy_id: str) -> str:
     for alarm in resources.values():
         properties = alarm.get("Properties", {})
         if alarm["Type"] != "AWS::CloudWatch::Alarm" or {"Ref": policy_id} not in properties.get("AlarmActions", []):
             continue
-        operator = {"GreaterThanOrEqualToThreshold": ">=", "GreaterThanThreshold": ">"}.get(properties.get("ComparisonOperator"), "?")
+        operator = {"GreaterThanOrEqualToThreshold": ">=", "GreaterThanThreshold": ">"}.get(
+            properties.get("ComparisonOperator"), "?"
+        )
         condition = f"{operator} {properties.get('Threshold'):g}"
         queries = [m["Expression"] for m in properties.get("Metrics", []) if "Expression" in m]
         if queries:

@@ -20,7 +20,7 @@ import csv
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,8 +28,8 @@ from cdk_adapters.cli.common import PROG, Failure, UsageError
 from cdk_adapters.cli.terminal import printable
 from cdk_adapters.contract import request_metrics as rm
 from cdk_adapters.contract.runtime_api import METRICS_PATH
-from cdk_adapters.problems import ConfigurationError, Problem
 from cdk_adapters.private.text_table import aligned_rows
+from cdk_adapters.problems import ConfigurationError, Problem
 
 MAX_QUERIES_PER_REQUEST = 500
 """GetMetricData takes at most 500 queries per call (CloudWatch API reference)."""
@@ -76,7 +76,7 @@ class UsageReport:
     """instance type, price per hour and its source, instance-hours, total USD, the split rule."""
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     usage = commands.add_parser(
         "usage",
         help="per-tenant requests, tokens, errors, throttles and cost share of an endpoint over a period",
@@ -89,12 +89,21 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     where = usage.add_mutually_exclusive_group(required=True)
     where.add_argument("--endpoint", metavar="NAME", help="the SageMaker endpoint name (the metrics' EndpointName)")
-    where.add_argument("--prometheus", metavar="URL", help="a container or local mode's /metrics (e.g. http://127.0.0.1:8080/metrics)")
-    usage.add_argument("--namespace", default=rm.DEFAULT_NAMESPACE, help=f"CloudWatch namespace (default: {rm.DEFAULT_NAMESPACE})")
+    where.add_argument(
+        "--prometheus", metavar="URL", help="a container or local mode's /metrics (e.g. http://127.0.0.1:8080/metrics)"
+    )
+    usage.add_argument(
+        "--namespace", default=rm.DEFAULT_NAMESPACE, help=f"CloudWatch namespace (default: {rm.DEFAULT_NAMESPACE})"
+    )
     usage.add_argument("--region", help="AWS region (default: your AWS configuration's)")
-    usage.add_argument("--adapter", action="append", dest="adapters", metavar="NAME",
-                       help="report these Adapter dimension values (repeatable; default: every adapter CloudWatch "
-                       "lists for the endpoint, which covers the last two weeks)")
+    usage.add_argument(
+        "--adapter",
+        action="append",
+        dest="adapters",
+        metavar="NAME",
+        help="report these Adapter dimension values (repeatable; default: every adapter CloudWatch "
+        "lists for the endpoint, which covers the last two weeks)",
+    )
     usage.add_argument("--start", help="period start, ISO 8601 (e.g. 2026-11-01T00:00:00Z); with --end")
     usage.add_argument("--end", help="period end, ISO 8601 (default: now)")
     usage.add_argument("--since", help="period ending now: 30m, 24h, 7d (default: 24h unless --start)")
@@ -171,15 +180,17 @@ def metric_queries(namespace: str, endpoint: str, adapters: list[str]) -> list[d
     for adapter_index, adapter in enumerate(adapters):
         dimensions = [{"Name": rm.ENDPOINT_DIMENSION, "Value": endpoint}, {"Name": rm.ADAPTER_DIMENSION, "Value": adapter}]
         for figure_index, (_, metric, statistic) in enumerate(QUERIES):
-            queries.append({
-                "Id": f"q{adapter_index}_{figure_index}",
-                "MetricStat": {
-                    "Metric": {"Namespace": namespace, "MetricName": metric, "Dimensions": dimensions},
-                    "Period": HOUR,
-                    "Stat": statistic,
-                },
-                "ReturnData": True,
-            })
+            queries.append(
+                {
+                    "Id": f"q{adapter_index}_{figure_index}",
+                    "MetricStat": {
+                        "Metric": {"Namespace": namespace, "MetricName": metric, "Dimensions": dimensions},
+                        "Period": HOUR,
+                        "Stat": statistic,
+                    },
+                    "ReturnData": True,
+                }
+            )
     return queries
 
 
@@ -304,11 +315,13 @@ def split_cost(report: UsageReport, args: argparse.Namespace) -> dict[str, Any]:
 
 def period(args: argparse.Namespace, now: datetime | None = None) -> tuple[datetime, datetime]:
     """(start, end) in UTC from --start/--end or --since (default: the last 24 hours)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     end = _timestamp(args.end, "--end") if args.end else now
     if args.start:
         return _timestamp(args.start, "--start"), end
-    amount, unit = SINCE.match(args.since or "24h").groups()  # checked by _argument_problems
+    since = SINCE.match(args.since or "24h")
+    assert since is not None  # checked by _argument_problems
+    amount, unit = since.groups()
     return end - timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: int(amount)}), end
 
 
@@ -317,7 +330,7 @@ def _timestamp(text: str, option: str) -> datetime:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(option, f"{text!r} is not an ISO 8601 time (e.g. 2026-11-01T00:00:00Z)") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _argument_problems(args: argparse.Namespace) -> list[Problem]:
@@ -329,8 +342,11 @@ def _argument_problems(args: argparse.Namespace) -> list[Problem]:
     if args.prometheus:
         for option in ("start", "end", "since", "instances"):
             if getattr(args, option) is not None:
-                bad(f"--{option.replace('_', '-')}", "does not apply to --prometheus, whose counters are totals since the server started"
-                    + ("; give --instance-hours" if option == "instances" else ""))
+                bad(
+                    f"--{option.replace('_', '-')}",
+                    "does not apply to --prometheus, whose counters are totals since the server started"
+                    + ("; give --instance-hours" if option == "instances" else ""),
+                )
         if args.adapters:
             bad("--adapter", "does not apply to --prometheus, which lists every adapter it counted")
     if args.since is not None and args.start is not None:
@@ -345,7 +361,7 @@ def _argument_problems(args: argparse.Namespace) -> list[Problem]:
                 parsed[option] = _timestamp(value, f"--{option}")
             except UsageError as error:
                 found += error.problems
-    if "start" in parsed and parsed["start"] >= parsed.get("end", datetime.now(timezone.utc)):
+    if "start" in parsed and parsed["start"] >= parsed.get("end", datetime.now(UTC)):
         bad("--start", "must be before the end of the period")
     if args.end is not None and args.start is None and args.since is None:
         bad("--end", "needs --start or --since")
@@ -384,10 +400,14 @@ def write_csv(report: UsageReport, out: TextIO) -> None:
 
 
 def write_table(report: UsageReport, out: TextIO) -> None:
-    when = "totals since the server started" if report.start is None else f"{report.start:%Y-%m-%d %H:%M} to {report.end:%Y-%m-%d %H:%M} UTC"
+    when = (
+        "totals since the server started"
+        if report.start is None
+        else f"{report.start:%Y-%m-%d %H:%M} to {report.end:%Y-%m-%d %H:%M} UTC"
+    )
     out.write(printable(f"{report.source}, {when}") + "\n")
     headers = ("adapter", "requests", "input tok", "output tok", "4xx", "5xx", "throttled", "share", "cost USD")
-    lines = [headers]
+    lines: list[tuple[str, ...]] = [headers]
     for row in report.adapters:
         share = "" if row.cost_share is None else f"{row.cost_share:.1%}"
         cost = "" if row.cost_usd is None else f"{row.cost_usd:,.2f}"
@@ -397,8 +417,8 @@ def write_table(report: UsageReport, out: TextIO) -> None:
     if not report.adapters:
         out.write("(no adapter has metrics for this endpoint in the period)\n")
     if report.cost:
-        cost = report.cost
+        bill = report.cost
         out.write(
-            f"cost: {cost['instance_hours']:g} instance-hours x ${cost['usd_per_hour']:g}/h ({cost['instance_type']}) = "
-            f"${cost['total_usd']:,.2f}, split by {cost['split_by']}\n"
+            f"cost: {bill['instance_hours']:g} instance-hours x ${bill['usd_per_hour']:g}/h ({bill['instance_type']}) = "
+            f"${bill['total_usd']:,.2f}, split by {bill['split_by']}\n"
         )

@@ -14,13 +14,13 @@ from cdk_adapters.cli.common import (
     manifest_path,
     resolve_reference,
 )
+from cdk_adapters.contract.adapter_names import duplicate_adapter_names
 from cdk_adapters.gate import AdapterContents, AdapterFacts, CoHostedAdapter, check_adapter_contents
 from cdk_adapters.gate.checks.co_hosted import IDENTICAL_TARGET_MODULES
-from cdk_adapters.contract.adapter_names import duplicate_adapter_names
 from cdk_adapters.problems import ConfigurationError, Problem
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     validate = commands.add_parser(
         "validate",
         help="run the compatibility gate on a manifest, adapter directories or archives",
@@ -30,7 +30,9 @@ def register(commands: argparse._SubParsersAction) -> None:
             "check each against the manifest's base model (--manifest) or a local model (--base-model-dir)."
         ),
     )
-    validate.add_argument("targets", nargs="*", metavar="MANIFEST | DIR", help="a manifest file, adapter directories or .tar.gz archives")
+    validate.add_argument(
+        "targets", nargs="*", metavar="MANIFEST | DIR", help="a manifest file, adapter directories or .tar.gz archives"
+    )
     base_options(validate)
     validate.set_defaults(handler=run)
 

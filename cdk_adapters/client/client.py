@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import random
 import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -33,8 +34,8 @@ from cdk_adapters.client.payload import Image, build_request
 from cdk_adapters.client.retrying import Retrier, RetryPolicy, botocore_config
 from cdk_adapters.client.sse import chunk_text, parse_events, payload_bytes
 from cdk_adapters.client.structured import parse_json, response_format, validate_answer
-from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
 from cdk_adapters.contract import runtime_api
+from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
 from cdk_adapters.contract.runtime_api import route_attribute
 
 LOCAL_DISCOVERY_PATH = runtime_api.LOCAL_DISCOVERY_PATH
@@ -74,7 +75,8 @@ class Completion:
     @property
     def usage(self) -> dict[str, int]:
         """``prompt_tokens`` and ``completion_tokens`` as the server counted them (0 when it did not say)."""
-        usage = self.body.get("usage") if isinstance(self.body.get("usage"), dict) else {}
+        raw = self.body.get("usage")
+        usage = raw if isinstance(raw, dict) else {}
         return {key: int(usage.get(key) or 0) for key in ("prompt_tokens", "completion_tokens")}
 
     def json(self, schema: Mapping[str, Any] | None = None) -> Any:
@@ -160,9 +162,15 @@ class AdapterClient:
 
     @classmethod
     def from_record(
-        cls, record: DiscoveryRecord, *, session: Any = None, region_name: str | None = None,
-        endpoint_url: str | None = None, runtime: Any = None, **options: Any,
-    ) -> "AdapterClient":
+        cls,
+        record: DiscoveryRecord,
+        *,
+        session: Any = None,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        runtime: Any = None,
+        **options: Any,
+    ) -> AdapterClient:
         """A client for `record`'s endpoint; builds the ``sagemaker-runtime`` client unless given one."""
         if runtime is None:
             runtime = _runtime_client(session, region_name=region_name, endpoint_url=endpoint_url)
@@ -170,9 +178,15 @@ class AdapterClient:
 
     @classmethod
     def from_parameter(
-        cls, name: str, *, session: Any = None, region_name: str | None = None, ssm: Any = None,
-        runtime: Any = None, **options: Any,
-    ) -> "AdapterClient":
+        cls,
+        name: str,
+        *,
+        session: Any = None,
+        region_name: str | None = None,
+        ssm: Any = None,
+        runtime: Any = None,
+        **options: Any,
+    ) -> AdapterClient:
         """Read the discovery record from SSM parameter `name` (``endpoint.discovery_parameter_name``)."""
         if ssm is None:
             ssm = _session(session).client("ssm", region_name=region_name)
@@ -180,16 +194,14 @@ class AdapterClient:
         def read() -> DiscoveryRecord:
             return _read_parameter(ssm, name)
 
-        return cls.from_record(
-            read(), session=session, region_name=region_name, runtime=runtime, record_source=read, **options
-        )
+        return cls.from_record(read(), session=session, region_name=region_name, runtime=runtime, record_source=read, **options)
 
     @classmethod
-    def from_local(cls, url: str, *, runtime: Any = None, **options: Any) -> "AdapterClient":
+    def from_local(cls, url: str, *, runtime: Any = None, **options: Any) -> AdapterClient:
         """A client for `cdk-adapters local` at `url` (it serves its own discovery record)."""
         address = url.rstrip("/")
         try:
-            with urllib.request.urlopen(address + LOCAL_DISCOVERY_PATH, timeout=10) as answer:  # noqa: S310 - a URL the user gave
+            with urllib.request.urlopen(address + LOCAL_DISCOVERY_PATH, timeout=10) as answer:
                 text = answer.read().decode()
         except OSError as error:
             raise DiscoveryError(f"cannot read the discovery record of local mode at {address}: {error}") from None
@@ -257,7 +269,8 @@ class AdapterClient:
         )
 
         def attempt() -> dict[str, Any]:
-            return self.runtime.invoke_endpoint(**self._call(target, request.body, request.route))
+            response: dict[str, Any] = self.runtime.invoke_endpoint(**self._call(target, request.body, request.route))
+            return response
 
         response = self._send(attempt, target)
         return Completion(target, json.loads(response["Body"].read()))
@@ -281,7 +294,10 @@ class AdapterClient:
         )
 
         def attempt() -> dict[str, Any]:
-            return self.runtime.invoke_endpoint_with_response_stream(**self._call(target, request.body, request.route))
+            response: dict[str, Any] = self.runtime.invoke_endpoint_with_response_stream(
+                **self._call(target, request.body, request.route)
+            )
+            return response
 
         response = self._send(attempt, target)
         return Stream(target, self._chunks(response["Body"], target))
@@ -336,9 +352,7 @@ class AdapterClient:
             for chunk in parse_events(payload_bytes(events)):
                 error = chunk.get("error")
                 if isinstance(error, dict):  # vLLM reports a failure mid-stream in-band, then [DONE]
-                    raise StreamInterrupted(
-                        f"the stream from {target.component!r} failed: {error.get('message') or error}"
-                    )
+                    raise StreamInterrupted(f"the stream from {target.component!r} failed: {error.get('message') or error}")
                 yield chunk
         except ClientError as error:  # botocore's EventStreamError for an error event mid-stream
             raise from_client_error(error, adapter=target.adapter, component=target.component) from error
@@ -362,8 +376,11 @@ def local_runtime_client(url: str) -> Any:
     import boto3
 
     return boto3.client(
-        "sagemaker-runtime", endpoint_url=url, region_name=runtime_api.LOCAL_REGION,
-        aws_access_key_id=runtime_api.LOCAL_ACCESS_KEY, aws_secret_access_key=runtime_api.LOCAL_ACCESS_KEY,
+        "sagemaker-runtime",
+        endpoint_url=url,
+        region_name=runtime_api.LOCAL_REGION,
+        aws_access_key_id=runtime_api.LOCAL_ACCESS_KEY,
+        aws_secret_access_key=runtime_api.LOCAL_ACCESS_KEY,
         config=botocore_config(),
     )
 

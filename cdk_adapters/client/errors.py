@@ -132,7 +132,8 @@ class AnswerSchemaMismatch(StructuredOutputError):
 
 
 def error_code(error: Exception) -> str:
-    return getattr(error, "response", {}).get("Error", {}).get("Code", "")
+    code: str = getattr(error, "response", {}).get("Error", {}).get("Code", "")
+    return code
 
 
 def error_message(error: Exception) -> str:
@@ -185,7 +186,6 @@ def from_client_error(error: Exception, *, adapter: str | None, component: str) 
     if code == "ModelStreamError":
         return StreamInterrupted(f"the stream from {component!r} failed: {message}")
     return InvocationFailed(f"{code or 'error'}: {message}", code=code)
-
 
 
 def throttle_details(original: str) -> tuple[str | None, float | None]:

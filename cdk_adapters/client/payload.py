@@ -10,14 +10,15 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence, Union
+from typing import Any
 
 from cdk_adapters.client.errors import InvalidImage, PayloadTooLarge
 from cdk_adapters.contract.runtime_api import CHAT_ROUTE, COMPLETIONS_ROUTE, INVOKE_ENDPOINT_MAX_BYTES
 
-Image = Union[bytes, str, Path]
+Image = bytes | str | Path
 """Raw image bytes, or the path of an image file."""
 
 _SIGNATURES = (

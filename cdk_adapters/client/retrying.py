@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -52,7 +53,7 @@ class RetryPolicy:
 
     def backoff(self, retry: int, rng: random.Random) -> float:
         """Seconds to sleep before retry number `retry` (1-based)."""
-        step = min(self.max_backoff_s, self.initial_backoff_s * 2 ** (retry - 1))
+        step: float = min(self.max_backoff_s, self.initial_backoff_s * 2 ** (retry - 1))
         return step * rng.uniform(0.5, 1.0) if self.jitter else step
 
 

@@ -8,7 +8,8 @@ hold half an event, or several. The parser buffers until an event's blank line a
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 DONE = "[DONE]"
 

@@ -12,7 +12,8 @@ answer is always validated here too. jsonschema is imported only when a schema i
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cdk_adapters.client.errors import AnswerNotJson, AnswerSchemaMismatch
 
@@ -63,6 +64,7 @@ def validate_answer(text: str, schema: Mapping[str, Any]) -> Any:
         )
         raise AnswerSchemaMismatch(
             f"the answer does not match the schema ({len(mismatches)} mismatch(es)): " + "; ".join(mismatches),
-            text=text, mismatches=mismatches,
+            text=text,
+            mismatches=mismatches,
         )
     return value

@@ -15,7 +15,7 @@ Standard library only (the serving image copies this package).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
 
@@ -35,7 +35,7 @@ def adapter_key(name: str, component_prefix: str | None) -> str:
     if component_prefix:
         lead = adapter_name_key(component_prefix) + "-"
         if key.startswith(lead) and len(key) > len(lead):
-            return key[len(lead):]
+            return key[len(lead) :]
     return key
 
 

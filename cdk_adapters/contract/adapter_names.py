@@ -12,7 +12,7 @@ publishes. Standard library only.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from cdk_adapters.problems import Problem
 
@@ -47,7 +47,9 @@ def validate_component_name(name: object, subject: str) -> list[Problem]:
         return [Problem(subject, "name", "must be a non-empty string")]
     problems: list[Problem] = []
     if len(name) > SAGEMAKER_NAME_MAX_LENGTH:
-        problems.append(Problem(subject, "name", f"is {len(name)} characters; SageMaker names are at most {SAGEMAKER_NAME_MAX_LENGTH}"))
+        problems.append(
+            Problem(subject, "name", f"is {len(name)} characters; SageMaker names are at most {SAGEMAKER_NAME_MAX_LENGTH}")
+        )
     if not SAGEMAKER_NAME_PATTERN.fullmatch(name):  # fullmatch: "$" alone would let a final newline through
         problems.append(
             Problem(

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.problems import Problem
@@ -104,7 +105,11 @@ def settings_problems(document: object, subject: str, field_name: str) -> tuple[
         rate = 1.0
     size = document.get("max_bytes", DEFAULT_MAX_BYTES)
     if isinstance(size, bool) or not isinstance(size, int) or not MIN_MAX_BYTES <= size <= MAX_MAX_BYTES:
-        problems.append(Problem(subject, f"{field_name}.max_bytes", f"must be an integer from {MIN_MAX_BYTES} to {MAX_MAX_BYTES}, got {size!r}"))
+        problems.append(
+            Problem(
+                subject, f"{field_name}.max_bytes", f"must be an integer from {MIN_MAX_BYTES} to {MAX_MAX_BYTES}, got {size!r}"
+            )
+        )
         size = DEFAULT_MAX_BYTES
     redact = document.get("redact", [])
     if not isinstance(redact, list) or any(item not in REDACTABLE for item in redact):
@@ -122,7 +127,8 @@ def environment(policy: CapturePolicy) -> dict[str, str]:
         document["default"] = policy.default.to_document()
     if policy.adapters:
         document["adapters"] = {
-            name: (settings.to_document() if settings is not None else False) for name, settings in sorted(policy.adapters.items())
+            name: (settings.to_document() if settings is not None else False)
+            for name, settings in sorted(policy.adapters.items())
         }
     return {CAPTURE_ENV: json.dumps(document, separators=(",", ":"), sort_keys=True)}
 
@@ -199,15 +205,25 @@ class CaptureRecord:
     @property
     def replayable(self) -> bool:
         """Has a whole, unredacted request and answer."""
-        return self.case is not None and self.response is not None and not ({"prompt", "messages", "response"} & set(self.redacted))
+        return (
+            self.case is not None and self.response is not None and not ({"prompt", "messages", "response"} & set(self.redacted))
+        )
 
 
 SAMPLING_PARAMETERS = ("temperature", "top_p", "top_k", "seed", "min_tokens", "stop", "response_format")
 
 
 def record_from_exchange(
-    *, adapter: str | None, time: str, route: str, request: Mapping[str, Any], answer_text: str | None,
-    prompt_tokens: int | None, completion_tokens: int | None, status: int, request_id: str | None,
+    *,
+    adapter: str | None,
+    time: str,
+    route: str,
+    request: Mapping[str, Any],
+    answer_text: str | None,
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    status: int,
+    request_id: str | None,
     settings: CaptureSettings,
 ) -> CaptureRecord:
     """The record for one request body and its answer, redacted as `settings` say."""
@@ -216,7 +232,8 @@ def record_from_exchange(
         messages = request["messages"]
         case["messages"] = (
             [{**m, "content": REDACTED} if isinstance(m, dict) else REDACTED for m in messages]
-            if "messages" in settings.redact and isinstance(messages, list) else messages
+            if "messages" in settings.redact and isinstance(messages, list)
+            else messages
         )
     elif "prompt" in request:
         case["prompt"] = REDACTED if "prompt" in settings.redact else request["prompt"]
@@ -226,9 +243,17 @@ def record_from_exchange(
     response = REDACTED if "response" in settings.redact and answer_text is not None else answer_text
     redacted = tuple(part for part in settings.redact if part != "messages" or "messages" in request)
     return CaptureRecord(
-        adapter=adapter, time=time, route=route, case=case or None, response=response,
-        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, status=status, request_id=request_id,
-        redacted=redacted, parameters={k: request[k] for k in SAMPLING_PARAMETERS if k in request},
+        adapter=adapter,
+        time=time,
+        route=route,
+        case=case or None,
+        response=response,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        status=status,
+        request_id=request_id,
+        redacted=redacted,
+        parameters={k: request[k] for k in SAMPLING_PARAMETERS if k in request},
     )
 
 
@@ -280,9 +305,15 @@ def decode_line(line: str) -> tuple[CaptureRecord | None, str | None]:
     parameters = document.get("parameters") or {}
     return (
         CaptureRecord(
-            adapter=adapter, time=time_, route=str(document.get("route") or ""), case=case, response=response,
-            prompt_tokens=_int(document.get("prompt_tokens")), completion_tokens=_int(document.get("completion_tokens")),
-            status=_int(document.get("status")) or 0, request_id=document.get("request_id"),
+            adapter=adapter,
+            time=time_,
+            route=str(document.get("route") or ""),
+            case=case,
+            response=response,
+            prompt_tokens=_int(document.get("prompt_tokens")),
+            completion_tokens=_int(document.get("completion_tokens")),
+            status=_int(document.get("status")) or 0,
+            request_id=document.get("request_id"),
             truncated=document.get("truncated") is True,
             redacted=tuple(str(part) for part in redacted) if isinstance(redacted, list) else (),
             parameters=parameters if isinstance(parameters, dict) else {},

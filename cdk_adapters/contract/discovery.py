@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from cdk_adapters.contract.adapter_names import (
     SAGEMAKER_NAME_MAX_LENGTH,
@@ -93,7 +94,7 @@ class CanaryRecord:
         }
 
     @classmethod
-    def from_document(cls, document: object) -> tuple["CanaryRecord | None", list[str]]:
+    def from_document(cls, document: object) -> tuple[CanaryRecord | None, list[str]]:
         """The canary and every problem with it (``canary.<field>: ...``)."""
         if not isinstance(document, dict):
             return None, ["'canary' must be an object"]
@@ -110,6 +111,7 @@ class CanaryRecord:
             problems.append(f"canary.traffic_percent must be an integer from 1 to 50, got {percent!r}")
         if problems:
             return None, problems
+        assert isinstance(adapters, list) and isinstance(percent, int)  # otherwise a problem was found above
         return (
             cls(
                 endpoint_name=document["endpoint_name"],
@@ -161,7 +163,7 @@ class ServedBaseModel:
         return document
 
     @classmethod
-    def from_document(cls, document: object) -> tuple["ServedBaseModel | None", list[str]]:
+    def from_document(cls, document: object) -> tuple[ServedBaseModel | None, list[str]]:
         if not isinstance(document, dict):
             return None, ["serving.base_model must be an object"]
         problems = [
@@ -199,6 +201,7 @@ class ServedBaseModel:
             shapes = tuple(sorted(flat))
         if problems:
             return None, problems
+        assert isinstance(hidden, int) and isinstance(modules, list)  # otherwise a problem was found above
         return (
             cls(
                 model_id=document.get("id"),
@@ -277,7 +280,7 @@ class ServingReference:
         return document
 
     @classmethod
-    def from_document(cls, document: object) -> tuple["ServingReference | None", list[str]]:
+    def from_document(cls, document: object) -> tuple[ServingReference | None, list[str]]:
         """The reference and every problem with it; (None, []) for a version this module does not
         read (a client needs none of it)."""
         if not isinstance(document, dict):
@@ -306,10 +309,13 @@ class ServingReference:
             problems += base_problems
         assigned: tuple[tuple[str, str], ...] = ()
         if version == SERVING_TENANTS_VERSION:  # version 1 knows no tenants: a key there is ignored
-            assigned, tenant_problems = _tenants_from_document(document.get("tenants"), locations if isinstance(locations, list) else [])
+            assigned, tenant_problems = _tenants_from_document(
+                document.get("tenants"), locations if isinstance(locations, list) else []
+            )
             problems += tenant_problems
         if problems:
             return None, problems
+        assert isinstance(rank, int)  # otherwise a problem was found above
         return cls(base, rank, document.get("allow_vision_modules", False), tuple(locations), assigned), []
 
 
@@ -367,7 +373,7 @@ class DiscoveryRecord:
         return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "DiscoveryRecord":
+    def from_json(cls, text: str) -> DiscoveryRecord:
         """Parse a record, or raise `DiscoveryRecordError` saying what is wrong with it."""
         try:
             document = json.loads(text)
@@ -414,9 +420,7 @@ class DiscoveryRecord:
         )
 
 
-def alias_problems(
-    aliases: Mapping[str, Mapping[str, int]], adapters: Iterable[str] | None = None
-) -> list[tuple[str, str]]:
+def alias_problems(aliases: Mapping[str, Mapping[str, int]], adapters: Iterable[str] | None = None) -> list[tuple[str, str]]:
     """``(alias, message)`` for every problem with `aliases`; empty when they are fine.
 
     Each alias maps to at least one target with integer weights from 1 to 100 that sum to 100.

@@ -5,7 +5,7 @@ Standard library only (the serving image copies this package).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from cdk_adapters.problems import Problem
 

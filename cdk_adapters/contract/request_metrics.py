@@ -38,8 +38,9 @@ from __future__ import annotations
 import difflib
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from cdk_adapters.contract.env_values import parse_bool
 from cdk_adapters.problems import Problem, raise_if_any
@@ -68,8 +69,22 @@ IN_FLIGHT = "in_flight"
 share on); ``null`` when the request never held a place."""
 ERROR = "error"
 
-LOG_FIELDS = (EVENT, ADAPTER, ROUTE, STREAM, REQUEST_ID, STATUS, LATENCY_MS, TTFT_MS, PROMPT_TOKENS,
-              OUTPUT_TOKENS, COLD, QUEUE_MS, IN_FLIGHT, ERROR)
+LOG_FIELDS = (
+    EVENT,
+    ADAPTER,
+    ROUTE,
+    STREAM,
+    REQUEST_ID,
+    STATUS,
+    LATENCY_MS,
+    TTFT_MS,
+    PROMPT_TOKENS,
+    OUTPUT_TOKENS,
+    COLD,
+    QUEUE_MS,
+    IN_FLIGHT,
+    ERROR,
+)
 """Every line has these, EMF on or off, in this order; values may be ``null``."""
 
 # ---------------------------------------------------------------------------------- dimensions
@@ -107,37 +122,51 @@ class MetricSpec:
 
 LATENCY = MetricSpec("Latency", "Milliseconds", "p95", "Request arrival to the last response byte.")
 TIME_TO_FIRST_TOKEN = MetricSpec(
-    "TimeToFirstToken", "Milliseconds", "p95",
+    "TimeToFirstToken",
+    "Milliseconds",
+    "p95",
     "Time to the first generated token (vLLM's figure, or the first token chunk of a stream).",
 )
 PROMPT_TOKENS_METRIC = MetricSpec("PromptTokens", "Count", "Sum", "Prompt tokens processed.")
 OUTPUT_TOKENS_METRIC = MetricSpec("OutputTokens", "Count", "Sum", "Tokens generated.")
 ERRORS_4XX = MetricSpec(
-    "Errors4XX", "Count", "Sum",
+    "Errors4XX",
+    "Count",
+    "Sum",
     "1 for a 4xx answer, else 0: its Average is the share of client errors.",
 )
 ERRORS_5XX = MetricSpec(
-    "Errors5XX", "Count", "Sum",
+    "Errors5XX",
+    "Count",
+    "Sum",
     "1 for a 5xx answer, else 0: its Average is the error rate.",
 )
 COLD_STARTS = MetricSpec(
-    "ColdStarts", "Count", "Sum",
+    "ColdStarts",
+    "Count",
+    "Sum",
     "1 when the adapter was not resident in vLLM's --max-loras GPU slots (an estimate), else 0: its "
     "Average is the cold-start share, the signal to raise max_loras or add an instance.",
 )
 
 QUEUE_WAIT = MetricSpec(
-    "QueueWait", "Milliseconds", "p95",
+    "QueueWait",
+    "Milliseconds",
+    "p95",
     "Time the request waited for a place in the engine (fair share across adapters); only requests "
     "that got a place carry it. A tenant's rising queue wait is its share of a saturated engine.",
 )
 THROTTLED = MetricSpec(
-    "Throttled", "Count", "Sum",
+    "Throttled",
+    "Count",
+    "Sum",
     "1 when the request was refused with 429 over its adapter's limits, else 0: its Sum is the "
     "throttled count, its Average the throttled share.",
 )
 IN_FLIGHT_METRIC = MetricSpec(
-    "InFlight", "Count", "Maximum",
+    "InFlight",
+    "Count",
+    "Maximum",
     "The adapter's requests inside the engine once this one had its place, itself included: its "
     "Maximum is the adapter's peak concurrency in the period.",
 )
@@ -146,8 +175,16 @@ THROTTLED_STATUS = 429
 """The status a request over its adapter's limits is answered with (`tenant_limits`)."""
 
 METRICS: tuple[MetricSpec, ...] = (
-    LATENCY, TIME_TO_FIRST_TOKEN, PROMPT_TOKENS_METRIC, OUTPUT_TOKENS_METRIC, ERRORS_4XX, ERRORS_5XX, COLD_STARTS,
-    QUEUE_WAIT, THROTTLED, IN_FLIGHT_METRIC,
+    LATENCY,
+    TIME_TO_FIRST_TOKEN,
+    PROMPT_TOKENS_METRIC,
+    OUTPUT_TOKENS_METRIC,
+    ERRORS_4XX,
+    ERRORS_5XX,
+    COLD_STARTS,
+    QUEUE_WAIT,
+    THROTTLED,
+    IN_FLIGHT_METRIC,
 )
 """Every metric, in the order lines carry them. Errors are split like ``AWS/SageMaker``'s
 ``Invocation4XXErrors``/``Invocation5XXErrors`` and no finer: a finer class would be a dimension,
@@ -192,9 +229,7 @@ def metric_directive(namespace: str, metrics: Iterable[MetricSpec]) -> dict[str,
     return {
         "Namespace": namespace,
         "Dimensions": [list(dimension_set) for dimension_set in DIMENSION_SETS],
-        "Metrics": [
-            {"Name": spec.name, "Unit": spec.unit, "StorageResolution": STANDARD_RESOLUTION} for spec in metrics
-        ],
+        "Metrics": [{"Name": spec.name, "Unit": spec.unit, "StorageResolution": STANDARD_RESOLUTION} for spec in metrics],
     }
 
 
@@ -270,10 +305,14 @@ class RequestMetricsSettings:
 
 
 def problems(
-    *, namespace: str = DEFAULT_NAMESPACE, metrics: Iterable[str] | None = None, emf: bool = True,
-    endpoint_name: str | None = None, subject: str = "request metrics",
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    metrics: Iterable[str] | None = None,
+    emf: object = True,
+    endpoint_name: str | None = None,
+    subject: str = "request metrics",
 ) -> list[Problem]:
-    """Everything wrong with these settings, each naming `subject` and the field."""
+    """Everything wrong with these settings, each naming `subject` and the field (`emf` is checked to be a bool)."""
     found = [Problem(subject, "namespace", message) for message in _namespace_problems(namespace)]
     if isinstance(metrics, str):
         found.append(Problem(subject, "metrics", f"must be a list of metric names, got the string {metrics!r}"))
@@ -290,8 +329,12 @@ def problems(
 
 
 def environment(
-    *, namespace: str = DEFAULT_NAMESPACE, metrics: Iterable[str] | None = None, emf: bool = True,
-    endpoint_name: str | None = None, subject: str = "request metrics",
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    metrics: Iterable[str] | None = None,
+    emf: bool = True,
+    endpoint_name: str | None = None,
+    subject: str = "request metrics",
 ) -> dict[str, str]:
     """The container variables for these settings, defaults spelled out; raises on any problem.
 
@@ -360,7 +403,7 @@ def _namespace_problems(namespace: object) -> list[str]:
     return found
 
 
-def _metric_name_problems(names: list[object]) -> list[str]:
+def _metric_name_problems(names: Sequence[object]) -> list[str]:
     found = []
     seen: set[object] = set()
     for name in names:

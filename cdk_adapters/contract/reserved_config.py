@@ -62,7 +62,7 @@ MIDDLEWARE = ReservedFlag(
 )
 CONFIG = ReservedFlag("--config", "a config file would set flags past these checks")
 
-CONTAINER_FLAGS: tuple[ReservedFlag, ...] = FIXED_FLAGS + (PORT, HOST, MODEL, SERVED_MODEL_NAME, MIDDLEWARE, CONFIG)
+CONTAINER_FLAGS: tuple[ReservedFlag, ...] = (*FIXED_FLAGS, PORT, HOST, MODEL, SERVED_MODEL_NAME, MIDDLEWARE, CONFIG)
 """Every flag the container sets or owns, in no configurable form (the launcher sets them by these names)."""
 
 CODE_LOADING_FLAGS: tuple[ReservedFlag, ...] = (

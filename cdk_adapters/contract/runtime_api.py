@@ -34,6 +34,8 @@ def local_boto3_call(url: str) -> str:
         f'boto3.client("sagemaker-runtime", endpoint_url="{url}", region_name="{LOCAL_REGION}", '
         f'aws_access_key_id="{LOCAL_ACCESS_KEY}", aws_secret_access_key="{LOCAL_ACCESS_KEY}")'
     )
+
+
 """Where local mode serves its discovery record (a deployed endpoint's is in SSM)."""
 
 BODY_DEADLINE_S = 20.0

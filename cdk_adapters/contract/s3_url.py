@@ -46,7 +46,7 @@ def parse_s3_url(url: object, *, key_required: bool = True) -> S3Url:
         raise S3UrlError(f"must be an s3://<bucket>/<key> string, got {url!r}")
     if not url.startswith(SCHEME):
         raise S3UrlError(f"{url!r} must start with {SCHEME!r}")
-    bucket, slash, key = url[len(SCHEME):].partition("/")
+    bucket, slash, key = url[len(SCHEME) :].partition("/")
     low, high = BUCKET_LENGTH
     if not bucket:
         raise S3UrlError(f"{url!r} names no bucket")

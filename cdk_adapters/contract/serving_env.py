@@ -14,8 +14,8 @@ anything else as the plain string. ``CDK_ADAPTERS_VLLM_MAX_LORAS=4`` becomes ``-
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from cdk_adapters.contract.env_values import parse_bool
 from cdk_adapters.problems import Problem
@@ -122,7 +122,9 @@ def revision_problem(base_model_id: str | None, base_model_revision: str | None,
     """The revision rule: a revision is a revision *of* a model, so it needs the model's id
     (`id_name`: what the id is called where it is missing, a prop or a variable)."""
     if base_model_revision and not base_model_id:
-        return f"revision {base_model_revision!r} pins nothing without {id_name}, the model it is a revision of; set both or neither"
+        return (
+            f"revision {base_model_revision!r} pins nothing without {id_name}, the model it is a revision of; set both or neither"
+        )
     return None
 
 

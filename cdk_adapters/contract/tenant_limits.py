@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
-from cdk_adapters.contract.env_values import parse_bool, parse_whole_number
 from cdk_adapters.contract.adapter_names import adapter_name_key
+from cdk_adapters.contract.env_values import parse_bool, parse_whole_number
 from cdk_adapters.problems import Problem
 
 FAIR_SHARE_ENV = "CDK_ADAPTERS_FAIR_SHARE"
@@ -66,7 +67,12 @@ class AdapterLimits:
     def problems(self, subject: str, prefix: str = "limits") -> list[Problem]:
         found: list[Problem] = []
         weight = self.weight
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or not 0.01 <= weight <= MAX_WEIGHT:
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not math.isfinite(weight)
+            or not 0.01 <= weight <= MAX_WEIGHT
+        ):
             found.append(Problem(subject, f"{prefix}.weight", f"must be a number from 0.01 to {MAX_WEIGHT:g}, got {weight!r}"))
         for name in ("max_in_flight", "max_queue", "max_n"):
             value = getattr(self, name)
@@ -74,9 +80,15 @@ class AdapterLimits:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
                 found.append(Problem(subject, f"{prefix}.{name}", f"must be an integer >= {low}, got {value!r}"))
         wait = self.max_queue_wait_s
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not math.isfinite(wait) or not 0 < wait <= 60):
+        if wait is not None and (
+            isinstance(wait, bool) or not isinstance(wait, (int, float)) or not math.isfinite(wait) or not 0 < wait <= 60
+        ):
             found.append(
-                Problem(subject, f"{prefix}.max_queue_wait_s", f"must be a number of seconds in (0, 60] (SageMaker's invocation timeout), got {wait!r}")
+                Problem(
+                    subject,
+                    f"{prefix}.max_queue_wait_s",
+                    f"must be a number of seconds in (0, 60] (SageMaker's invocation timeout), got {wait!r}",
+                )
             )
         return found
 
@@ -85,7 +97,7 @@ class AdapterLimits:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
 
     @classmethod
-    def from_document(cls, document: object, subject: str, prefix: str) -> tuple["AdapterLimits", list[Problem]]:
+    def from_document(cls, document: object, subject: str, prefix: str) -> tuple[AdapterLimits, list[Problem]]:
         if not isinstance(document, dict):
             return cls(), [Problem(subject, prefix, f"must be an object of limits, got {document!r}")]
         known = {f.name for f in fields(cls)}
@@ -178,9 +190,9 @@ def decode(environ: Mapping[str, str]) -> tuple[TenantLimits, list[Problem]]:
                 problems.append(Problem(LIMITS_ENV, "adapters", "must map adapter names to limits"))
                 listed = {}
             for name, value in listed.items():
-                limits, found = AdapterLimits.from_document(value, LIMITS_ENV, f"adapters.{name}")
+                adapter_limits, found = AdapterLimits.from_document(value, LIMITS_ENV, f"adapters.{name}")
                 problems += found
-                adapters[adapter_name_key(name)] = limits
+                adapters[adapter_name_key(name)] = adapter_limits
     limits = TenantLimits(fair_share, in_flight, headroom, default, adapters)
     if presence is not None:
         limits = replace(limits, headroom_presence_s=presence)

@@ -23,22 +23,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import jsii
 from aws_cdk import Acknowledgment, Aws, CustomResource, Duration, IStableAnyProducer, Lazy, NestedStack, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IValidation
 
-from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.deploy_check.request import DEFAULT_BODY, body_messages
 from cdk_adapters.endpoint.logs import EndpointLogs, allow_logs_to_use_key, log_group, with_logs_key
+from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.problems import Problem
 
 if TYPE_CHECKING:
@@ -103,10 +103,6 @@ LAMBDA_RULES = {
 }
 
 
-def _seconds(value: int) -> Any:
-    return field(default_factory=lambda: Duration.seconds(value))
-
-
 @dataclass(frozen=True)
 class AdapterCheck:
     """One adapter's own check request and what its answer must show (else the endpoint's default)."""
@@ -124,7 +120,9 @@ class AdapterCheck:
             found.append(Problem(subject, f"{field_name}.expect_text", f"must be a non-empty string, got {self.expect_text!r}"))
         keys = self.expect_json_keys
         if keys is not None and (isinstance(keys, str) or not list(keys) or not all(isinstance(k, str) and k for k in keys)):
-            found.append(Problem(subject, f"{field_name}.expect_json_keys", f"must be a non-empty list of key names, got {keys!r}"))
+            found.append(
+                Problem(subject, f"{field_name}.expect_json_keys", f"must be a non-empty list of key names, got {keys!r}")
+            )
         return found
 
     def render(self) -> dict[str, Any]:
@@ -150,12 +148,12 @@ class DeployCheck:
 
     body: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_BODY))
     """The default request. Default: a completions request for 8 greedy tokens of ``"Hello"``."""
-    timeout: Duration = _seconds(60)
+    timeout: Duration = field(default_factory=lambda: Duration.seconds(60))
     """How long one invocation may take. Default 60 s (what SageMaker allows the container)."""
     wake_attempts: int = 20
     """Calls made while the component has no capacity yet (scaled to zero and waking, model not
     ready, container replaying its adapters) before the adapter fails. Default 20."""
-    retry_interval: Duration = _seconds(30)
+    retry_interval: Duration = field(default_factory=lambda: Duration.seconds(30))
     """Wait between those calls. Default 30 s (so 20 attempts wait about 10 minutes)."""
     concurrency: int = 4
     """Adapters invoked at once. Default 4."""
@@ -165,9 +163,17 @@ class DeployCheck:
         timeout = _duration_seconds(self.timeout)
         interval = _duration_seconds(self.retry_interval)
         if timeout is None or not 1 <= timeout <= 600:
-            found.append(Problem(subject, "deploy_check.timeout", f"must be a Duration from 1 second to 10 minutes, got {self.timeout!r}"))
+            found.append(
+                Problem(subject, "deploy_check.timeout", f"must be a Duration from 1 second to 10 minutes, got {self.timeout!r}")
+            )
         if interval is None or not 1 <= interval <= 300:
-            found.append(Problem(subject, "deploy_check.retry_interval", f"must be a Duration from 1 second to 5 minutes, got {self.retry_interval!r}"))
+            found.append(
+                Problem(
+                    subject,
+                    "deploy_check.retry_interval",
+                    f"must be a Duration from 1 second to 5 minutes, got {self.retry_interval!r}",
+                )
+            )
         for name, value, high in (("wake_attempts", self.wake_attempts, 100), ("concurrency", self.concurrency, 16)):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
                 found.append(Problem(subject, f"deploy_check.{name}", f"must be an integer from 1 to {high}, got {value!r}"))
@@ -259,38 +265,57 @@ class AdapterDeployCheck(Construct):
         self._named_components_only = named_components_only
 
         self.role = iam.Role(
-            self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Deploy check of SageMaker endpoint {component_prefix}: invokes its adapter components",
         )
         log_settings = with_logs_key(self, "LogsKey", log_settings, f"Encrypts the deploy check logs of {component_prefix}")
         group_name = f"/cdk-adapters/deploy-check/{stack.stack_name}-{self.node.addr[:8]}"
         self.log_group = log_group(self, "Logs", log_settings, group_name)
-        component_pattern = stack.format_arn(service="sagemaker", resource="inference-component", resource_name=f"{component_prefix}-*")
+        component_pattern = stack.format_arn(
+            service="sagemaker", resource="inference-component", resource_name=f"{component_prefix}-*"
+        )
         base_arn = stack.format_arn(service="sagemaker", resource="inference-component", resource_name=base_component_name)
         log_streams = f"{self.log_group.log_group_arn}:*"
         self._invoke = iam.PolicyStatement(
-            sid="InvokeAdapterComponents", actions=[INVOKE_ACTION],
+            sid="InvokeAdapterComponents",
+            actions=[INVOKE_ACTION],
             resources=[endpoint_arn] if named_components_only else [endpoint_arn, component_pattern],
         )
         statements = [
             self._invoke,
-            iam.PolicyStatement(sid="NeverTheBaseComponent", effect=iam.Effect.DENY, actions=[INVOKE_ACTION], resources=[base_arn]),
-            iam.PolicyStatement(sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_streams]),
+            iam.PolicyStatement(
+                sid="NeverTheBaseComponent", effect=iam.Effect.DENY, actions=[INVOKE_ACTION], resources=[base_arn]
+            ),
+            iam.PolicyStatement(
+                sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_streams]
+            ),
             # An update and a rollback look alike to a custom resource; the stack's status tells them apart.
             iam.PolicyStatement(sid="ReadOwnStackStatus", actions=["cloudformation:DescribeStacks"], resources=[Aws.STACK_ID]),
         ]
-        eni_actions = ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
-                       "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"]
+        eni_actions = [
+            "ec2:CreateNetworkInterface",
+            "ec2:DescribeNetworkInterfaces",
+            "ec2:DeleteNetworkInterface",
+            "ec2:AssignPrivateIpAddresses",
+            "ec2:UnassignPrivateIpAddresses",
+        ]
         if vpc is not None:
             statements.append(iam.PolicyStatement(sid="LambdaNetworkInterfaces", actions=eni_actions, resources=["*"]))
         self.policy = iam.Policy(self, "Policy", statements=statements, roles=[self.role])
         self.security_group: ec2.SecurityGroup | None = None
         if vpc is not None:
             self.security_group = ec2.SecurityGroup(
-                self, "SecurityGroup", vpc=vpc, allow_all_outbound=False,
+                self,
+                "SecurityGroup",
+                vpc=vpc,
+                allow_all_outbound=False,
                 description=f"Deploy check of SageMaker endpoint {component_prefix}: HTTPS out to the SageMaker runtime only",
             )
-            self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to the SageMaker runtime (VPC endpoint or NAT)")
+            self.security_group.add_egress_rule(
+                ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to the SageMaker runtime (VPC endpoint or NAT)"
+            )
         self.function = lambda_.Function(
             self,
             "Function",
@@ -309,26 +334,36 @@ class AdapterDeployCheck(Construct):
         )
         self.function.node.add_dependency(self.policy)
         self.framework_role = iam.Role(
-            self, "ProviderRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            self,
+            "ProviderRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"CDK provider framework of the deploy check of SageMaker endpoint {component_prefix}",
         )
         self.framework_log_group = log_group(self, "ProviderLogs", log_settings, f"{group_name}/provider")
         allow_logs_to_use_key(self, log_settings, [group_name, f"{group_name}/provider"])
         self.framework_policy = framework_policy = iam.Policy(
-            self, "ProviderPolicy", roles=[self.framework_role],
+            self,
+            "ProviderPolicy",
+            roles=[self.framework_role],
             statements=[
                 iam.PolicyStatement(
-                    sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    sid="WriteOwnLogs",
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
                     resources=[f"{self.framework_log_group.log_group_arn}:*"],
                 ),
                 # What the framework's own grant would add, without its "<function ARN>:*" (it calls the function unqualified).
                 iam.PolicyStatement(
-                    sid="InvokeCheckFunction", actions=["lambda:InvokeFunction", "lambda:GetFunction"], resources=[self.function.function_arn]
+                    sid="InvokeCheckFunction",
+                    actions=["lambda:InvokeFunction", "lambda:GetFunction"],
+                    resources=[self.function.function_arn],
                 ),
             ],
         )
         self.provider = cr.Provider(
-            self, "Provider", on_event_handler=self.function, framework_on_event_role=_by_arn(self, "ProviderRoleArn", self.framework_role),
+            self,
+            "Provider",
+            on_event_handler=self.function,
+            framework_on_event_role=_by_arn(self, "ProviderRoleArn", self.framework_role),
             log_group=self.framework_log_group,
         )
         self.provider.node.find_child("framework-onEvent").node.add_dependency(framework_policy)
@@ -350,17 +385,19 @@ class AdapterDeployCheck(Construct):
         self.resource.node.add_dependency(self.policy, framework_policy)
         for resource in after:
             self.resource.node.add_dependency(resource)
-        self._acknowledge(vpc is not None, [None if named_components_only else component_pattern, log_streams])
+        self._acknowledge(vpc is not None, None if named_components_only else component_pattern, log_streams)
         if named_components_only:
             self.node.add_validation(_NamedComponentsBudget(self))
 
-    def track(self, component: "AdapterInferenceComponent", check: AdapterCheck | None) -> None:
+    def track(self, component: AdapterInferenceComponent, check: AdapterCheck | None) -> None:
         """Check `component` whenever it is new or changed, after its stack is deployed."""
         name = component.adapter_name
         self._adapters[name] = adapter_digest(component.artifact_url, check, self._stack)
         if self._named_components_only:
             self._invoke.add_resources(
-                self._stack.format_arn(service="sagemaker", resource="inference-component", resource_name=component.inference_component_name)
+                self._stack.format_arn(
+                    service="sagemaker", resource="inference-component", resource_name=component.inference_component_name
+                )
             )
         if check is not None and check.render():
             self._checks[name] = json.dumps(check.render(), sort_keys=True)
@@ -378,15 +415,16 @@ class AdapterDeployCheck(Construct):
         """Adapter -> the digest whose change makes the check invoke it."""
         return dict(self._adapters)
 
-    def _acknowledge(self, in_vpc: bool, wildcards: list[str | None]) -> None:
-        component_pattern, log_streams = wildcards
+    def _acknowledge(self, in_vpc: bool, component_pattern: str | None, log_streams: str) -> None:
         nag.acknowledge_wildcards(
             self.policy,
             ([([component_pattern], REASON_COMPONENT_PATTERN)] if component_pattern is not None else [])
             + [([log_streams], REASON_FUNCTION_LOG_STREAMS)]
             + ([(["*"], REASON_VPC_ENI)] if in_vpc else []),
         )
-        nag.acknowledge_wildcards(self.framework_policy, [([f"{self.framework_log_group.log_group_arn}:*"], REASON_FUNCTION_LOG_STREAMS)])
+        nag.acknowledge_wildcards(
+            self.framework_policy, [([f"{self.framework_log_group.log_group_arn}:*"], REASON_FUNCTION_LOG_STREAMS)]
+        )
         for policy in (self.policy, self.framework_policy):
             nag.acknowledge_inline_policy(policy, REASON_INLINE_POLICY)
         for construct in (self.function, self.provider):
@@ -395,7 +433,9 @@ class AdapterDeployCheck(Construct):
                 reasons.append(("vpc", REASON_OUTSIDE_VPC_FRAMEWORK))
             elif not in_vpc:
                 reasons.append(("vpc", REASON_OUTSIDE_VPC_CHECK))
-            nag.acknowledge(construct, (Acknowledgment(id=rule, reason=reason) for kind, reason in reasons for rule in LAMBDA_RULES[kind]))
+            nag.acknowledge(
+                construct, (Acknowledgment(id=rule, reason=reason) for kind, reason in reasons for rule in LAMBDA_RULES[kind])
+            )
 
 
 def _by_arn(scope: Construct, id: str, role: iam.Role) -> iam.IRole:
@@ -413,8 +453,10 @@ class _NamedComponentsBudget:
         self._check = check
 
     def validate(self) -> list[str]:
-        names = [name for name in self._check._adapters]
-        size = FIXED_STATEMENTS_SIZE + sum(NAMED_COMPONENT_OVERHEAD + len(self._check.component_prefix) + 1 + len(n) for n in names)
+        names = list(self._check._adapters)
+        size = FIXED_STATEMENTS_SIZE + sum(
+            NAMED_COMPONENT_OVERHEAD + len(self._check.component_prefix) + 1 + len(n) for n in names
+        )
         if size <= INLINE_POLICY_BUDGET:
             return []
         return [

@@ -4,7 +4,8 @@ the manifest schema (a row's ``check:``) refuse the same bodies with the same wo
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 
@@ -26,7 +27,7 @@ def body_messages(body: object) -> list[tuple[str, str]]:
     if len(text) > min(MAX_BODY_CHARACTERS, INVOKE_ENDPOINT_MAX_BYTES):
         found.append(("", f"is {len(text)} characters as JSON; a check request may have at most {MAX_BODY_CHARACTERS}"))
     if "prompt" not in body and "messages" not in body:
-        found.append(("", "needs \"prompt\" (completions) or \"messages\" (chat)"))
+        found.append(("", 'needs "prompt" (completions) or "messages" (chat)'))
     if "model" in body:
         found.append(("model", "must be left out: the adapter is the component the check invokes"))
     if body.get("stream"):

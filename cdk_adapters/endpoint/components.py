@@ -15,9 +15,9 @@ from constructs import Construct
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.hosting.compute import ComputeRequirements, InstanceScaling, StartupTimeouts
+from cdk_adapters.hosting.scaling import WAKE_UP_PERIOD, ScalableCopyCount
 from cdk_adapters.monitoring.request_metrics import RequestMetricMethods
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
-from cdk_adapters.hosting.scaling import WAKE_UP_PERIOD, ScalableCopyCount
 
 METRIC_NAMESPACE = "AWS/SageMaker"
 """Invocation metrics per inference component (dimension ``InferenceComponentName``)."""
@@ -25,7 +25,9 @@ UTILIZATION_NAMESPACE = "/aws/sagemaker/InferenceComponents"
 """Utilization metrics of the containers a component runs (same dimension)."""
 
 
-def _render_compute(compute: ComputeRequirements) -> sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty:
+def _render_compute(
+    compute: ComputeRequirements,
+) -> sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty:
     return sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
         min_memory_required_in_mb=compute.min_memory_required_in_mb,
         max_memory_required_in_mb=compute.max_memory_required_in_mb,
@@ -179,7 +181,13 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
             instance_scaling=self.instance_scaling,
         )
         if self.copy_scaling is not None:
-            problems.append(Problem(f"base inference component {self.inference_component_name!r}", "auto_scale_copy_count", "is already set; call it once"))
+            problems.append(
+                Problem(
+                    f"base inference component {self.inference_component_name!r}",
+                    "auto_scale_copy_count",
+                    "is already set; call it once",
+                )
+            )
         raise_if_any(problems, heading=f"cannot autoscale {self.inference_component_name!r}")
         self.copy_scaling = ScalableCopyCount(
             self,
@@ -207,9 +215,7 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
 
     def metric_gpu_memory_utilization(self, **props: Any) -> cloudwatch.Metric:
         """GPU memory utilization, normalized to 0-100 %. vLLM reserves most of it up front. Default: Average."""
-        return self.metric(
-            "GPUMemoryUtilizationNormalized", namespace=UTILIZATION_NAMESPACE, **{"statistic": "Average", **props}
-        )
+        return self.metric("GPUMemoryUtilizationNormalized", namespace=UTILIZATION_NAMESPACE, **{"statistic": "Average", **props})
 
     def metric_cpu_utilization(self, **props: Any) -> cloudwatch.Metric:
         """CPU utilization, normalized to 0-100 %. Default: Average."""
@@ -217,9 +223,7 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
 
     def metric_memory_utilization(self, **props: Any) -> cloudwatch.Metric:
         """Host memory utilization, normalized to 0-100 %. Default: Average."""
-        return self.metric(
-            "MemoryUtilizationNormalized", namespace=UTILIZATION_NAMESPACE, **{"statistic": "Average", **props}
-        )
+        return self.metric("MemoryUtilizationNormalized", namespace=UTILIZATION_NAMESPACE, **{"statistic": "Average", **props})
 
 
 class AdapterInferenceComponent(RequestMetricMethods, InferenceComponentMetrics, Construct):

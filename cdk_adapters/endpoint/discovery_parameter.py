@@ -17,7 +17,7 @@ parameter has a fixed name, and a changed logical ID would replace it and collid
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jsii
 from aws_cdk import CfnOutput, IStableStringProducer, Lazy

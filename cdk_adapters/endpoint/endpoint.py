@@ -15,9 +15,9 @@ at synth.
 
 from __future__ import annotations
 
-import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import jsii
 from aws_cdk import Duration, IStableAnyProducer, Lazy, Stack, Token
@@ -25,56 +25,51 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
-from cdk_adapters.endpoint import discovery_parameter
-from cdk_adapters.endpoint import names
-from cdk_adapters.endpoint import serving_reference
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.contract import adapter_identity, capture_record, tenant_limits
+from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN, adapter_component_name, adapter_name_key
+from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
+from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
+from cdk_adapters.contract.tenant_limits import AdapterLimits
+from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
+from cdk_adapters.endpoint import discovery_parameter, names, serving_reference
+from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInferenceComponent
+from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, log_group_arn, sagemaker_principal
+from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
+from cdk_adapters.endpoint.invoke_grant import InvokeGrants
+from cdk_adapters.endpoint.logs import EndpointLogGroups, EndpointLogs, grant_read_capture, with_logs_key
+from cdk_adapters.endpoint.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
 from cdk_adapters.gate import Acknowledgment, BaseModelFacts, Reference
 from cdk_adapters.gate.check import new_adapter_name_problems
 from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.hosting.capacity_reservation import CapacityReservation
-from cdk_adapters.hosting.container_image import ContainerImage
-from cdk_adapters.hosting.copy_placement import CopyPlacement, data_cache_problems, render_data_cache
-from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN, adapter_component_name, adapter_name_key
-from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
+from cdk_adapters.hosting.compute import ComputeRequirements, StartupTimeouts
+from cdk_adapters.hosting.container_image import ContainerImage, ContainerImageConfig
+from cdk_adapters.hosting.copy_placement import CopyPlacement, render_data_cache
 from cdk_adapters.hosting.data_capture import REASON_CAPTURE_PREFIX, DataCapture
-from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
-from cdk_adapters.hosting.rolling_update import RollingUpdate
-from cdk_adapters.endpoint.logs import EndpointLogGroups, EndpointLogs, grant_read_capture, with_logs_key
-from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, log_group_arn, sagemaker_principal
-from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
-from cdk_adapters.hosting.compute import ComputeRequirements, InstanceScaling, StartupTimeouts, copies_fit_problems
-from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInferenceComponent
+from cdk_adapters.hosting.endpoint_hosting import VARIANT_NAME, EndpointHosting, HostedModel, endpoint_arn
 from cdk_adapters.hosting.instance_access import SsmAccess
-from cdk_adapters.hosting.instance_pools import InstancePool, instance_pool_problems, pool_reservations, provision_timeout_problems
-from cdk_adapters.hosting.instance_storage import has_local_instance_storage
-from cdk_adapters.hosting.instance_types import DEFAULT_INSTANCE_TYPE
-from cdk_adapters.hosting.instance_types import instance_type as instance_type_row
-from cdk_adapters.endpoint.invoke_grant import InvokeGrants
-from cdk_adapters.hosting.model_data import ModelData
+from cdk_adapters.hosting.instance_pools import (
+    InstancePool,
+)
+from cdk_adapters.hosting.model_data import ModelData, ModelDataConfig
+from cdk_adapters.hosting.networking import EndpointNetworking, VpcPlacement
+from cdk_adapters.hosting.rolling_update import RollingUpdate
+from cdk_adapters.hosting.routing import Routing
+from cdk_adapters.hosting.sagemaker_metrics import Observability
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N
 from cdk_adapters.monitoring.endpoint_monitoring import EndpointMonitoring
-from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetricSource
+from cdk_adapters.monitoring.request_metrics import RequestMetrics
 from cdk_adapters.private.nag_acknowledgments import acknowledge_local_storage_kms
-from cdk_adapters.hosting.networking import EndpointNetworking, VpcPlacement
-from cdk_adapters.hosting.sagemaker_metrics import Observability
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
-from cdk_adapters.hosting.routing import Routing
-from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
-from cdk_adapters.contract import adapter_identity, capture_record, tenant_limits
-from cdk_adapters.contract.tenant_limits import AdapterLimits
-from cdk_adapters.endpoint.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
-from cdk_adapters.hosting.vllm_options import VllmOptions
 
 if TYPE_CHECKING:
     from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
-
-VARIANT_NAME = "AllTraffic"
 
 
 class MultiAdapterEndpoint(Construct):
@@ -256,13 +251,30 @@ class MultiAdapterEndpoint(Construct):
         self.startup = startup or StartupTimeouts()
         self.image = image or ContainerImage.from_asset()
         self.placement = placement or FleetPlacement()
-        self.instance_pools: tuple[InstancePool, ...] | None = None if instance_pools is None else _as_tuple(instance_pools)
-        """The pools in priority order, or None for one instance type."""
-        self.instance_provisioning_timeout = instance_provisioning_timeout
-        self.instance_type = _first_type(self.instance_pools) or instance_type or DEFAULT_INSTANCE_TYPE
-        """The variant's instance type; with pools, the first (highest-priority) pool's."""
-        self.min_instance_count = initial_instance_count if min_instance_count is None else min_instance_count
-        self.max_instance_count = initial_instance_count if max_instance_count is None else max_instance_count
+        self.hosting = EndpointHosting(
+            compute=self.compute,
+            startup=self.startup,
+            vllm=self.vllm,
+            instance_type=instance_type,
+            instance_pools=instance_pools,
+            instance_provisioning_timeout=instance_provisioning_timeout,
+            initial_instance_count=initial_instance_count,
+            min_instance_count=min_instance_count,
+            max_instance_count=max_instance_count,
+            copy_count=copy_count,
+            volume_key=volume_key,
+            volume_size_in_gb=volume_size_in_gb,
+            inference_ami_version=inference_ami_version,
+            network_isolation=network_isolation,
+            observability=observability,
+            routing=routing,
+            copy_placement=copy_placement,
+            data_cache=data_cache,
+            ssm_access=ssm_access,
+            data_capture=data_capture,
+            capacity_reservation=capacity_reservation,
+        )
+        """Instances, the variant and its options (`cdk_adapters.hosting.endpoint_hosting`)."""
         self.serving_policy = ServingPolicy(
             allow_base_model=allow_base_model,
             allow_vision_modules=allow_vision_modules,
@@ -273,7 +285,6 @@ class MultiAdapterEndpoint(Construct):
         self.networking = EndpointNetworking(vpc=vpc, vpc_subnets=vpc_subnets, security_groups=security_groups)
         self.adapter_locations: list[AdapterLocation] = []
         self.aliases: dict[str, dict[str, int]] = {}
-
         self.prefix = self._derive_prefix()
         self.endpoint_name = self.prefix
         self.base_component_name = names.base_component_name(self.prefix)
@@ -285,13 +296,6 @@ class MultiAdapterEndpoint(Construct):
         self.adapter_capture = adapter_capture
         self._capture_by_adapter: dict[str, capture_record.CaptureSettings] = {}
         self.log_settings = logs or EndpointLogs()
-        self.observability = observability or Observability()
-        self.routing = routing or Routing()
-        self.copy_placement = copy_placement
-        self.data_cache = data_cache
-        self.ssm_access = ssm_access
-        self.data_capture = data_capture
-        self.capacity_reservation = capacity_reservation
         self.deploy_check_settings = deploy_check
         self._canary_endpoint: MultiAdapterEndpoint | None = None
         self._canary_percent = 0
@@ -306,42 +310,76 @@ class MultiAdapterEndpoint(Construct):
             subject=self._subject,
         )
         """Request metrics, alarms and the dashboard (`cdk_adapters.monitoring.endpoint_monitoring`)."""
-        self.request_metric_settings = self.monitoring.settings
-        self.alarm_settings = alarms
-        self.request_metric_source = self.monitoring.rollup
-        """The endpoint rollup of the container's request metrics (``{EndpointName}``)."""
+        container_environment = self._checked_environment(model_data, adapter_locations or (), base_model_facts)
 
-        container_environment, problems = self.serving_policy.render(self.vllm, self._subject)
+        # Everything below only creates constructs; all checks passed above.
+        image_config, model_data_config = self._create_role(role, volume_key, model_data, adapter_locations or ())
+        vpc_placement = self._create_network_and_logs()
+        self.model, self.endpoint_config, self.endpoint = self.hosting.create(
+            self,
+            endpoint_name=self.endpoint_name,
+            role=self.role,
+            model=HostedModel(
+                image_config.image_uri,
+                Lazy.any(_ServingEnvironment(self, container_environment)),
+                model_data_config.model_data_source,
+            ),
+            vpc_placement=vpc_placement,
+            volume_key=self.volume_key,
+            emf=self.monitoring.settings.emf,
+        )
+        """The SageMaker model, the endpoint config (one variant) and the endpoint (L1 resources)."""
+        self.model.node.add_dependency(self.permissions.policy)
+        self.endpoint_config.node.add_dependency(self.permissions.policy)
+        self.endpoint_arn = endpoint_arn(self, self.endpoint_name)
+        self._create_base_component(copy_count, deployment)
+        self._create_fleet_and_checks()
+        if self.hosting.local_storage:
+            acknowledge_local_storage_kms(self.endpoint_config)
+
+    def _checked_environment(
+        self, model_data: ModelData, adapter_locations: Sequence[AdapterLocation], base_model_facts: BaseModelFacts | None
+    ) -> dict[str, str]:
+        """Every problem of every prop at once (nothing is created when there is one), then the container's environment."""
+        subject = self._subject
+        container_environment, problems = self.serving_policy.render(self.vllm, subject)
         self.compatibility_reference, reference_problems = self._compatibility_reference(base_model_facts)
         """What `add_adapter` checks local archives against: the base facts (when given), the
         served ``--max-lora-rank`` and `allow_vision_modules`, as the container checks them."""
         problems += reference_problems
-        problems += self.monitoring.problems(copy_count)
-        problems += self._instance_type_problems(instance_type)
-        problems += self._check_props(initial_instance_count, copy_count, volume_key, volume_size_in_gb)
-        problems += self.networking.problems(self._subject)
-        problems += self.log_settings.problems(self._subject)
-        problems += self._hosting_option_problems()
-        problems += self.placement.problems(self._subject)
-        problems += self.compute.problems(self._subject)
-        problems += self.startup.problems(self._subject)
-        problems += self.vllm.problems(self._subject)
-        if adapter_limits is not None:
-            problems += self._limits_problems(adapter_limits, self._subject, "adapter_limits")
-        if adapter_capture is not None:
-            problems += adapter_capture.problems(self._subject, "adapter_capture")
-        problems += self.image.problems(self._subject)
-        problems += model_data.problems(self._subject)
-        for index, location in enumerate(adapter_locations or ()):
-            problems += location.problems(self._subject, f"adapter_locations[{index}]")
+        problems += self.monitoring.problems(self.hosting.copy_count)
+        problems += self.hosting.instance_type_problems(subject)
+        problems += self.hosting.count_and_volume_problems(subject)
+        problems += self.networking.problems(subject)
+        problems += self.log_settings.problems(subject)
+        problems += self.hosting.option_problems(subject, extra=[("deploy_check", DeployCheck, self.deploy_check_settings)])
+        for part in (self.placement, self.compute, self.startup, self.vllm):
+            problems += part.problems(subject)
+        if self.adapter_limits is not None:
+            problems += self._limits_problems(self.adapter_limits, subject, "adapter_limits")
+        if self.adapter_capture is not None:
+            problems += self.adapter_capture.problems(subject, "adapter_capture")
+        problems += self.image.problems(subject)
+        problems += model_data.problems(subject)
+        for index, location in enumerate(adapter_locations):
+            problems += location.problems(subject, f"adapter_locations[{index}]")
         if Token.is_unresolved(Stack.of(self).stack_name):
-            problems.append(Problem(self._subject, "stack_name", "the stack name must be known at synth to derive component names"))
+            problems.append(Problem(subject, "stack_name", "the stack name must be known at synth to derive component names"))
         raise_if_any(problems, heading=f"MultiAdapterEndpoint {self.node.path!r} is misconfigured")
-        container_environment.update(self.request_metric_settings.environment(self.endpoint_name, self._subject))
+        container_environment.update(self.monitoring.settings.environment(self.endpoint_name, subject))
         # Whichever name SageMaker sends the container (component or adapter), it keys one identity.
         container_environment.update(adapter_identity.environment(self.prefix))
+        return container_environment
 
-        # Everything below only creates constructs; all checks passed above.
+    def _create_role(
+        self,
+        role: iam.IRole | None,
+        volume_key: kms.IKey | None,
+        model_data: ModelData,
+        adapter_locations: Sequence[AdapterLocation],
+    ) -> tuple[ContainerImageConfig, ModelDataConfig]:
+        """The execution role, the image and model data it reads, the instance volumes' key, and the
+        role's least-privilege policy."""
         self.role: iam.IRole = role or iam.Role(
             self,
             "ExecutionRole",
@@ -350,9 +388,8 @@ class MultiAdapterEndpoint(Construct):
         )
         image_config = self.image.bind(self)
         model_data_config = model_data.bind()
-        local_storage = has_local_instance_storage(self.instance_type)  # pools are all one kind (checked)
         self.volume_key: kms.IKey | None = None
-        if not local_storage:
+        if not self.hosting.local_storage:
             self.volume_key = volume_key or kms.Key(
                 self,
                 "VolumeKey",
@@ -369,10 +406,14 @@ class MultiAdapterEndpoint(Construct):
             model_data_statements=model_data_config.statements,
             volume_key=self.volume_key,
         )
-        for location in adapter_locations or ():
+        for location in adapter_locations:
             self._add_location(location)
-        if self.data_capture is not None:
-            self.permissions.add_statements(self.data_capture.statements(), REASON_CAPTURE_PREFIX)
+        if self.hosting.data_capture is not None:
+            self.permissions.add_statements(self.hosting.data_capture.statements(), REASON_CAPTURE_PREFIX)
+        return image_config, model_data_config
+
+    def _create_network_and_logs(self) -> VpcPlacement | None:
+        """Security groups (in a VPC), the logs' key and the log groups; the ``VpcConfig`` values."""
         vpc_placement, self.security_groups = self.networking.bind(
             self, f"SageMaker endpoint {self.prefix}: no ingress; egress for S3 and ECR"
         )
@@ -390,16 +431,11 @@ class MultiAdapterEndpoint(Construct):
             base_component_name=self.base_component_name,
         )
         """The endpoint's, the base component's and the capture log groups (the role cannot create groups)."""
-        self._create_hosting(
-            image_config.image_uri,
-            container_environment,
-            model_data_config.model_data_source,
-            vpc_placement,
-            network_isolation,
-            initial_instance_count,
-            inference_ami_version,
-            volume_size_in_gb,
-        )
+        return vpc_placement
+
+    def _create_base_component(self, copy_count: int, deployment: RollingUpdate | None) -> None:
+        """The base component, after the log groups; the endpoint's alarms and its rolling update."""
+        hosting = self.hosting
         self.base_component = BaseInferenceComponent(
             self,
             "BaseComponent",
@@ -410,10 +446,10 @@ class MultiAdapterEndpoint(Construct):
             compute=self.compute,
             startup=self.startup,
             copy_count=copy_count,
-            instance_scaling=self.instance_scaling,
-            container=self.observability.render_container(self.request_metric_settings.emf),
-            scheduling=self.copy_placement.render() if self.copy_placement is not None else None,
-            data_cache=render_data_cache(self.data_cache),
+            instance_scaling=hosting.instance_scaling,
+            container=hosting.observability.render_container(self.monitoring.settings.emf),
+            scheduling=hosting.copy_placement.render() if hosting.copy_placement is not None else None,
+            data_cache=render_data_cache(hosting.data_cache),
         )
         self.base_component.node.add_dependency(self.permissions.policy)
         for resource in (self.endpoint, self.base_component.resource):
@@ -423,8 +459,9 @@ class MultiAdapterEndpoint(Construct):
         """The endpoint's alarms by kind (``error_rate``, ``latency_p95``, ``cold_start_share``)."""
         if deployment is not None:
             self.base_component.resource.deployment_config = deployment.render(self.endpoint_alarms)
-        self.adapter_alarms = self.monitoring.adapter_alarms
-        """Adapter name -> its alarms by kind, for adapters that opted in."""
+
+    def _create_fleet_and_checks(self) -> None:
+        """The adapters' fleet, the deploy check, the discovery record, the synth-time validations, the dashboard."""
         self.fleet = AdapterFleet(
             self,
             "Adapters",
@@ -463,13 +500,11 @@ class MultiAdapterEndpoint(Construct):
         self.node.add_validation(self._invoke_grants)
         self.node.add_validation(_AdapterAlarmValidation(self))
         self.dashboard = self.monitoring.create_dashboard(base_component=self.base_component, variant_name=VARIANT_NAME)
-        if local_storage:
-            acknowledge_local_storage_kms(self.endpoint_config)
 
     # ------------------------------------------------------------------ import
 
     @staticmethod
-    def from_endpoint_attributes(scope: Construct, id: str, **attributes: Any) -> "ImportedMultiAdapterEndpoint":
+    def from_endpoint_attributes(scope: Construct, id: str, **attributes: Any) -> ImportedMultiAdapterEndpoint:
         """An endpoint deployed elsewhere (another stack or CDK app), from plain attributes; no
         account lookup. See `ImportedMultiAdapterEndpoint` for the attributes."""
         from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
@@ -477,26 +512,14 @@ class MultiAdapterEndpoint(Construct):
         return ImportedMultiAdapterEndpoint.from_endpoint_attributes(scope, id, **attributes)
 
     @staticmethod
-    def from_discovery_parameter(scope: Construct, id: str, *, parameter_name: str, **attributes: Any) -> "ImportedMultiAdapterEndpoint":
+    def from_discovery_parameter(
+        scope: Construct, id: str, *, parameter_name: str, **attributes: Any
+    ) -> ImportedMultiAdapterEndpoint:
         """An endpoint deployed elsewhere, read from its discovery record (a synth-time SSM lookup
         cached in ``cdk.context.json``), serving reference and aliases included."""
         from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
 
         return ImportedMultiAdapterEndpoint.from_discovery_parameter(scope, id, parameter_name=parameter_name, **attributes)
-
-    @property
-    def request_metrics(self) -> RequestMetricSource:
-        """Deprecated: `request_metric_source` (this name is the prop's, which holds the settings)."""
-        warnings.warn(
-            "MultiAdapterEndpoint.request_metrics is deprecated; use request_metric_source", DeprecationWarning, stacklevel=2
-        )
-        return self.request_metric_source
-
-    @property
-    def alarms(self) -> dict[str, cloudwatch.Alarm]:
-        """Deprecated: `endpoint_alarms` (this name is the prop's, which holds the settings)."""
-        warnings.warn("MultiAdapterEndpoint.alarms is deprecated; use endpoint_alarms", DeprecationWarning, stacklevel=2)
-        return self.endpoint_alarms
 
     @property
     def component_prefix(self) -> str:
@@ -506,8 +529,13 @@ class MultiAdapterEndpoint(Construct):
     # ------------------------------------------------------------------ adapters
 
     def add_adapter(
-        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None,
-        limits: AdapterLimits | None = None, capture: capture_record.CaptureSettings | None = None,
+        self,
+        name: str,
+        *,
+        artifact: AdapterArtifact,
+        acknowledge: Acknowledgment | None = None,
+        limits: AdapterLimits | None = None,
+        capture: capture_record.CaptureSettings | None = None,
         check: AdapterCheck | None = None,
     ) -> AdapterInferenceComponent:
         """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
@@ -563,9 +591,7 @@ class MultiAdapterEndpoint(Construct):
             self.fleet.add_prerequisite(self.permissions.local_archive_policy.node.default_child)  # type: ignore[arg-type]
         return component
 
-    def add_adapter_alarms(
-        self, adapter: str, overrides: Mapping[str, Any] | None = None
-    ) -> dict[str, cloudwatch.Alarm]:
+    def add_adapter_alarms(self, adapter: str, overrides: Mapping[str, Any] | None = None) -> dict[str, cloudwatch.Alarm]:
         """Alarms on one adapter's request metrics: the endpoint's adapter defaults
         (``alarms.adapters``) with `overrides` (`AlarmThresholds` field names; None turns one off).
 
@@ -576,7 +602,7 @@ class MultiAdapterEndpoint(Construct):
         """
         return self.monitoring.add_adapter_alarms(adapter, self.fleet.component(adapter), overrides)
 
-    def set_canary(self, canary: "MultiAdapterEndpoint", *, traffic_percent: int) -> None:
+    def set_canary(self, canary: MultiAdapterEndpoint, *, traffic_percent: int) -> None:
         """Name `canary` (an endpoint serving copies of some of these adapters on a candidate base
         model or image) in this endpoint's discovery record, so clients send it `traffic_percent`
         of the calls to the adapters it serves. Checked at synth: it must serve at least one
@@ -586,7 +612,9 @@ class MultiAdapterEndpoint(Construct):
         if canary is self:
             problems.append(Problem(subject, "canary", "must be another endpoint"))
         if self._canary_endpoint is not None:
-            problems.append(Problem(subject, "canary", f"is set already ({self._canary_endpoint.node.path!r}); an endpoint has one canary"))
+            problems.append(
+                Problem(subject, "canary", f"is set already ({self._canary_endpoint.node.path!r}); an endpoint has one canary")
+            )
         if isinstance(traffic_percent, bool) or not isinstance(traffic_percent, int) or not 1 <= traffic_percent <= 50:
             problems.append(Problem(subject, "traffic_percent", f"must be an integer from 1 to 50, got {traffic_percent!r}"))
         raise_if_any(problems, heading="cannot set the canary")
@@ -607,10 +635,9 @@ class MultiAdapterEndpoint(Construct):
         """
         weighted = {targets: 100} if isinstance(targets, str) else dict(targets)
         subject = f"alias {alias!r} of MultiAdapterEndpoint {self.node.path!r}"
-        problems = [
-            Problem(subject, "name", message)
-            for message in _alias_name_problems(alias)
-        ] + [Problem(subject, "targets", message) for _, message in alias_problems({alias: weighted})]
+        problems = [Problem(subject, "name", message) for message in _alias_name_problems(alias)] + [
+            Problem(subject, "targets", message) for _, message in alias_problems({alias: weighted})
+        ]
         if isinstance(alias, str) and adapter_name_key(alias) in {adapter_name_key(known) for known in self.aliases}:
             problems.append(Problem(subject, "name", "is already added"))
         raise_if_any(problems, heading=f"cannot add alias {alias!r}")
@@ -701,13 +728,17 @@ class MultiAdapterEndpoint(Construct):
         group's key needs no grant (CloudWatch Logs decrypts for a reader it authorizes).
         """
         return grant_read_capture(
-            self, grantee, endpoint_name=self.endpoint_name, adapters=adapters,
-            is_own=lambda name: self.fleet.component(name) is not None, subject=self._subject,
+            self,
+            grantee,
+            endpoint_name=self.endpoint_name,
+            adapters=adapters,
+            is_own=lambda name: self.fleet.component(name) is not None,
+            subject=self._subject,
             not_own="is not an adapter of this endpoint (add it first)",
         )
 
     @property
-    def canary_endpoint(self) -> "MultiAdapterEndpoint | None":
+    def canary_endpoint(self) -> MultiAdapterEndpoint | None:
         """The endpoint `set_canary` named, if any."""
         return self._canary_endpoint
 
@@ -756,7 +787,8 @@ class MultiAdapterEndpoint(Construct):
         if isinstance(limits.max_in_flight, int) and isinstance(engine, int) and limits.max_in_flight > engine:
             problems.append(
                 Problem(
-                    subject, f"{field}.max_in_flight",
+                    subject,
+                    f"{field}.max_in_flight",
                     f"({limits.max_in_flight}) cannot hold: the engine runs at most vllm.max_num_seqs={engine} requests at once",
                 )
             )
@@ -769,7 +801,11 @@ class MultiAdapterEndpoint(Construct):
             return [Problem(subject, "check", f"must be an AdapterCheck, got {type(check).__name__}")]
         found = check.problems(subject, "check")
         if self.deploy_check is None:
-            found.append(Problem(subject, "check", "needs the endpoint's deploy check: MultiAdapterEndpoint(deploy_check=DeployCheck(...))"))
+            found.append(
+                Problem(
+                    subject, "check", "needs the endpoint's deploy check: MultiAdapterEndpoint(deploy_check=DeployCheck(...))"
+                )
+            )
         return found
 
     def _unknown_adapter(self, field: str, adapter: object) -> Problem:
@@ -801,7 +837,9 @@ class MultiAdapterEndpoint(Construct):
                 if stated is not None and pinned is not None and stated != pinned:
                     message = f"is {stated!r} but {prop} is {pinned!r}; both describe the one base model"
                     problems.append(Problem(self._subject, f"base_model_facts.{field}", message))
-            facts = replace(facts, model_id=facts.model_id or policy.base_model_id, revision=facts.revision or policy.base_model_revision)
+            facts = replace(
+                facts, model_id=facts.model_id or policy.base_model_id, revision=facts.revision or policy.base_model_revision
+            )
         rank = self.vllm.max_lora_rank if self.vllm.max_lora_rank is not None else VLLM_DEFAULT_MAX_LORA_RANK
         return Reference(facts, rank, bool(policy.allow_vision_modules), self.vllm.enable_tower_connector_lora), problems
 
@@ -812,7 +850,9 @@ class MultiAdapterEndpoint(Construct):
         return names.component_prefix(stack_name, self.node.path)
 
     def _add_location(self, location: AdapterLocation) -> None:
-        raise_if_any(location.assignment_problems(self.adapter_locations, self._subject), heading="cannot assign the adapter location")
+        raise_if_any(
+            location.assignment_problems(self.adapter_locations, self._subject), heading="cannot assign the adapter location"
+        )
         self.adapter_locations.append(location)
         self.permissions.add_location(location)
 
@@ -845,213 +885,6 @@ class MultiAdapterEndpoint(Construct):
                 )
             ]
         return []
-
-    def _create_hosting(
-        self,
-        image_uri: str,
-        container_environment: dict[str, str],
-        model_data_source: sagemaker.CfnModel.ModelDataSourceProperty,
-        vpc_placement: VpcPlacement | None,
-        network_isolation: bool,
-        initial_instance_count: int,
-        inference_ami_version: str,
-        volume_size_in_gb: int | None,
-    ) -> None:
-        """The model, an endpoint config that can host inference components, and the endpoint."""
-        self.model = sagemaker.CfnModel(
-            self,
-            "Model",
-            execution_role_arn=self.role.role_arn,
-            enable_network_isolation=network_isolation,
-            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                image=image_uri,
-                environment=Lazy.any(_ServingEnvironment(self, container_environment)),
-                model_data_source=model_data_source,
-            ),
-            vpc_config=sagemaker.CfnModel.VpcConfigProperty(
-                security_group_ids=vpc_placement.security_group_ids, subnets=vpc_placement.subnet_ids
-            )
-            if vpc_placement
-            else None,
-        )
-        self.model.node.add_dependency(self.permissions.policy)
-        download, health = self.startup.seconds()
-        variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-            variant_name=VARIANT_NAME,
-            instance_type=self.instance_type if self.instance_pools is None else None,
-            instance_pools=_render_pools(self.instance_pools),
-            variant_instance_provision_timeout_in_seconds=_seconds(self.instance_provisioning_timeout),
-            initial_instance_count=initial_instance_count,
-            managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
-                status="ENABLED",
-                min_instance_count=self.min_instance_count,
-                max_instance_count=self.max_instance_count,
-            ),
-            routing_config=self.routing.render(),
-            inference_ami_version=inference_ami_version,
-            model_data_download_timeout_in_seconds=download,
-            container_startup_health_check_timeout_in_seconds=health,
-            volume_size_in_gb=volume_size_in_gb,
-            enable_ssm_access=True if self.ssm_access is not None else None,
-            capacity_reservation_config=self.capacity_reservation.render() if self.capacity_reservation is not None else None,
-        )
-        self.endpoint_config = sagemaker.CfnEndpointConfig(
-            self,
-            "EndpointConfig",
-            execution_role_arn=self.role.role_arn,
-            production_variants=[variant],
-            metrics_config=self.observability.render_endpoint_config(self.request_metric_settings.emf),
-            data_capture_config=self.data_capture.render() if self.data_capture is not None else None,
-            kms_key_id=self.volume_key.key_arn if self.volume_key else None,
-            enable_network_isolation=network_isolation,
-            vpc_config=sagemaker.CfnEndpointConfig.VpcConfigProperty(
-                security_group_ids=vpc_placement.security_group_ids, subnets=vpc_placement.subnet_ids
-            )
-            if vpc_placement
-            else None,
-        )
-        self.endpoint_config.node.add_dependency(self.permissions.policy)
-        self.endpoint = sagemaker.CfnEndpoint(
-            self,
-            "Endpoint",
-            endpoint_name=self.endpoint_name,
-            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
-        )
-        self.endpoint_arn = Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name)
-
-    def _hosting_option_problems(self) -> list[Problem]:
-        """Observability, routing, copy placement and data cache, each with its own checks."""
-        found: list[Problem] = []
-        for prop, kind, value in (
-            ("observability", Observability, self.observability),
-            ("routing", Routing, self.routing),
-            ("copy_placement", CopyPlacement, self.copy_placement),
-            ("ssm_access", SsmAccess, self.ssm_access),
-            ("data_capture", DataCapture, self.data_capture),
-            ("capacity_reservation", CapacityReservation, self.capacity_reservation),
-            ("deploy_check", DeployCheck, self.deploy_check_settings),
-        ):
-            if value is None:
-                continue
-            if not isinstance(value, kind):
-                found.append(Problem(self._subject, prop, f"must be a {kind.__name__}, got {type(value).__name__}"))
-            else:
-                found += value.problems(self._subject)
-        found += data_cache_problems(self.data_cache, self._subject)
-        return found
-
-    def _check_props(
-        self,
-        initial_instance_count: int,
-        copy_count: int,
-        volume_key: kms.IKey | None,
-        volume_size_in_gb: int | None,
-    ) -> list[Problem]:
-        found: list[Problem] = []
-
-        def bad(field: str, message: str) -> None:
-            found.append(Problem(self._subject, field, message))
-
-        for field, value, low in (
-            ("initial_instance_count", initial_instance_count, 1),
-            ("min_instance_count", self.min_instance_count, 0),
-            ("max_instance_count", self.max_instance_count, 1),
-            ("copy_count", copy_count, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                bad(field, f"must be an integer >= {low}, got {value!r}")
-        counts = (self.min_instance_count, initial_instance_count, self.max_instance_count)
-        if all(isinstance(c, int) for c in counts) and not counts[0] <= counts[1] <= counts[2]:
-            bad("initial_instance_count", f"must lie within min_instance_count..max_instance_count ({counts[0]}..{counts[2]}), got {counts[1]}")
-        if isinstance(self.instance_type, str) and has_local_instance_storage(self.instance_type):
-            if volume_key is not None:
-                bad("volume_key", f"{self.instance_type} has local NVMe storage, which the hardware encrypts; SageMaker refuses a KMS key for it")
-            if volume_size_in_gb is not None:
-                bad("volume_size_in_gb", f"{self.instance_type} has local NVMe storage; SageMaker refuses a volume size for it")
-        if volume_size_in_gb is not None and (not isinstance(volume_size_in_gb, int) or not 1 <= volume_size_in_gb <= 512):
-            bad("volume_size_in_gb", f"must be an integer from 1 to 512, got {volume_size_in_gb!r}")
-        tensor_parallel = self.vllm.tensor_parallel_size
-        if tensor_parallel is not None and tensor_parallel != self.compute.accelerator_devices:
-            bad(
-                "vllm.tensor_parallel_size",
-                f"({tensor_parallel}) must equal compute.accelerator_devices ({self.compute.accelerator_devices}): "
-                "each copy gets exactly that many GPUs",
-            )
-        found += self._initial_copies_problems(copy_count, initial_instance_count)
-        return found
-
-    def _instance_type_problems(self, instance_type: str | None) -> list[Problem]:
-        """One instance type, or 2 to 5 pools of them, and the capacity-provisioning timeout."""
-        found: list[Problem] = []
-        if self.instance_pools is not None:
-            if instance_type is not None:
-                found.append(Problem(self._subject, "instance_type", "is set with instance_pools; give the types as pools only"))
-            if self.capacity_reservation is not None:
-                found.append(
-                    Problem(
-                        self._subject,
-                        "capacity_reservation",
-                        "is set with instance_pools: an ML capacity reservation holds one instance type and allows no "
-                        "fallback, so the other pools could never launch; use one instance_type with it",
-                    )
-                )
-            found += instance_pool_problems(self.instance_pools, self.compute, self._subject)
-        elif not isinstance(self.instance_type, str) or not self.instance_type.startswith("ml."):
-            found.append(Problem(self._subject, "instance_type", f"must be a SageMaker instance type like 'ml.g6.2xlarge', got {self.instance_type!r}"))
-        if self.instance_provisioning_timeout is not None:
-            found += provision_timeout_problems(self.instance_provisioning_timeout, self._subject)
-        return found
-
-    @property
-    def instance_scaling(self) -> InstanceScaling:
-        """The instances managed scaling may run and what one copy reserves on each type."""
-        if self.instance_pools is not None:
-            reservations = pool_reservations(self.instance_pools, self.compute)
-        else:
-            reservations = ((self.instance_type, self.compute),)
-        return InstanceScaling(reservations, self.min_instance_count, self.max_instance_count)
-
-    def _initial_copies_problems(self, copy_count: int, initial_instance_count: int) -> list[Problem]:
-        """The copies a deploy starts with must fit on the instances it starts with, of the pool that
-        holds fewest (known instance types only: the table in `instance_types` says what one
-        instance holds; a pool that cannot hold one copy is refused by the pools' own check)."""
-        counts_valid = all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (copy_count, initial_instance_count))
-        if not counts_valid or self.compute.problems(self._subject):
-            return []
-        if self.instance_pools is not None and instance_pool_problems(self.instance_pools, self.compute, self._subject):
-            return []
-        scaling = self.instance_scaling
-        if any(instance_type_row(name) is None for name in scaling.instance_types):
-            return []
-        return copies_fit_problems(
-            self._subject, scaling, copies=copy_count, copies_field="copy_count",
-            instance_count=initial_instance_count, count_field="initial_instance_count",
-        )
-
-
-def _as_tuple(pools: object) -> Any:
-    """The pools as given (a list becomes a tuple); anything else is kept for the check to name."""
-    return tuple(pools) if isinstance(pools, (list, tuple)) else pools
-
-
-def _first_type(pools: object) -> str | None:
-    if isinstance(pools, tuple) and pools and isinstance(pools[0], InstancePool) and isinstance(pools[0].instance_type, str):
-        return pools[0].instance_type
-    return None
-
-
-def _render_pools(pools: tuple[InstancePool, ...] | None) -> list[sagemaker.CfnEndpointConfig.InstancePoolProperty] | None:
-    """``InstancePools``: priority 1 is the first pool."""
-    if pools is None:
-        return None
-    return [
-        sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=pool.instance_type, priority=index)
-        for index, pool in enumerate(pools, start=1)
-    ]
-
-
-def _seconds(duration: Duration | None) -> int | None:
-    return None if duration is None else int(duration.to_seconds())
 
 
 def _alias_name_problems(alias: object) -> list[str]:

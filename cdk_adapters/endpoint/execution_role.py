@@ -24,7 +24,7 @@ IAM's limit (`ROLE_INLINE_POLICY_LIMIT`), which caps an endpoint at a few dozen 
 from __future__ import annotations
 
 import json
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import jsii
 from aws_cdk import ArnFormat, Stack
@@ -33,11 +33,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IValidation
 
-from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.contract import capture_record
 from cdk_adapters.endpoint.iam_conditions import kms_via_s3, s3_owned_by
 from cdk_adapters.hosting.networking import VpcPlacement
-from cdk_adapters.contract import capture_record
+from cdk_adapters.private import nag_acknowledgments as nag
 
 SAGEMAKER_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
 ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
@@ -224,7 +224,10 @@ class ExecutionRolePermissions(Construct):
             resources=[
                 any_interface,
                 *(stack.format_arn(service="ec2", resource="subnet", resource_name=s) for s in placement.subnet_ids),
-                *(stack.format_arn(service="ec2", resource="security-group", resource_name=g) for g in placement.security_group_ids),
+                *(
+                    stack.format_arn(service="ec2", resource="security-group", resource_name=g)
+                    for g in placement.security_group_ids
+                ),
             ],
         )
         manage = iam.PolicyStatement(

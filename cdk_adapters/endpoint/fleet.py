@@ -30,8 +30,8 @@ from aws_cdk import CfnResource, NestedStack, Stack
 from constructs import Construct, IValidation
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
-from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInferenceComponent
 from cdk_adapters.contract.adapter_names import adapter_name_key
+from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInferenceComponent
 from cdk_adapters.problems import Problem
 
 CLOUDFORMATION_RESOURCE_LIMIT = 500
@@ -66,7 +66,7 @@ class FleetPlacement:
     Default None: as many as CloudFormation does in parallel."""
 
     @staticmethod
-    def in_endpoint_stack(*, creation_width: int | None = None) -> "FleetPlacement":
+    def in_endpoint_stack(*, creation_width: int | None = None) -> FleetPlacement:
         """Components in the endpoint's own stack (fleets well under 500 resources; endpoints
         deployed before nested placement existed)."""
         return FleetPlacement(shards=0, creation_width=creation_width)
@@ -229,7 +229,9 @@ class AdapterFleet(Construct):
                 component.resource.add_resource_dependency(resource)
         else:
             for shard in self._shards.values():
-                shard.nested_stack_resource.add_resource_dependency(resource)
+                nested = shard.nested_stack_resource
+                assert nested is not None, "a nested stack always has its resource in the parent"
+                nested.add_resource_dependency(resource)
 
     def _shard(self, number: int) -> NestedStack:
         shard = self._shards.get(number)
@@ -269,9 +271,7 @@ def own_resource_count(stack: Stack) -> int:
     """CloudFormation resources defined in `stack` itself, not in stacks nested in it."""
     path = stack.node.path
     return sum(
-        1
-        for construct in stack.node.find_all()
-        if isinstance(construct, CfnResource) and Stack.of(construct).node.path == path
+        1 for construct in stack.node.find_all() if isinstance(construct, CfnResource) and Stack.of(construct).node.path == path
     )
 
 

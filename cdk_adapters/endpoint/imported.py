@@ -43,7 +43,8 @@ tenant stacks (or their adapters) before the platform's endpoint (docs/construct
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jsii
 from aws_cdk import Aws, Stack, Token
@@ -53,13 +54,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct, IValidation
 
-from cdk_adapters.private import nag_acknowledgments as nag
-from cdk_adapters.endpoint import names
-from cdk_adapters.endpoint import serving_reference
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.gate import Acknowledgment, Reference
-from cdk_adapters.gate.check import new_adapter_name_problems
 from cdk_adapters.contract import adapter_names
 from cdk_adapters.contract.discovery import (
     TENANT_LOCATION_RULE,
@@ -69,11 +65,15 @@ from cdk_adapters.contract.discovery import (
     tenant_name_problems,
 )
 from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
-from cdk_adapters.endpoint.logs import EndpointLogs, grant_read_capture
+from cdk_adapters.endpoint import names, serving_reference
+from cdk_adapters.endpoint.components import AdapterInferenceComponent, InferenceComponentMetrics
 from cdk_adapters.endpoint.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count
 from cdk_adapters.endpoint.iam_conditions import kms_via_s3, s3_owned_by
-from cdk_adapters.endpoint.components import AdapterInferenceComponent, InferenceComponentMetrics
 from cdk_adapters.endpoint.invoke_grant import TenantInvokeGrants
+from cdk_adapters.endpoint.logs import EndpointLogs, grant_read_capture
+from cdk_adapters.gate import Acknowledgment, Reference
+from cdk_adapters.gate.check import new_adapter_name_problems
+from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 LOOKUP_DUMMY_PREFIX = "dummy-value-for-"
@@ -135,9 +135,19 @@ class ImportedMultiAdapterEndpoint(Construct):
             ("base_component_name", record.base_inference_component_name),
             ("component_prefix", record.component_prefix),
         ):
-            problems += [Problem(p.subject, field, p.message) for p in adapter_names.validate_component_name(value, self._subject)]
-        if discovery_parameter_name is not None and (not isinstance(discovery_parameter_name, str) or not discovery_parameter_name.startswith("/")):
-            problems.append(Problem(self._subject, "discovery_parameter_name", f"must be an SSM parameter name starting with '/', got {discovery_parameter_name!r}"))
+            problems += [
+                Problem(p.subject, field, p.message) for p in adapter_names.validate_component_name(value, self._subject)
+            ]
+        if discovery_parameter_name is not None and (
+            not isinstance(discovery_parameter_name, str) or not discovery_parameter_name.startswith("/")
+        ):
+            problems.append(
+                Problem(
+                    self._subject,
+                    "discovery_parameter_name",
+                    f"must be an SSM parameter name starting with '/', got {discovery_parameter_name!r}",
+                )
+            )
         assigned_tenant, tenant_problems = _tenant(record.serving, tenant, bool(adapter_locations), self._subject)
         problems += tenant_problems
         locations = list(adapter_locations or ())
@@ -145,7 +155,10 @@ class ImportedMultiAdapterEndpoint(Construct):
             locations += serving_reference.adapter_locations(record.serving, assigned_tenant)
         for index, location in enumerate(locations):
             problems += location.problems(self._subject, f"adapter_locations[{index}]")
-        if execution_role_arn is not None and (not isinstance(execution_role_arn, str) or not (Token.is_unresolved(execution_role_arn) or execution_role_arn.startswith("arn:"))):
+        if execution_role_arn is not None and (
+            not isinstance(execution_role_arn, str)
+            or not (Token.is_unresolved(execution_role_arn) or execution_role_arn.startswith("arn:"))
+        ):
             problems.append(Problem(self._subject, "execution_role_arn", f"must be an IAM role ARN, got {execution_role_arn!r}"))
         raise_if_any(problems, heading=f"cannot import MultiAdapterEndpoint {self.node.path!r}")
         self.record = record
@@ -189,7 +202,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         adapter_locations: Sequence[AdapterLocation] = (),
         execution_role_arn: str | None = None,
         tenant: str | None = None,
-    ) -> "ImportedMultiAdapterEndpoint":
+    ) -> ImportedMultiAdapterEndpoint:
         """An endpoint from plain attributes (the platform stack's outputs); needs no account.
 
         :param serving_reference: what adapters must fit (``DiscoveryRecord.from_json(text).serving``
@@ -224,7 +237,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         adapter_locations: Sequence[AdapterLocation] = (),
         execution_role_arn: str | None = None,
         tenant: str | None = None,
-    ) -> "ImportedMultiAdapterEndpoint":
+    ) -> ImportedMultiAdapterEndpoint:
         """An endpoint read from its discovery record at synth (`ssm.StringParameter.value_from_lookup`,
         cached in ``cdk.context.json``; ``cdk context --reset`` reads it again). The stack needs an
         explicit account and region. `tenant`: which of the platform's tenants this stack is
@@ -238,23 +251,50 @@ class ImportedMultiAdapterEndpoint(Construct):
         subject = f"imported MultiAdapterEndpoint {scope.node.path}/{id}"
         if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
             raise ConfigurationError(
-                [Problem(subject, "parameter_name", f"{stack.stack_name} needs an explicit env (account and region) to look up {parameter_name!r}; or use from_endpoint_attributes")],
+                [
+                    Problem(
+                        subject,
+                        "parameter_name",
+                        f"{stack.stack_name} needs an explicit env (account and region) to look up {parameter_name!r}; or use from_endpoint_attributes",
+                    )
+                ],
                 heading="cannot look up the discovery record",
             )
         value = ssm.StringParameter.value_from_lookup(scope, parameter_name)
         if value.startswith(LOOKUP_DUMMY_PREFIX):
             record = DiscoveryRecord(PLACEHOLDER_NAME, f"{PLACEHOLDER_NAME}-base", PLACEHOLDER_NAME)
-            return cls(scope, id, record=record, discovery_parameter_name=parameter_name, adapter_locations=adapter_locations,
-                       execution_role_arn=execution_role_arn, lookup_pending=True, tenant=tenant)
+            return cls(
+                scope,
+                id,
+                record=record,
+                discovery_parameter_name=parameter_name,
+                adapter_locations=adapter_locations,
+                execution_role_arn=execution_role_arn,
+                lookup_pending=True,
+                tenant=tenant,
+            )
         try:
             record = DiscoveryRecord.from_json(value)
         except DiscoveryRecordError as error:
             raise ConfigurationError(
-                [Problem(subject, "parameter_name", f"{parameter_name!r} (cached in cdk.context.json) is not a discovery record this cdk-adapters reads: {error}")],
+                [
+                    Problem(
+                        subject,
+                        "parameter_name",
+                        f"{parameter_name!r} (cached in cdk.context.json) is not a discovery record this cdk-adapters reads: {error}",
+                    )
+                ],
                 heading="cannot import MultiAdapterEndpoint",
             ) from None
-        return cls(scope, id, record=record, discovery_parameter_name=parameter_name, adapter_locations=adapter_locations,
-                   execution_role_arn=execution_role_arn, tenant=tenant)
+        return cls(
+            scope,
+            id,
+            record=record,
+            discovery_parameter_name=parameter_name,
+            adapter_locations=adapter_locations,
+            execution_role_arn=execution_role_arn,
+            tenant=tenant,
+        )
 
     # ------------------------------------------------------------------ the interface
 
@@ -284,7 +324,11 @@ class ImportedMultiAdapterEndpoint(Construct):
         return self.record.component_name(adapter_name)
 
     def add_adapter(
-        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None,
+        self,
+        name: str,
+        *,
+        artifact: AdapterArtifact,
+        acknowledge: Acknowledgment | None = None,
         check: AdapterCheck | None = None,
     ) -> AdapterInferenceComponent:
         """Serve one adapter from this stack as ``<prefix>-<name>`` on the imported endpoint.
@@ -305,7 +349,13 @@ class ImportedMultiAdapterEndpoint(Construct):
             if not isinstance(check, AdapterCheck):
                 problems.append(Problem(subject, "check", f"must be an AdapterCheck, got {type(check).__name__}"))
             elif self.deploy_check is None:
-                problems.append(Problem(subject, "check", "needs this stack's deploy check: call add_deploy_check(DeployCheck(...)) before adding adapters"))
+                problems.append(
+                    Problem(
+                        subject,
+                        "check",
+                        "needs this stack's deploy check: call add_deploy_check(DeployCheck(...)) before adding adapters",
+                    )
+                )
             else:
                 problems += check.problems(subject, "check")
         if not problems:
@@ -400,20 +450,46 @@ class ImportedMultiAdapterEndpoint(Construct):
         canary's ``<prefix>-*`` with `all_components`, are included when the record names a canary.
         """
         if not isinstance(all_components, bool):
-            raise ConfigurationError([Problem(self._subject, "grant_invoke.all_components", f"must be True or False, got {all_components!r}")])
+            raise ConfigurationError(
+                [Problem(self._subject, "grant_invoke.all_components", f"must be True or False, got {all_components!r}")]
+            )
         if all_components and adapters is not None:
-            raise ConfigurationError([Problem(self._subject, "grant_invoke.all_components", "is given with adapters=; grant named adapters, or every component, not both")])
+            raise ConfigurationError(
+                [
+                    Problem(
+                        self._subject,
+                        "grant_invoke.all_components",
+                        "is given with adapters=; grant named adapters, or every component, not both",
+                    )
+                ]
+            )
         if adapters is not None and (isinstance(adapters, str) or not list(adapters)):
-            raise ConfigurationError([Problem(self._subject, "grant_invoke.adapters", f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant this stack's adapters")])
-        problems = [problem for name in adapters or () for problem in names.validate_adapter_name(name, f"grant_invoke.adapters {name!r} of {self._subject}")]
+            raise ConfigurationError(
+                [
+                    Problem(
+                        self._subject,
+                        "grant_invoke.adapters",
+                        f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant this stack's adapters",
+                    )
+                ]
+            )
+        problems = [
+            problem
+            for name in adapters or ()
+            for problem in names.validate_adapter_name(name, f"grant_invoke.adapters {name!r} of {self._subject}")
+        ]
         raise_if_any(problems, heading=f"cannot grant invoke on {self._subject}")
         return self._invoke_grants.add(grantee, None if adapters is None else list(adapters), all_components)
 
     def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let `grantee` read the discovery parameter (by its literal ARN)."""
         if self.discovery_parameter_name is None:
-            raise ConfigurationError([Problem(self._subject, "discovery_parameter_name", "is not known; import with discovery_parameter_name=...")])
-        arn = Stack.of(self).format_arn(service="ssm", resource="parameter", resource_name=self.discovery_parameter_name.lstrip("/"))
+            raise ConfigurationError(
+                [Problem(self._subject, "discovery_parameter_name", "is not known; import with discovery_parameter_name=...")]
+            )
+        arn = Stack.of(self).format_arn(
+            service="ssm", resource="parameter", resource_name=self.discovery_parameter_name.lstrip("/")
+        )
         return iam.Grant.add_to_principal(grantee=grantee, actions=["ssm:GetParameter"], resource_arns=[arn])
 
     def grant_read_capture(self, grantee: iam.IGrantable, adapters: Sequence[str]) -> iam.Grant:
@@ -422,8 +498,12 @@ class ImportedMultiAdapterEndpoint(Construct):
         is refused. See `MultiAdapterEndpoint.grant_read_capture`."""
         own = {adapter_names.adapter_name_key(name) for name in self.adapters}
         return grant_read_capture(
-            self, grantee, endpoint_name=self.endpoint_name, adapters=adapters,
-            is_own=lambda name: adapter_names.adapter_name_key(name) in own, subject=self._subject,
+            self,
+            grantee,
+            endpoint_name=self.endpoint_name,
+            adapters=adapters,
+            is_own=lambda name: adapter_names.adapter_name_key(name) in own,
+            subject=self._subject,
             not_own="is not an adapter this stack added",
         )
 
@@ -436,7 +516,10 @@ class ImportedMultiAdapterEndpoint(Construct):
         """The ``metric_*`` methods (``metric_invocations()``, ...) of one component by name."""
         if adapter is None:
             return _Component(self.base_component_name)
-        raise_if_any(names.validate_adapter_name(adapter, f"metric adapter {adapter!r} of {self._subject}"), heading="cannot name the metric")
+        raise_if_any(
+            names.validate_adapter_name(adapter, f"metric adapter {adapter!r} of {self._subject}"),
+            heading="cannot name the metric",
+        )
         return _Component(self.adapter_component_name(adapter))
 
     # ------------------------------------------------------------------ internals
@@ -445,16 +528,28 @@ class ImportedMultiAdapterEndpoint(Construct):
         published = artifact.s3_object
         if published is None:
             if self._execution_role_arn is None:
-                return [Problem(subject, "artifact", "is a local archive, which the platform's endpoint role can read only when this stack grants it: "
-                                "import with execution_role_arn=..., or publish the archive under one of the endpoint's adapter locations")]
+                return [
+                    Problem(
+                        subject,
+                        "artifact",
+                        "is a local archive, which the platform's endpoint role can read only when this stack grants it: "
+                        "import with execution_role_arn=..., or publish the archive under one of the endpoint's adapter locations",
+                    )
+                ]
             return []
         if self._tenant_assigned:
             return self._tenant_location_problems(published, subject)
         if any(location.contains(published.bucket_name, published.key) for location in self.adapter_locations):
             return []
         declared = ", ".join(location.describe() for location in self.adapter_locations) or "none"
-        return [Problem(subject, published.field, f"{published.url} is outside every adapter location of the endpoint (declared: {declared}); "
-                        "the platform's role reads adapters only there: publish it under one of them, or ask the platform to declare its prefix")]
+        return [
+            Problem(
+                subject,
+                published.field,
+                f"{published.url} is outside every adapter location of the endpoint (declared: {declared}); "
+                "the platform's role reads adapters only there: publish it under one of them, or ask the platform to declare its prefix",
+            )
+        ]
 
     def _tenant_location_problems(self, published: Any, subject: str) -> list[Problem]:
         """The tenant-location rule: the most specific assigned location holding the object is this tenant's."""
@@ -465,19 +560,26 @@ class ImportedMultiAdapterEndpoint(Construct):
         if owner is not None and owner[0].lower() == self.tenant.lower():
             return []
         where = (
-            "under none of them" if owner is None else f"under {owner[1]}, the prefix the platform assigned to tenant {owner[0]!r}"
+            "under none of them"
+            if owner is None
+            else f"under {owner[1]}, the prefix the platform assigned to tenant {owner[0]!r}"
         )
-        return [Problem(
-            subject, published.field,
-            f"{published.url} breaks the {TENANT_LOCATION_RULE} rule: tenant {self.tenant!r} may serve adapters only from "
-            f"its own prefix ({allowed}), and this archive lies {where}; publish it under {allowed.split(', ')[0]}",
-        )]
+        return [
+            Problem(
+                subject,
+                published.field,
+                f"{published.url} breaks the {TENANT_LOCATION_RULE} rule: tenant {self.tenant!r} may serve adapters only from "
+                f"its own prefix ({allowed}), and this archive lies {where}; publish it under {allowed.split(', ')[0]}",
+            )
+        ]
 
     def _grant_archive(self, object_arn: str, kms_key_arn: str | None) -> iam.Policy:
         if self._archive_policy is None:
             assert self._execution_role_arn is not None
             role = iam.Role.from_role_arn(self, "ExecutionRole", self._execution_role_arn, mutable=True)
-            self._archive_reads = iam.PolicyStatement(sid="ReadTenantAdapterArchives", actions=["s3:GetObject"], conditions=s3_owned_by(Aws.ACCOUNT_ID))
+            self._archive_reads = iam.PolicyStatement(
+                sid="ReadTenantAdapterArchives", actions=["s3:GetObject"], conditions=s3_owned_by(Aws.ACCOUNT_ID)
+            )
             self._archive_policy = iam.Policy(self, "LocalArchivePolicy", statements=[self._archive_reads])
             self._archive_policy.attach_to_role(role)
             nag.acknowledge_inline_policy(self._archive_policy, REASON_TENANT_ARCHIVE_POLICY)
@@ -485,7 +587,9 @@ class ImportedMultiAdapterEndpoint(Construct):
         self._archive_reads.add_resources(object_arn)
         if kms_key_arn:
             if self._archive_keys is None:
-                self._archive_keys = iam.PolicyStatement(sid="DecryptTenantAdapterArchives", actions=["kms:Decrypt"], conditions=kms_via_s3())
+                self._archive_keys = iam.PolicyStatement(
+                    sid="DecryptTenantAdapterArchives", actions=["kms:Decrypt"], conditions=kms_via_s3()
+                )
                 self._archive_policy.add_statements(self._archive_keys)
             self._archive_keys.add_resources(kms_key_arn)
         return self._archive_policy
@@ -502,28 +606,52 @@ def _tenant(
     listed = ", ".join(map(repr, tenants))
     if not tenants:
         if tenant is not None and serving is not None:
-            return None, [Problem(subject, "tenant", (
-                f"{tenant!r} is named, but the platform's endpoint assigns no tenant an adapter location, so nothing "
-                "could hold this stack to its own prefix; import without tenant=, or ask the platform to assign "
-                f"one: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant={tenant!r})"
-            ))]
+            return None, [
+                Problem(
+                    subject,
+                    "tenant",
+                    (
+                        f"{tenant!r} is named, but the platform's endpoint assigns no tenant an adapter location, so nothing "
+                        "could hold this stack to its own prefix; import without tenant=, or ask the platform to assign "
+                        f"one: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant={tenant!r})"
+                    ),
+                )
+            ]
         return None, []
     if tenant is None:
-        return None, [Problem(subject, "tenant", (
-            f"the platform's endpoint assigns adapter locations to tenants ({listed}); import with tenant='<yours>' "
-            "so this stack's adapters are held to its own prefix"
-        ))]
+        return None, [
+            Problem(
+                subject,
+                "tenant",
+                (
+                    f"the platform's endpoint assigns adapter locations to tenants ({listed}); import with tenant='<yours>' "
+                    "so this stack's adapters are held to its own prefix"
+                ),
+            )
+        ]
     assigned = serving.tenant_of(tenant)  # type: ignore[union-attr]
     if assigned is None:
-        return None, [Problem(subject, "tenant", (
-            f"{tenant!r} is not a tenant of the platform's endpoint (its tenants: {listed}); ask the platform to assign "
-            f"it a location: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant={tenant!r})"
-        ))]
+        return None, [
+            Problem(
+                subject,
+                "tenant",
+                (
+                    f"{tenant!r} is not a tenant of the platform's endpoint (its tenants: {listed}); ask the platform to assign "
+                    f"it a location: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant={tenant!r})"
+                ),
+            )
+        ]
     if extra_locations:
-        return None, [Problem(subject, "adapter_locations", (
-            f"cannot widen tenant {assigned!r}'s locations: the platform assigns them "
-            f"({', '.join(serving.locations_of(assigned))}); leave adapter_locations out"  # type: ignore[union-attr]
-        ))]
+        return None, [
+            Problem(
+                subject,
+                "adapter_locations",
+                (
+                    f"cannot widen tenant {assigned!r}'s locations: the platform assigns them "
+                    f"({', '.join(serving.locations_of(assigned))}); leave adapter_locations out"  # type: ignore[union-attr]
+                ),
+            )
+        ]
     return assigned, []
 
 

@@ -9,15 +9,16 @@ class: constructs are jsii classes, whose metaclass does not mix with `abc.ABCMe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 
 if TYPE_CHECKING:
     from cdk_adapters.artifacts.artifact import AdapterArtifact
-    from cdk_adapters.gate import Acknowledgment
     from cdk_adapters.endpoint.components import AdapterInferenceComponent
+    from cdk_adapters.gate import Acknowledgment
 
 
 @runtime_checkable
@@ -38,8 +39,8 @@ class IMultiAdapterEndpoint(Protocol):
         ...
 
     def add_adapter(
-        self, name: str, *, artifact: "AdapterArtifact", acknowledge: "Acknowledgment | None" = None
-    ) -> "AdapterInferenceComponent":
+        self, name: str, *, artifact: AdapterArtifact, acknowledge: Acknowledgment | None = None
+    ) -> AdapterInferenceComponent:
         """Serve one adapter as its own component, named by the naming rule, after the gate."""
         ...
 

@@ -19,13 +19,14 @@ with an explicit ``all_components=True``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import jsii
 from aws_cdk import IListProducer, IResolveContext, Lazy, Stack
 from aws_cdk import aws_iam as iam
-from constructs import Construct, IValidation, Node
+from constructs import Construct, IConstruct, IValidation
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.contract.discovery import DiscoveryRecord
@@ -37,16 +38,20 @@ class _Components(Protocol):
     def component(self, adapter_name: object) -> Any: ...
 
 
-class GrantedEndpoint(Protocol):
+class GrantedEndpoint(IConstruct, Protocol):
     """What a grant reads of a `MultiAdapterEndpoint` (described here, so that this module, which the
-    imported endpoint also uses, needs no import of endpoint.py)."""
+    imported endpoint also uses, needs no import of endpoint.py). Read-only, as a grant only reads."""
 
-    node: Node
-    endpoint_arn: str
-    prefix: str
-    fleet: _Components
-    aliases: Mapping[str, Sequence[str]]
-    canary_endpoint: "GrantedEndpoint | None"
+    @property
+    def endpoint_arn(self) -> str: ...
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def fleet(self) -> _Components: ...
+    @property
+    def aliases(self) -> Mapping[str, Mapping[str, int]]: ...
+    @property
+    def canary_endpoint(self) -> GrantedEndpoint | None: ...
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,7 @@ def _describe(grantee: iam.IGrantable) -> str:
 
 @jsii.implements(IListProducer)
 class _Resources:
-    def __init__(self, grants: "InvokeGrants | TenantInvokeGrants", grant: Any) -> None:
+    def __init__(self, grants: InvokeGrants | TenantInvokeGrants, grant: Any) -> None:
         self._grants = grants
         self._grant = grant
 
@@ -137,12 +142,13 @@ class _Resources:
         return self._grants.resources(self._grant)
 
 
-class TenantGrantedEndpoint(Protocol):
+class TenantGrantedEndpoint(IConstruct, Protocol):
     """What a tenant grant reads of an `ImportedMultiAdapterEndpoint`."""
 
-    node: Node
-    endpoint_arn: str
-    record: DiscoveryRecord
+    @property
+    def endpoint_arn(self) -> str: ...
+    @property
+    def record(self) -> DiscoveryRecord: ...
 
     @property
     def adapters(self) -> Mapping[str, Any]: ...
@@ -220,7 +226,7 @@ class TenantInvokeGrants:
         endpoint = self._endpoint
         record = endpoint.record
         canary = record.canary
-        stack = Stack.of(endpoint)  # type: ignore[arg-type]
+        stack = Stack.of(endpoint)
 
         def component(name: str) -> str:
             return stack.format_arn(service="sagemaker", resource="inference-component", resource_name=name)

@@ -20,8 +20,8 @@ exists" until the groups are deleted, or adopted with ``cdk deploy --import-exis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from aws_cdk import Annotations, Aws, CfnResource, RemovalPolicy
 from aws_cdk import aws_iam as iam
@@ -29,10 +29,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.contract import capture_record
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.endpoint.execution_role import log_group_arn, log_group_names
+from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_RETENTION = logs.RetentionDays.ONE_YEAR
@@ -79,10 +79,20 @@ class EndpointLogs:
         if not isinstance(self.service_managed_key, bool):
             found.append(Problem(subject, "logs.service_managed_key", f"must be True or False, got {self.service_managed_key!r}"))
         elif self.service_managed_key and self.encryption_key is not None:
-            found.append(Problem(subject, "logs.service_managed_key", "is True while logs.encryption_key names a key: give one or the other"))
+            found.append(
+                Problem(
+                    subject, "logs.service_managed_key", "is True while logs.encryption_key names a key: give one or the other"
+                )
+            )
         if self.removal_policy not in REMOVAL_POLICIES:
             allowed = ", ".join(policy.name for policy in REMOVAL_POLICIES)
-            found.append(Problem(subject, "logs.removal_policy", f"must be one of {allowed} (log groups take no snapshot), got {self.removal_policy!r}"))
+            found.append(
+                Problem(
+                    subject,
+                    "logs.removal_policy",
+                    f"must be one of {allowed} (log groups take no snapshot), got {self.removal_policy!r}",
+                )
+            )
         return found
 
 
@@ -93,7 +103,10 @@ def with_logs_key(scope: Construct, id: str, settings: EndpointLogs, description
         return settings
     destroyed = settings.removal_policy == RemovalPolicy.DESTROY
     key = kms.Key(
-        scope, id, enable_key_rotation=True, description=description,
+        scope,
+        id,
+        enable_key_rotation=True,
+        description=description,
         removal_policy=RemovalPolicy.DESTROY if destroyed else RemovalPolicy.RETAIN,
     )
     return replace(settings, encryption_key=key)
@@ -110,7 +123,9 @@ def allow_logs_to_use_key(scope: Construct, settings: EndpointLogs, group_names:
             principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
             actions=list(LOGS_KEY_ACTIONS),
             resources=["*"],
-            conditions={"ArnEquals": {"kms:EncryptionContext:aws:logs:arn": [log_group_arn(scope, name) for name in group_names]}},
+            conditions={
+                "ArnEquals": {"kms:EncryptionContext:aws:logs:arn": [log_group_arn(scope, name) for name in group_names]}
+            },
         )
     )
     if not added.statement_added:
@@ -134,8 +149,14 @@ def capture_stream_arns(scope: Construct, endpoint_name: str, adapter_keys: list
 
 
 def grant_read_capture(
-    scope: Construct, grantee: iam.IGrantable, *, endpoint_name: str, adapters: object,
-    is_own: Callable[[str], bool], subject: str, not_own: str,
+    scope: Construct,
+    grantee: iam.IGrantable,
+    *,
+    endpoint_name: str,
+    adapters: object,
+    is_own: Callable[[str], bool],
+    subject: str,
+    not_own: str,
 ) -> iam.Grant:
     """``logs:GetLogEvents`` on exactly the capture streams of `adapters`; a name `is_own` refuses
     is a problem (`not_own` says why), as is an empty list."""
@@ -156,8 +177,12 @@ def grant_read_capture(
 def log_group(scope: Construct, id: str, settings: EndpointLogs, name: str) -> logs.LogGroup:
     """One group with `settings`' retention, key and removal policy."""
     group = logs.LogGroup(
-        scope, id, log_group_name=name, retention=settings.retention,
-        encryption_key=settings.encryption_key, removal_policy=settings.removal_policy,
+        scope,
+        id,
+        log_group_name=name,
+        retention=settings.retention,
+        encryption_key=settings.encryption_key,
+        removal_policy=settings.removal_policy,
     )
     if settings.encryption_key is None:
         nag.acknowledge_log_group_service_key(group)

@@ -59,14 +59,11 @@ def validate_adapter_name(name: object, subject: str | None = None) -> list[Prob
             Problem(
                 about,
                 "name",
-                "must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens; "
-                "no dots, underscores or spaces)",
+                "must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens; no dots, underscores or spaces)",
             )
         )
     if adapter_name_key(name) in RESERVED_ADAPTER_NAMES:
-        problems.append(
-            Problem(about, "name", f"{name!r} is reserved for the base inference component")
-        )
+        problems.append(Problem(about, "name", f"{name!r} is reserved for the base inference component"))
     return problems
 
 

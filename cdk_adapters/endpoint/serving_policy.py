@@ -6,12 +6,12 @@ Rendered into the model's container environment beside the vLLM options by the c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from cdk_adapters.contract import reserved_config, serving_env
-from cdk_adapters.problems import Problem
 from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.problems import Problem
 
 ENVIRONMENT_VALUE_MAX_LENGTH = 1024
 """SageMaker's limit on one container environment value."""
@@ -52,7 +52,9 @@ class ServingPolicy:
             if refused is not None:
                 problems.append(Problem(subject, f"environment.{key}", f"is refused by the serving container: {refused}"))
             elif key in env or key.startswith((serving_env.VARIABLE_PREFIX, serving_env.SAGEMAKER_VLLM_FLAG_PREFIX)):
-                problems.append(Problem(subject, f"environment.{key}", "is managed by the construct; use the typed option instead"))
+                problems.append(
+                    Problem(subject, f"environment.{key}", "is managed by the construct; use the typed option instead")
+                )
             elif not isinstance(value, str):
                 problems.append(Problem(subject, f"environment.{key}", f"must be a string, got {value!r}"))
             else:
@@ -60,6 +62,10 @@ class ServingPolicy:
         for key, value in env.items():
             if len(value) > ENVIRONMENT_VALUE_MAX_LENGTH:
                 problems.append(
-                    Problem(subject, f"environment.{key}", f"is {len(value)} characters; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH}")
+                    Problem(
+                        subject,
+                        f"environment.{key}",
+                        f"is {len(value)} characters; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH}",
+                    )
                 )
         return env, problems

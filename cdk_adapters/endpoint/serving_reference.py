@@ -8,12 +8,12 @@ adapter in either app, with the same rule id and message.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.contract.discovery import ServedBaseModel, ServingReference
 from cdk_adapters.gate import BaseModelFacts, Reference
 from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
-from cdk_adapters.contract.discovery import ServedBaseModel, ServingReference
 
 
 def publish(reference: Reference, locations: Sequence[AdapterLocation]) -> ServingReference:
@@ -38,7 +38,9 @@ def publish(reference: Reference, locations: Sequence[AdapterLocation]) -> Servi
         max_lora_rank=rank,
         allow_vision_modules=reference.allow_vision_modules,
         adapter_locations=tuple(_url(location) for location in locations),
-        tenant_locations=tuple(sorted({(location.tenant, _url(location)) for location in locations if location.tenant is not None})),
+        tenant_locations=tuple(
+            sorted({(location.tenant, _url(location)) for location in locations if location.tenant is not None})
+        ),
     )
 
 

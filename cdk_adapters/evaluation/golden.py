@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,9 +186,16 @@ def case_from_document(
         return None, problems
     return (
         GoldenCase(
-            id=case_id, prompt=prompt, messages=tuple(dict(m) for m in messages) if messages is not None else None,
-            image=image, expected=expected, contains=tuple(contains), regex=regex, json=wants_json,
-            json_schema=schema, max_tokens=max_tokens,
+            id=case_id,
+            prompt=prompt,
+            messages=tuple(dict(m) for m in messages) if messages is not None else None,
+            image=image,
+            expected=expected,
+            contains=tuple(contains),
+            regex=regex,
+            json=wants_json,
+            json_schema=schema,
+            max_tokens=max_tokens,
         ),
         [],
     )
@@ -201,7 +209,7 @@ def _is_messages(messages: object) -> bool:
     )
 
 
-def _image(value: object, base_dir: Path | None, bad) -> Path | None:
+def _image(value: object, base_dir: Path | None, bad: Callable[[str, str], None]) -> Path | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:

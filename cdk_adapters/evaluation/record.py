@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,20 +52,28 @@ def read_record(path: Path) -> dict[str, Any]:
         document = json.loads(path.read_text())
     except ValueError as error:
         raise ValueError(f"{path} is not JSON: {error}") from None
-    if not isinstance(document, dict) or document.get("version") != RECORD_VERSION or not isinstance(
-        document.get("evaluations"), dict
+    if (
+        not isinstance(document, dict)
+        or document.get("version") != RECORD_VERSION
+        or not isinstance(document.get("evaluations"), dict)
     ):
         raise ValueError(f"{path} is not an evaluation record (version {RECORD_VERSION} with 'evaluations')")
-    return document["evaluations"]
+    evaluations: dict[str, Any] = document["evaluations"]
+    return evaluations
 
 
 def write_verdicts(
-    path: Path, *, golden_set: str, digest: str, verdicts: list[Verdict], results: dict[str, TargetResult],
+    path: Path,
+    *,
+    golden_set: str,
+    digest: str,
+    verdicts: list[Verdict],
+    results: dict[str, TargetResult],
     now: datetime | None = None,
 ) -> list[str]:
     """Store each verdict (replacing the previous one of the same key); returns the keys written."""
     evaluations = read_record(path)
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     keys = []
     for verdict in verdicts:
         key = record_key(digest, verdict.candidate, verdict.reference)
@@ -93,7 +101,12 @@ def last_evaluation(path: Path, *, digest: str, candidate: str, reference: str) 
     if not isinstance(entry, dict):
         return None
     return Evaluation(
-        candidate=candidate, reference=reference, digest=digest, passed=entry.get("passed") is True,
-        margin=float(entry.get("margin", 0.0)), evaluated_at=str(entry.get("evaluated_at", "")),
-        golden_set=str(entry.get("golden_set", "")), worse=dict(entry.get("worse") or {}),
+        candidate=candidate,
+        reference=reference,
+        digest=digest,
+        passed=entry.get("passed") is True,
+        margin=float(entry.get("margin", 0.0)),
+        evaluated_at=str(entry.get("evaluated_at", "")),
+        golden_set=str(entry.get("golden_set", "")),
+        worse=dict(entry.get("worse") or {}),
     )

@@ -14,11 +14,14 @@ sampling are counted (`Replay.not_greedy`), since they may differ for that reaso
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cdk_adapters.contract.capture_record import CaptureRecord, decode_line
 from cdk_adapters.evaluation.golden import GoldenCase, GoldenSet, case_from_document
+from cdk_adapters.evaluation.runner import TargetResult
 from cdk_adapters.problems import Problem
 
 
@@ -52,7 +55,7 @@ class Replay:
     temperature 0 may answer them differently even on the version that served them."""
 
 
-def is_greedy(parameters: dict) -> bool:
+def is_greedy(parameters: Mapping[str, Any]) -> bool:
     """The captured request asked for temperature 0. Without a ``temperature`` the server's default
     applied (vLLM's is 1, or the model's generation config), which is not known to be greedy."""
     temperature = parameters.get("temperature")
@@ -84,8 +87,11 @@ def load_replay(path: Path) -> tuple[Replay | None, list[Problem]]:
                 not_greedy.append(case.id)
     if not problems and not cases:
         problems.append(
-            Problem(f"capture file '{path}'", "(file)",
-                    f"has no replayable capture record ({len(records)} record(s); truncated, redacted or failed ones are skipped)")
+            Problem(
+                f"capture file '{path}'",
+                "(file)",
+                f"has no replayable capture record ({len(records)} record(s); truncated, redacted or failed ones are skipped)",
+            )
         )
     if problems:
         return None, problems
@@ -114,11 +120,13 @@ class MatchVerdict:
     def line(self) -> str:
         verb = "reproduces" if self.passed else "reproduces only"
         relation = "at least" if self.passed else "below"
-        return (f"{self.target}: {verb} {self.matched}/{self.replayed} captured answers ({self.rate:.2f}), "
-                f"{relation} --min-match {self.min_match:g}")
+        return (
+            f"{self.target}: {verb} {self.matched}/{self.replayed} captured answers ({self.rate:.2f}), "
+            f"{relation} --min-match {self.min_match:g}"
+        )
 
 
-def match_verdicts(results: dict, min_match: float) -> list[MatchVerdict]:
+def match_verdicts(results: Mapping[str, TargetResult], min_match: float) -> list[MatchVerdict]:
     """One `MatchVerdict` per target of `runner.run`'s results on a replay (every case asks ``exact``)."""
     verdicts = []
     for target, result in results.items():

@@ -70,7 +70,10 @@ def document(
         },
         "verdicts": [
             {
-                "candidate": v.candidate, "reference": v.reference, "margin": v.margin, "passed": v.passed,
+                "candidate": v.candidate,
+                "reference": v.reference,
+                "margin": v.margin,
+                "passed": v.passed,
                 "worse": {name: {"candidate": c, "reference": r} for name, (c, r) in v.worse.items()},
             }
             for v in verdicts
@@ -80,8 +83,10 @@ def document(
 
 def replay_lines(replay: Replay, matches: list[MatchVerdict], *, temperature: float) -> list[str]:
     """What a replay's reader must know beside the table: what was skipped, sampled, and the gate."""
-    lines = [f"replayed {len(replay.golden.cases)} of {replay.records} capture record(s); "
-             f"{replay.skipped} skipped (truncated, redacted or failed)"]
+    lines = [
+        f"replayed {len(replay.golden.cases)} of {replay.records} capture record(s); "
+        f"{replay.skipped} skipped (truncated, redacted or failed)"
+    ]
     if replay.not_greedy:
         lines.append(
             f"{len(replay.not_greedy)} replayed record(s) were not answered greedily (their captured temperature is "
@@ -101,8 +106,14 @@ def replay_document(replay: Replay, matches: list[MatchVerdict], *, temperature:
         "not_greedy_ids": list(replay.not_greedy),
         "temperature": temperature,
         "min_match": [
-            {"target": m.target, "matched": m.matched, "replayed": m.replayed, "rate": round(m.rate, 4),
-             "min_match": m.min_match, "passed": m.passed}
+            {
+                "target": m.target,
+                "matched": m.matched,
+                "replayed": m.replayed,
+                "rate": round(m.rate, 4),
+                "min_match": m.min_match,
+                "passed": m.passed,
+            }
             for m in matches
         ],
     }

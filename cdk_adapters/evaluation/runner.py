@@ -9,11 +9,13 @@ gives the same answers run after run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from cdk_adapters.evaluation.golden import CHECKS, GoldenCase
 
@@ -102,10 +104,8 @@ def score(case: GoldenCase, text: str) -> dict[str, bool]:
     value: Any = None
     parsed = False
     if case.json or case.json_schema is not None:
-        try:
+        with contextlib.suppress(ValueError):
             value, parsed = json.loads(text), True
-        except ValueError:
-            pass
     if case.json:
         results["json"] = parsed
     if case.json_schema is not None:
@@ -116,7 +116,8 @@ def score(case: GoldenCase, text: str) -> dict[str, bool]:
 def _matches(value: Any, schema: dict[str, Any]) -> bool:
     from jsonschema import validators
 
-    return validators.validator_for(schema)(schema).is_valid(value)
+    valid: bool = validators.validator_for(schema)(schema).is_valid(value)  # jsonschema ships no types
+    return valid
 
 
 def run(
@@ -159,12 +160,16 @@ def run_case(
         raise TargetUnavailable(target, str(error)) from None
     except AdapterClientError as error:
         elapsed = (clock() - started) * 1000
-        return CaseResult(case.id, "", {name: False for name in case.checks}, elapsed, error=str(error))
+        return CaseResult(case.id, "", dict.fromkeys(case.checks, False), elapsed, error=str(error))
     elapsed = (clock() - started) * 1000
     usage = answer.usage
     return CaseResult(
-        case.id, answer.text, score(case, answer.text), elapsed,
-        prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
+        case.id,
+        answer.text,
+        score(case, answer.text),
+        elapsed,
+        prompt_tokens=usage["prompt_tokens"],
+        completion_tokens=usage["completion_tokens"],
         served_by=answer.adapter,
     )
 
@@ -192,10 +197,6 @@ def compare(results: dict[str, TargetResult], reference: str, margin: float) -> 
         if target == reference:
             continue
         rates = result.summary()["pass_rate"]
-        worse = {
-            name: (rates.get(name, 0.0), ref[name])
-            for name in ref
-            if rates.get(name, 0.0) < ref[name] - margin - 1e-9
-        }
+        worse = {name: (rates.get(name, 0.0), ref[name]) for name in ref if rates.get(name, 0.0) < ref[name] - margin - 1e-9}
         verdicts.append(Verdict(target, reference, margin, worse))
     return verdicts

@@ -6,8 +6,6 @@ from cdk_adapters.gate.acknowledgments import AcknowledgedFinding, Acknowledgmen
 from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.gate.adapter_facts import AdapterFacts
 from cdk_adapters.gate.base_model import BaseModelFacts
-from cdk_adapters.gate.checks import ADAPTER_CHECKS, RULES, AdapterCheck
-from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter, CoHostedCheck
 from cdk_adapters.gate.check import (
     check_adapter_archive,
     check_adapter_contents,
@@ -16,6 +14,8 @@ from cdk_adapters.gate.check import (
     check_co_hosted,
     covering_max_lora_rank,
 )
+from cdk_adapters.gate.checks import ADAPTER_CHECKS, RULES, AdapterCheck
+from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter, CoHostedCheck
 from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS, smallest_allowed_max_lora_rank
 from cdk_adapters.gate.reference import Reference
 from cdk_adapters.gate.safetensors_header import SafetensorsHeaderError, read_safetensors_header

@@ -9,8 +9,8 @@ the deploy.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from cdk_adapters.gate.checks import RULES
 from cdk_adapters.problems import Problem

@@ -14,8 +14,10 @@ import os
 import stat
 import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import IO, Any, TypedDict, Unpack
 
 from cdk_adapters.gate.safetensors_header import (
     SafetensorsHeader,
@@ -44,6 +46,15 @@ MAX_ENTRIES = 10_000
 (a PEFT output folder with checkpoints a few hundred), so a walk of ``/`` stops here."""
 
 
+class _ReadExtras(TypedDict, total=False):
+    """The `AdapterContents` fields only one origin sets, passed through `AdapterContents._read`."""
+
+    archive_size: int | None
+    unsafe_members: tuple[tuple[str, str], ...]
+    links: dict[str, str]
+    complete: bool
+
+
 @dataclass(frozen=True)
 class AdapterContents:
     """A snapshot of an adapter's files, as a directory or as a ``.tar.gz`` archive.
@@ -57,7 +68,7 @@ class AdapterContents:
     location: str
     files: dict[str, int]
     root: str = ""
-    config: dict | None = None
+    config: dict[str, Any] | None = None
     config_error: str | None = None
     weights_header: SafetensorsHeader | None = None
     weights_size: int | None = None
@@ -81,27 +92,32 @@ class AdapterContents:
         return self.root_file(name) in self.files
 
     @classmethod
-    def from_dir(cls, path: Path | str) -> "AdapterContents":
+    def from_dir(cls, path: Path | str) -> AdapterContents:
         path = Path(path)
         if not path.is_dir():
             return cls(origin="directory", location=str(path), files={}, config_error=f"{path} is not a directory")
         listing = list_directory(path)
         root = _find_root(listing.files)
 
-        def open_file(relative: str):
+        def open_file(relative: str) -> IO[bytes]:
             return open_regular_file(path / relative)
 
         return cls._read(
-            origin="directory", location=str(path), files=listing.files, root=root, open_file=open_file,
-            links=listing.links, complete=listing.complete,
+            origin="directory",
+            location=str(path),
+            files=listing.files,
+            root=root,
+            open_file=open_file,
+            links=listing.links,
+            complete=listing.complete,
         )
 
     @classmethod
-    def from_archive(cls, path: Path | str) -> "AdapterContents":
+    def from_archive(cls, path: Path | str) -> AdapterContents:
         path = Path(path)
         archive_size = path.stat().st_size if path.is_file() else None
         try:
-            tar = tarfile.open(path, "r:gz")
+            tar = tarfile.open(path, "r:gz")  # noqa: SIM115 - closed by the `with tar:` below, once opening succeeded
         except (OSError, tarfile.TarError) as error:
             return cls(
                 origin="archive",
@@ -142,7 +158,7 @@ class AdapterContents:
                     members[name] = member
             root = _find_root(files)
 
-            def open_file(relative: str):
+            def open_file(relative: str) -> IO[bytes]:
                 stream = tar.extractfile(members[relative])
                 if stream is None:
                     raise OSError(f"{relative} is not a regular file")
@@ -160,7 +176,16 @@ class AdapterContents:
             )
 
     @classmethod
-    def _read(cls, *, origin, location, files, root, open_file, **extra) -> "AdapterContents":
+    def _read(
+        cls,
+        *,
+        origin: str,
+        location: str,
+        files: dict[str, int],
+        root: str,
+        open_file: Callable[[str], IO[bytes]],
+        **extra: Unpack[_ReadExtras],
+    ) -> AdapterContents:
         def rooted(name: str) -> str:
             return str(PurePosixPath(root, name)) if root else name
 
@@ -250,7 +275,7 @@ def list_directory(path: Path) -> DirectoryListing:
     return DirectoryListing(dict(sorted(files.items())), dict(sorted(links.items())))
 
 
-def open_regular_file(path: Path):
+def open_regular_file(path: Path) -> IO[bytes]:
     """Open `path` for reading, refusing a link (``O_NOFOLLOW``) or anything but a regular file.
 
     The listing said it was a regular file; opening without following closes the gap in which it

@@ -7,11 +7,12 @@ synth time, so synth of an ``s3://`` source stays offline yet runs the same chec
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from cdk_adapters.gate.adapter_contents import AdapterContents
-from cdk_adapters.gate.safetensors_header import TensorInfo
+from cdk_adapters.gate.safetensors_header import SafetensorsHeader, TensorInfo
 
 LORA_PARTS = ("lora_A", "lora_B", "lora_embedding_A", "lora_embedding_B")
 _PEFT_PREFIX = "base_model.model."
@@ -172,7 +173,7 @@ class AdapterFacts:
     vision_modules: tuple[str, ...] = ()
 
     @classmethod
-    def from_contents(cls, contents: AdapterContents) -> "AdapterFacts | None":
+    def from_contents(cls, contents: AdapterContents) -> AdapterFacts | None:
         """Facts from the config, refined by the weights header when it is readable."""
         config = contents.config
         if config is None:
@@ -182,6 +183,7 @@ class AdapterFacts:
         declared_ranks += [value for value in patterns(config, "rank_pattern").values() if _as_int(value)]
         header = contents.weights_header
         pairs = lora_pairs(header.tensors) if header is not None else []
+        max_rank: int | None
         if pairs:
             targets = sorted({pair.leaf for pair in pairs})
             tensor_ranks = [r for pair in pairs for r in pair.ranks]
@@ -220,5 +222,5 @@ def _declared_targets(config: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _has_dora_magnitudes(header) -> bool:
+def _has_dora_magnitudes(header: SafetensorsHeader | None) -> bool:
     return header is not None and any("lora_magnitude_vector" in name.split(".") for name in header.tensors)

@@ -7,12 +7,14 @@ reads them from the model it actually loaded, so both gates compare adapters wit
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cdk_adapters.gate import vlm_traps
 from cdk_adapters.gate.adapter_facts import VISION_COMPONENTS
-from cdk_adapters.gate.safetensors_header import read_safetensors_header
+from cdk_adapters.gate.safetensors_header import TensorInfo, read_safetensors_header
 
 _INDEX_FILE = "model.safetensors.index.json"
 _SINGLE_FILE = "model.safetensors"
@@ -52,13 +54,13 @@ class BaseModelFacts:
         return frozenset((out, in_) for name, out, in_ in self.module_shapes if name == leaf)
 
     @classmethod
-    def from_model_dir(
-        cls, path: Path | str, *, model_id: str | None = None, revision: str | None = None
-    ) -> "BaseModelFacts":
+    def from_model_dir(cls, path: Path | str, *, model_id: str | None = None, revision: str | None = None) -> BaseModelFacts:
         """Read `config.json` and the safetensors headers (single file or sharded index)."""
         path = Path(path)
         if not path.is_dir():
-            raise ValueError(f"{path} {'is not a directory' if path.exists() else 'does not exist'}; give a Hugging Face model directory")
+            raise ValueError(
+                f"{path} {'is not a directory' if path.exists() else 'does not exist'}; give a Hugging Face model directory"
+            )
         config_path = path / "config.json"
         try:
             config = json.loads(config_path.read_text())
@@ -79,9 +81,7 @@ class BaseModelFacts:
         if _is_vision_language(config):
             missing = vision_serving_problems(path, config, weight_names, vision[1])
             if missing:
-                raise ValueError(
-                    f"{path} is a vision-language model but cannot be served as one: " + "; ".join(missing)
-                )
+                raise ValueError(f"{path} is a vision-language model but cannot be served as one: " + "; ".join(missing))
         return cls(
             model_id=model_id,
             revision=revision,
@@ -106,8 +106,8 @@ def _weight_files(path: Path) -> list[Path]:
     raise ValueError(f"{path} has neither {_SINGLE_FILE} nor {_INDEX_FILE}")
 
 
-def _leaf_matrix_shapes(tensors) -> set[tuple[str, int, int]]:
-    found = set()
+def _leaf_matrix_shapes(tensors: Mapping[str, TensorInfo]) -> set[tuple[str, int, int]]:
+    found: set[tuple[str, int, int]] = set()
     for name, info in tensors.items():
         parts = name.split(".")
         if len(parts) >= 2 and parts[-1] == "weight" and len(info.shape) == 2:
@@ -115,7 +115,7 @@ def _leaf_matrix_shapes(tensors) -> set[tuple[str, int, int]]:
     return found
 
 
-def _hidden_size(config: dict, config_path: Path) -> int:
+def _hidden_size(config: dict[str, Any], config_path: Path) -> int:
     # Vision-language configs keep the language model's size under text_config.
     for candidate in (config, config.get("text_config") or {}, config.get("llm_config") or {}):
         for key in ("hidden_size", "n_embd", "d_model"):
@@ -125,14 +125,16 @@ def _hidden_size(config: dict, config_path: Path) -> int:
     raise ValueError(f"{config_path} states no hidden_size")
 
 
-def _is_vision_language(config: dict) -> bool:
+def _is_vision_language(config: dict[str, Any]) -> bool:
     return any(key in config for key in ("vision_config", "vision_tower", "mm_vision_tower", "visual"))
 
 
-def _vision_facts(config: dict) -> tuple[str | None, str | None, str | None]:
+def _vision_facts(config: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
     """``(architecture, vision tower type, feature select strategy)`` from config.json."""
     architectures = config.get("architectures")
-    architecture = architectures[0] if isinstance(architectures, list) and architectures and isinstance(architectures[0], str) else None
+    architecture = (
+        architectures[0] if isinstance(architectures, list) and architectures and isinstance(architectures[0], str) else None
+    )
     vision_config = config.get("vision_config")
     tower = vision_config.get("model_type") if isinstance(vision_config, dict) else None
     strategy = config.get("vision_feature_select_strategy")
@@ -141,7 +143,7 @@ def _vision_facts(config: dict) -> tuple[str | None, str | None, str | None]:
     return architecture, tower if isinstance(tower, str) else None, strategy if isinstance(strategy, str) else None
 
 
-def vision_serving_problems(path: Path, config: dict, weight_names: set[str], tower_type: str | None) -> list[str]:
+def vision_serving_problems(path: Path, config: dict[str, Any], weight_names: set[str], tower_type: str | None) -> list[str]:
     """What a vision-language model directory lacks for vLLM to serve it, all at once.
 
     A common mistake is to package only the language model (weights or files): vLLM then fails to
@@ -150,7 +152,9 @@ def vision_serving_problems(path: Path, config: dict, weight_names: set[str], to
     problems = []
     processor = _json_file(path / "processor_config.json")
     if not (path / "preprocessor_config.json").is_file() and "image_processor" not in processor:
-        problems.append("no image processor: save the processor with save_pretrained (preprocessor_config.json or processor_config.json with image_processor)")
+        problems.append(
+            "no image processor: save the processor with save_pretrained (preprocessor_config.json or processor_config.json with image_processor)"
+        )
     if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")):
         problems.append("no tokenizer (tokenizer.json, tokenizer.model or vocab.json): save the tokenizer with save_pretrained")
     has_template = (
@@ -159,7 +163,9 @@ def vision_serving_problems(path: Path, config: dict, weight_names: set[str], to
         or "chat_template" in processor
     )
     if not has_template:
-        problems.append("no chat template (chat_template.jinja, or chat_template in tokenizer_config.json): image chat requests need one")
+        problems.append(
+            "no chat template (chat_template.jinja, or chat_template in tokenizer_config.json): image chat requests need one"
+        )
     if not any(part in VISION_COMPONENTS for name in weight_names for part in name.split(".")):
         problems.append("the weights hold no vision tower or connector: package the whole model, not only the language model")
     misplaced = vlm_traps.misplaced_tower_paths(sorted(weight_names), tower_type)
@@ -172,7 +178,7 @@ def vision_serving_problems(path: Path, config: dict, weight_names: set[str], to
     return problems
 
 
-def _json_file(path: Path) -> dict:
+def _json_file(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text())
     except (OSError, ValueError):

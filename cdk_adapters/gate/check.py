@@ -7,8 +7,8 @@ adapter is checked against a `Reference`: the base model's facts and the serving
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from cdk_adapters.gate.acknowledgments import Acknowledgment, reason_error, rule_error
 from cdk_adapters.gate.adapter_contents import AdapterContents
@@ -51,9 +51,7 @@ def check_co_hosted(adapters: Sequence[CoHostedAdapter]) -> list[Problem]:
     return [problem for check in CO_HOSTED_CHECKS for problem in check(adapters)]
 
 
-def new_adapter_name_problems(
-    known: Iterable[str], name: object, acknowledge: Acknowledgment | None, subject: str
-) -> list[Problem]:
+def new_adapter_name_problems(known: Iterable[str], name: object, acknowledge: object, subject: str) -> list[Problem]:
     """The manifest's version-suffix rule for one adapter added beside `known` ones (same message
     and rule id), unless `acknowledge` names it; a malformed acknowledgment is a problem itself."""
     if acknowledge is not None:

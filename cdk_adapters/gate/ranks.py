@@ -6,7 +6,7 @@ configured maximum is refused at load time.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 ALLOWED_MAX_LORA_RANKS: tuple[int, ...] = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
@@ -20,6 +20,4 @@ def smallest_allowed_max_lora_rank(ranks: Iterable[int]) -> int:
     for allowed in ALLOWED_MAX_LORA_RANKS:
         if allowed >= highest:
             return allowed
-    raise ValueError(
-        f"rank {highest} exceeds the largest max_lora_rank vLLM accepts ({ALLOWED_MAX_LORA_RANKS[-1]})"
-    )
+    raise ValueError(f"rank {highest} exceeds the largest max_lora_rank vLLM accepts ({ALLOWED_MAX_LORA_RANKS[-1]})")

@@ -12,7 +12,7 @@ import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 MAX_TENSORS = 131_072
 """The most tensors an adapter's safetensors file may declare.
@@ -92,7 +92,7 @@ class SafetensorsHeader:
         return 8 + self.header_bytes + data_end
 
 
-def read_safetensors_header(source: Path | BinaryIO) -> SafetensorsHeader:
+def read_safetensors_header(source: Path | IO[bytes]) -> SafetensorsHeader:
     """Parse the header of a safetensors file (a path or an open binary stream)."""
     if isinstance(source, (str, Path)):
         with open(source, "rb") as stream:
@@ -100,7 +100,7 @@ def read_safetensors_header(source: Path | BinaryIO) -> SafetensorsHeader:
     return _read(source)
 
 
-def _read(stream: BinaryIO) -> SafetensorsHeader:
+def _read(stream: IO[bytes]) -> SafetensorsHeader:
     prefix = stream.read(8)
     if len(prefix) < 8:
         raise SafetensorsHeaderError("file is shorter than the 8-byte safetensors header length")

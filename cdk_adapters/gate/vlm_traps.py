@@ -10,8 +10,8 @@ re-checked on the new vLLM and either kept (with the new version) or removed. St
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,15 @@ LLAVA_DEFAULT_STRATEGY = VlmTrap(
     refused_by="vlm-engine-traps",
 )
 
-TRAPS: tuple[VlmTrap, ...] = (TRANSFORMERS5_TOWER_ADAPTER, TRANSFORMERS5_TOWER_CHECKPOINT, TOWER_LORA_FLAG_OFF, LLAVA_DEFAULT_STRATEGY)
+TRAPS: tuple[VlmTrap, ...] = (
+    TRANSFORMERS5_TOWER_ADAPTER,
+    TRANSFORMERS5_TOWER_CHECKPOINT,
+    TOWER_LORA_FLAG_OFF,
+    LLAVA_DEFAULT_STRATEGY,
+)
 
 
-def misplaced_tower_paths(module_paths, vision_tower_type: str | None) -> list[str]:
+def misplaced_tower_paths(module_paths: Iterable[str], vision_tower_type: str | None) -> list[str]:
     """The paths a tower of `vision_tower_type` has in transformers 5's layout (vLLM ignores them)."""
     if vision_tower_type not in TOWERS_WITH_VISION_MODEL_LEVEL:
         return []

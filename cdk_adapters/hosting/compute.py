@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
 from aws_cdk import Duration
 
 from cdk_adapters.hosting.instance_types import UnknownInstanceType, instance_type
@@ -51,13 +52,25 @@ class ComputeRequirements:
             )
         elif isinstance(memory, bool) or not isinstance(memory, int) or memory < 128:
             found.append(Problem(subject, f"{prefix}.min_memory_required_in_mb", f"must be an integer >= 128, got {memory!r}"))
-        if isinstance(self.accelerator_devices, bool) or not isinstance(self.accelerator_devices, int) or self.accelerator_devices < 1:
-            found.append(Problem(subject, f"{prefix}.accelerator_devices", f"must be a positive integer, got {self.accelerator_devices!r}"))
+        if (
+            isinstance(self.accelerator_devices, bool)
+            or not isinstance(self.accelerator_devices, int)
+            or self.accelerator_devices < 1
+        ):
+            found.append(
+                Problem(subject, f"{prefix}.accelerator_devices", f"must be a positive integer, got {self.accelerator_devices!r}")
+            )
         if self.cpu_cores is not None and not (isinstance(self.cpu_cores, (int, float)) and self.cpu_cores > 0):
             found.append(Problem(subject, f"{prefix}.cpu_cores", f"must be positive, got {self.cpu_cores!r}"))
         top = self.max_memory_required_in_mb
         if top is not None and isinstance(memory, int) and (not isinstance(top, int) or top < memory):
-            found.append(Problem(subject, f"{prefix}.max_memory_required_in_mb", f"must be >= min_memory_required_in_mb ({memory}), got {top!r}"))
+            found.append(
+                Problem(
+                    subject,
+                    f"{prefix}.max_memory_required_in_mb",
+                    f"must be >= min_memory_required_in_mb ({memory}), got {top!r}",
+                )
+            )
         return found
 
 
@@ -88,7 +101,9 @@ class StartupTimeouts:
         return int(self.model_data_download.to_seconds()), int(self.container_startup_health_check.to_seconds())
 
 
-def whole_seconds_problems(subject: str, field: str, duration: object, seconds_range: tuple[int, int], example: str) -> list[Problem]:
+def whole_seconds_problems(
+    subject: str, field: str, duration: object, seconds_range: tuple[int, int], example: str
+) -> list[Problem]:
     """`duration` must be a `Duration` of whole seconds within `seconds_range` (the API takes
     integers): the rule for autoscaling cooldowns and the capacity-provisioning timeout."""
     low, high = seconds_range

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from aws_cdk import Aws, Stage, Token
 from aws_cdk import aws_ecr_assets as ecr_assets
@@ -58,12 +58,12 @@ class ContainerImage(ABC):
     """The serving image for the base model's container."""
 
     @staticmethod
-    def from_digest_uri(uri: str) -> "ContainerImage":
+    def from_digest_uri(uri: str) -> ContainerImage:
         """An ECR image pinned by digest: ``<acct>.dkr.ecr.<region>.amazonaws.com/<repo>@sha256:<hex>``."""
         return _UriImage(uri, require_digest=True, allow_floating_tag=False)
 
     @staticmethod
-    def from_uri(uri: str, *, allow_floating_tag: bool = False) -> "ContainerImage":
+    def from_uri(uri: str, *, allow_floating_tag: bool = False) -> ContainerImage:
         """An ECR image by URI. A tag without a digest is refused unless `allow_floating_tag` is True,
         because whoever can push that tag can change what runs."""
         return _UriImage(uri, require_digest=False, allow_floating_tag=allow_floating_tag)
@@ -75,7 +75,7 @@ class ContainerImage(ABC):
         file: str = DEFAULT_DOCKERFILE,
         build_args: Mapping[str, str] | None = None,
         platform: ecr_assets.Platform | None = None,
-    ) -> "ContainerImage":
+    ) -> ContainerImage:
         """Built by ``cdk deploy`` from this library's `container/Dockerfile`.
 
         `directory` is the build context and `file` the Dockerfile relative to it. Default: the
@@ -188,7 +188,7 @@ class _AssetImage(ContainerImage):
     def bind(self, scope: Construct) -> ContainerImageConfig:
         directory = self.directory or REPOSITORY_ROOT
         if self._assembled:
-            directory = image_build_context.assemble(Path(Stage.of(scope).asset_outdir) / ASSEMBLED_CONTEXT_DIR)
+            directory = image_build_context.assemble(Path(_stage(scope).asset_outdir) / ASSEMBLED_CONTEXT_DIR)
         asset = ecr_assets.DockerImageAsset(
             scope,
             "ServingImage",
@@ -199,3 +199,11 @@ class _AssetImage(ContainerImage):
             exclude=list(ALWAYS_EXCLUDED),
         )
         return ContainerImageConfig(image_uri=asset.image_uri, repository_arn=asset.repository.repository_arn)
+
+
+def _stage(scope: Construct) -> Stage:
+    """The stage (app) holding `scope`; every construct tree synthesized has one."""
+    stage = Stage.of(scope)
+    if stage is None:
+        raise ValueError(f"{scope.node.path!r} is in no CDK app or stage")
+    return stage

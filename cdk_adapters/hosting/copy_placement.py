@@ -40,11 +40,15 @@ class CopyPlacement:
     def problems(self, subject: str) -> list[Problem]:
         found: list[Problem] = []
         if self.strategy not in STRATEGIES:
-            found.append(Problem(subject, "copy_placement.strategy", f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"))
+            found.append(
+                Problem(subject, "copy_placement.strategy", f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+            )
         low, high = MAX_IMBALANCE_RANGE
         value = self.max_zone_imbalance
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            found.append(Problem(subject, "copy_placement.max_zone_imbalance", f"must be an integer from {low} to {high}, got {value!r}"))
+            found.append(
+                Problem(subject, "copy_placement.max_zone_imbalance", f"must be an integer from {low} to {high}, got {value!r}")
+            )
         return found
 
     def render(self) -> sagemaker.CfnInferenceComponent.InferenceComponentSchedulingConfigProperty:
@@ -63,7 +67,9 @@ def data_cache_problems(data_cache: object, subject: str) -> list[Problem]:
     return [Problem(subject, "data_cache", f"must be True, False or None, got {data_cache!r}")]
 
 
-def render_data_cache(data_cache: bool | None) -> sagemaker.CfnInferenceComponent.InferenceComponentDataCacheConfigProperty | None:
+def render_data_cache(
+    data_cache: bool | None,
+) -> sagemaker.CfnInferenceComponent.InferenceComponentDataCacheConfigProperty | None:
     if data_cache is None:
         return None
     return sagemaker.CfnInferenceComponent.InferenceComponentDataCacheConfigProperty(enable_caching=data_cache)

@@ -49,14 +49,20 @@ class DataCapture:
         low, high = SAMPLING_RANGE
         value = self.sampling_percentage
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            found.append(Problem(subject, "data_capture.sampling_percentage", f"must be an integer from {low} to {high}, got {value!r}"))
+            found.append(
+                Problem(subject, "data_capture.sampling_percentage", f"must be an integer from {low} to {high}, got {value!r}")
+            )
         if self.mode not in CAPTURE_MODES:
             found.append(Problem(subject, "data_capture.mode", f"must be one of {', '.join(CAPTURE_MODES)}, got {self.mode!r}"))
         if not isinstance(self.prefix, str) or self.prefix.startswith("/") or (self.prefix and not self.prefix.endswith("/")):
-            found.append(Problem(subject, "data_capture.prefix", f"must be a key prefix ending in '/' (or ''), got {self.prefix!r}"))
+            found.append(
+                Problem(subject, "data_capture.prefix", f"must be a key prefix ending in '/' (or ''), got {self.prefix!r}")
+            )
         types = self.json_content_types
         if not isinstance(types, tuple) or not types or not all(isinstance(t, str) and "/" in t for t in types):
-            found.append(Problem(subject, "data_capture.json_content_types", f"must be a non-empty tuple of content types, got {types!r}"))
+            found.append(
+                Problem(subject, "data_capture.json_content_types", f"must be a non-empty tuple of content types, got {types!r}")
+            )
         return found
 
     def render(self) -> sagemaker.CfnEndpointConfig.DataCaptureConfigProperty:

@@ -21,8 +21,8 @@ capacity check takes the pool that holds the fewest copies (managed scaling may 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from cdk_adapters.hosting.compute import ComputeRequirements, copies_per_instance, whole_seconds_problems
 from cdk_adapters.hosting.instance_storage import has_local_instance_storage
@@ -66,7 +66,9 @@ def instance_pool_problems(pools: object, compute: ComputeRequirements, subject:
     found: list[Problem] = []
     if not low <= len(pools) <= high:
         advice = "; for one instance type use instance_type=" if len(pools) < low else ""
-        found.append(Problem(subject, "instance_pools", f"has {len(pools)} pool(s); SageMaker takes {low} to {high} here{advice}"))
+        found.append(
+            Problem(subject, "instance_pools", f"has {len(pools)} pool(s); SageMaker takes {low} to {high} here{advice}")
+        )
     seen: dict[str, int] = {}
     storage: dict[bool, str] = {}
     for index, pool in enumerate(pools):
@@ -86,12 +88,16 @@ def instance_pool_problems(pools: object, compute: ComputeRequirements, subject:
             )
             continue
         if name in seen:
-            found.append(Problem(subject, f"{field}.instance_type", f"{name} is already instance_pools[{seen[name]}]; each type once"))
+            found.append(
+                Problem(subject, f"{field}.instance_type", f"{name} is already instance_pools[{seen[name]}]; each type once")
+            )
             continue
         seen[name] = index
         storage.setdefault(has_local_instance_storage(name), name)
         if pool.compute is not None and not isinstance(pool.compute, ComputeRequirements):
-            found.append(Problem(subject, f"{field}.compute", f"must be a ComputeRequirements, got {type(pool.compute).__name__}"))
+            found.append(
+                Problem(subject, f"{field}.compute", f"must be a ComputeRequirements, got {type(pool.compute).__name__}")
+            )
             continue
         reservation = pool.compute or compute
         own = reservation.problems(subject, f"{field}.compute") if pool.compute is not None else []
@@ -125,7 +131,9 @@ def instance_pool_problems(pools: object, compute: ComputeRequirements, subject:
 
 
 def provision_timeout_problems(timeout: object, subject: str) -> list[Problem]:
-    return whole_seconds_problems(subject, "instance_provisioning_timeout", timeout, PROVISION_TIMEOUT_RANGE_SECONDS, "Duration.minutes(15)")
+    return whole_seconds_problems(
+        subject, "instance_provisioning_timeout", timeout, PROVISION_TIMEOUT_RANGE_SECONDS, "Duration.minutes(15)"
+    )
 
 
 __all__ = [

@@ -13,9 +13,22 @@ import re
 
 LOCAL_STORAGE_FAMILIES = frozenset(
     {
-        "g4dn", "g5", "g6", "g6e", "g7e", "gr6",
-        "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6e-gb200",
-        "trn1", "trn1n",
+        "g4dn",
+        "g5",
+        "g6",
+        "g6e",
+        "g7e",
+        "gr6",
+        "p3dn",
+        "p4d",
+        "p4de",
+        "p5",
+        "p5e",
+        "p5en",
+        "p6-b200",
+        "p6e-gb200",
+        "trn1",
+        "trn1n",
     }
 )
 """Accelerated families with instance-store NVMe volumes (from the EC2 instance store tables)."""

@@ -10,6 +10,7 @@ the driver reports a little less usable memory, which the planner's utilisation 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DEFAULT_INSTANCE_TYPE = "ml.g6.2xlarge"
@@ -68,7 +69,9 @@ class UnknownInstanceType(ValueError):
         self.name = name
 
 
-def _family(family: str, gpu_model: str, gpu_memory_gib: float, source: str, sizes: list[tuple[str, int, int, float]]):
+def _family(
+    family: str, gpu_model: str, gpu_memory_gib: float, source: str, sizes: Sequence[tuple[str, int, int, float]]
+) -> list[GpuInstanceType]:
     return [
         GpuInstanceType(f"ml.{family}.{size}", gpus, gpu_model, gpu_memory_gib, vcpus, host, source)
         for size, gpus, vcpus, host in sizes
@@ -127,4 +130,12 @@ def require_instance_type(name: str) -> GpuInstanceType:
     return row
 
 
-__all__ = ["CHECKED_ON", "DEFAULT_INSTANCE_TYPE", "INSTANCE_TYPES", "GpuInstanceType", "UnknownInstanceType", "instance_type", "require_instance_type"]
+__all__ = [
+    "CHECKED_ON",
+    "DEFAULT_INSTANCE_TYPE",
+    "INSTANCE_TYPES",
+    "GpuInstanceType",
+    "UnknownInstanceType",
+    "instance_type",
+    "require_instance_type",
+]

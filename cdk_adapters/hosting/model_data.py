@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+
 from aws_cdk import Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -43,14 +44,14 @@ class ModelData(ABC):
     """The account whose bucket the role may read."""
 
     @staticmethod
-    def from_s3_prefix(bucket: s3.IBucket, prefix: str, *, bucket_owner: str | None = None) -> "ModelData":
+    def from_s3_prefix(bucket: s3.IBucket, prefix: str, *, bucket_owner: str | None = None) -> ModelData:
         """Every object under `prefix` (e.g. ``models/llama-3.1-8b/``), copied uncompressed to
         ``/opt/ml/model``. A missing trailing ``/`` is added, so ``models/llama`` never also reads
         ``models/llama-2/``. `bucket_owner`: default ``bucket.env.account``."""
         return _PrefixModelData(bucket, prefix, bucket_owner or bucket.env.account)
 
     @staticmethod
-    def from_s3_archive(bucket: s3.IBucket, key: str, *, bucket_owner: str | None = None) -> "ModelData":
+    def from_s3_archive(bucket: s3.IBucket, key: str, *, bucket_owner: str | None = None) -> ModelData:
         """One ``.tar.gz`` object, unpacked into ``/opt/ml/model``. `bucket_owner`: default
         ``bucket.env.account``."""
         return _ArchiveModelData(bucket, key, bucket_owner or bucket.env.account)
@@ -97,7 +98,11 @@ class _PrefixModelData(ModelData):
         if not isinstance(self.prefix, str) or Token.is_unresolved(self.prefix):
             return [Problem(subject, "model_data.prefix", "must be a literal string")]
         if self.prefix.startswith("/") or self.prefix == "/":
-            return [Problem(subject, "model_data.prefix", f"{self.prefix!r} must be a key prefix like 'models/llama/' (no leading '/')")]
+            return [
+                Problem(
+                    subject, "model_data.prefix", f"{self.prefix!r} must be a key prefix like 'models/llama/' (no leading '/')"
+                )
+            ]
         return []
 
     def bind(self) -> ModelDataConfig:
@@ -132,7 +137,9 @@ class _ArchiveModelData(ModelData):
     def bind(self) -> ModelDataConfig:
         statements = (
             iam.PolicyStatement(
-                actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(self.key)], conditions=s3_owned_by(self.bucket_owner)
+                actions=["s3:GetObject"],
+                resources=[self.bucket.arn_for_objects(self.key)],
+                conditions=s3_owned_by(self.bucket_owner),
             ),
         )
         return _config(self.bucket, self.key, "S3Object", "Gzip", statements)

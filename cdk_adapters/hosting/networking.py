@@ -3,8 +3,9 @@ and the endpoint config carry."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
@@ -60,7 +61,9 @@ class EndpointNetworking:
 
 
 def _no_default_subnets(vpc: ec2.IVpc) -> str:
-    found = " and ".join(kind for kind, subnets in (("isolated", vpc.isolated_subnets), ("public", vpc.public_subnets)) if subnets)
+    found = " and ".join(
+        kind for kind, subnets in (("isolated", vpc.isolated_subnets), ("public", vpc.public_subnets)) if subnets
+    )
     message = f"the default is the VPC's private subnets with egress, and this VPC has none (it has {found or 'no'} subnets)"
     if not vpc.isolated_subnets:
         return f"{message}; pass vpc_subnets= naming the private subnets the instances run in"
@@ -79,7 +82,7 @@ def _jsii_message(error: RuntimeError) -> str:
     return message if separator and code.isalnum() else text
 
 
-def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict[str, object]:
+def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict[str, Any]:
     if selection is None:
         return {"subnet_type": ec2.SubnetType.PRIVATE_WITH_EGRESS}
     return {

@@ -25,8 +25,8 @@ than shipped as a guard that never triggers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from aws_cdk import Duration, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -53,16 +53,14 @@ class BatchSize:
     value: int
 
     @staticmethod
-    def copies(count: int) -> "BatchSize":
+    def copies(count: int) -> BatchSize:
         return BatchSize(COPY_COUNT, count)
 
     @staticmethod
-    def percent(share: int) -> "BatchSize":
+    def percent(share: int) -> BatchSize:
         return BatchSize(CAPACITY_PERCENT, share)
 
-    def problems(
-        self, subject: str, field_name: str, copy_count: int | None, percent_range: tuple[int, int]
-    ) -> list[Problem]:
+    def problems(self, subject: str, field_name: str, copy_count: int | None, percent_range: tuple[int, int]) -> list[Problem]:
         """`copy_count` None: the copies are not bounded (a rollback restores any number)."""
         if self.type not in BATCH_SIZE_TYPES:
             return [Problem(subject, f"{field_name}.type", f"must be one of {', '.join(BATCH_SIZE_TYPES)}, got {self.type!r}")]
@@ -148,7 +146,9 @@ class RollingUpdate:
                 )
             )
         else:
-            found += self.maximum_batch_size.problems(subject, f"{field_prefix}.maximum_batch_size", copy_count, BATCH_PERCENT_RANGE)
+            found += self.maximum_batch_size.problems(
+                subject, f"{field_prefix}.maximum_batch_size", copy_count, BATCH_PERCENT_RANGE
+            )
         if self.rollback_maximum_batch_size is not None:
             found += self.rollback_maximum_batch_size.problems(
                 subject, f"{field_prefix}.rollback_maximum_batch_size", None, ROLLBACK_PERCENT_RANGE
@@ -156,11 +156,18 @@ class RollingUpdate:
         found += _seconds_problems(subject, f"{field_prefix}.wait_interval", self.wait_interval, WAIT_INTERVAL_RANGE_SECONDS)
         if self.maximum_execution_timeout is not None:
             found += _seconds_problems(
-                subject, f"{field_prefix}.maximum_execution_timeout", self.maximum_execution_timeout, EXECUTION_TIMEOUT_RANGE_SECONDS
+                subject,
+                f"{field_prefix}.maximum_execution_timeout",
+                self.maximum_execution_timeout,
+                EXECUTION_TIMEOUT_RANGE_SECONDS,
             )
         if isinstance(self.rollback_on_endpoint_alarms, str):
             found.append(
-                Problem(subject, f"{field_prefix}.rollback_on_endpoint_alarms", f"must be a list of alarm names, got {self.rollback_on_endpoint_alarms!r}")
+                Problem(
+                    subject,
+                    f"{field_prefix}.rollback_on_endpoint_alarms",
+                    f"must be a list of alarm names, got {self.rollback_on_endpoint_alarms!r}",
+                )
             )
         else:
             for name in self.rollback_on_endpoint_alarms:
@@ -185,7 +192,13 @@ class RollingUpdate:
                 )
             )
         if count > MAX_ROLLBACK_ALARMS:
-            found.append(Problem(subject, f"{field_prefix}.rollback_alarms", f"names {count} alarms; SageMaker takes at most {MAX_ROLLBACK_ALARMS}"))
+            found.append(
+                Problem(
+                    subject,
+                    f"{field_prefix}.rollback_alarms",
+                    f"names {count} alarms; SageMaker takes at most {MAX_ROLLBACK_ALARMS}",
+                )
+            )
         return found
 
     @property
@@ -193,7 +206,9 @@ class RollingUpdate:
         extra = 0 if isinstance(self.rollback_on_endpoint_alarms, str) else len(self.rollback_on_endpoint_alarms)
         return len(self.rollback_alarms) + extra
 
-    def render(self, endpoint_alarms: dict[str, cloudwatch.IAlarm]) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty:
+    def render(
+        self, endpoint_alarms: Mapping[str, cloudwatch.IAlarm]
+    ) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty:
         """The L1 property; `endpoint_alarms` maps the endpoint's alarm kinds to its alarms."""
         alarms = [*self.rollback_alarms, *(endpoint_alarms[name] for name in self.rollback_on_endpoint_alarms)]
         return sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty(

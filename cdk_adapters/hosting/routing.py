@@ -82,4 +82,6 @@ class Routing:
             prefix = sagemaker.CfnEndpointConfig.PrefixAwareRoutingConfigProperty(
                 prefix_length=self.prefix_length, concurrency_threshold=self.concurrency_threshold
             )
-        return sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy=self.strategy, prefix_aware_routing_config=prefix)
+        return sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+            routing_strategy=self.strategy, prefix_aware_routing_config=prefix
+        )

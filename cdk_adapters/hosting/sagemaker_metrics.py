@@ -61,12 +61,16 @@ class Observability:
             message = f"must be True, False or None, got {self.detailed_observability!r}"
             found.append(Problem(subject, "observability.detailed_observability", message))
         if not isinstance(self.enhanced_metrics, bool):
-            found.append(Problem(subject, "observability.enhanced_metrics", f"must be True or False, got {self.enhanced_metrics!r}"))
+            found.append(
+                Problem(subject, "observability.enhanced_metrics", f"must be True or False, got {self.enhanced_metrics!r}")
+            )
         allowed = ", ".join(map(str, PUBLISH_FREQUENCIES_SECONDS))
         for name in ("publish_frequency_seconds", "container_publish_frequency_seconds"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or value not in PUBLISH_FREQUENCIES_SECONDS):
-                found.append(Problem(subject, f"observability.{name}", f"must be one of {allowed} (seconds) or None, got {value!r}"))
+                found.append(
+                    Problem(subject, f"observability.{name}", f"must be one of {allowed} (seconds) or None, got {value!r}")
+                )
         path = self.container_metrics_path
         if path is not None and not _valid_metrics_path(path):
             found.append(
@@ -79,7 +83,11 @@ class Observability:
             )
         if path is None and self.container_publish_frequency_seconds is not None:
             found.append(
-                Problem(subject, "observability.container_publish_frequency_seconds", "needs container_metrics_path (the endpoint it applies to)")
+                Problem(
+                    subject,
+                    "observability.container_publish_frequency_seconds",
+                    "needs container_metrics_path (the endpoint it applies to)",
+                )
             )
         return found
 
@@ -94,7 +102,9 @@ class Observability:
             metric_publish_frequency_in_seconds=self.publish_frequency_seconds,
         )
 
-    def render_container(self, emf: bool) -> sagemaker.CfnInferenceComponent.InferenceComponentContainerSpecificationProperty | None:
+    def render_container(
+        self, emf: bool
+    ) -> sagemaker.CfnInferenceComponent.InferenceComponentContainerSpecificationProperty | None:
         """The base component's ``Container`` block (its metrics endpoint only; the image and
         environment come from the model), or None when SageMaker scrapes nothing or
         `container_metrics_path` is None."""

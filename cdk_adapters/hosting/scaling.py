@@ -46,8 +46,7 @@ from cdk_adapters.problems import Problem, raise_if_any
 COPY_COUNT_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 """Application Auto Scaling's dimension for an inference component's copies."""
 SERVICE_LINKED_ROLE = (
-    "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
-    "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+    "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
 )
 """The role Application Auto Scaling uses for SageMaker (created by it on first registration)."""
 COOLDOWN_RANGE_SECONDS = (0, 3600)
@@ -62,7 +61,9 @@ WAKE_UP_QUERY = 'SELECT SUM(NoCapacityInvocationFailures) FROM SCHEMA("AWS/SageM
 class CopyScalingMetric(Enum):
     """The two predefined metrics Application Auto Scaling tracks for inference component copies."""
 
-    CONCURRENT_REQUESTS_PER_COPY = appscaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_CONCURRENT_REQUESTS_PER_COPY_HIGH_RESOLUTION
+    CONCURRENT_REQUESTS_PER_COPY = (
+        appscaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_CONCURRENT_REQUESTS_PER_COPY_HIGH_RESOLUTION
+    )
     """Requests in flight per copy, sampled below a minute: reacts in about 30 s; the better fit
     for LLMs, whose requests last seconds."""
     INVOCATIONS_PER_COPY = appscaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_INVOCATIONS_PER_COPY
@@ -235,7 +236,9 @@ class ScalableCopyCount(Construct):
         scale_in_cooldown: Duration | None,
         scale_out_cooldown: Duration | None,
     ) -> appscaling.TargetTrackingScalingPolicy:
-        method = "scale_on_concurrent_requests" if metric is CopyScalingMetric.CONCURRENT_REQUESTS_PER_COPY else "scale_on_invocations"
+        method = (
+            "scale_on_concurrent_requests" if metric is CopyScalingMetric.CONCURRENT_REQUESTS_PER_COPY else "scale_on_invocations"
+        )
         subject = _subject(self.inference_component_name)
         scale_in = scale_in_cooldown or Duration.minutes(5)
         scale_out = scale_out_cooldown or Duration.minutes(1)
@@ -282,7 +285,9 @@ class ScalableCopyCount(Construct):
         problems = _cooldown_problems(subject, "scale_to_zero.wake_up_cooldown", cooldown)
         if self.min_copies != 0:
             problems.append(
-                Problem(subject, "min_copies", f"is {self.min_copies}; scale_to_zero needs auto_scale_copy_count(min_copies=0, ...)")
+                Problem(
+                    subject, "min_copies", f"is {self.min_copies}; scale_to_zero needs auto_scale_copy_count(min_copies=0, ...)"
+                )
             )
         scaling = self.instance_scaling
         if scaling is None or scaling.min_instance_count != 0:
@@ -357,8 +362,12 @@ def _capacity_problems(scaling: InstanceScaling | None, subject: str, max_copies
         return [Problem(subject, "instance_scaling", "is unknown; create the component through MultiAdapterEndpoint")]
     try:
         return copies_fit_problems(
-            subject, scaling, copies=max_copies, copies_field="max_copies",
-            instance_count=scaling.max_instance_count, count_field="max_instance_count",
+            subject,
+            scaling,
+            copies=max_copies,
+            copies_field="max_copies",
+            instance_count=scaling.max_instance_count,
+            count_field="max_instance_count",
         )
     except UnknownInstanceType as error:
         return [Problem(subject, "instance_type", f"{error}; autoscaling needs its GPUs and memory to check that max_copies fit")]
@@ -390,9 +399,9 @@ class _ScalingValidation:
 
 __all__ = [
     "COPY_COUNT_DIMENSION",
+    "WAKE_UP_QUERY",
     "CopyScalingMetric",
     "ScalableCopyCount",
-    "WAKE_UP_QUERY",
     "WakeUp",
     "WakeUpScope",
 ]

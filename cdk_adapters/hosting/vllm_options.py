@@ -8,12 +8,13 @@ active set fails at synth, not an hour into an endpoint deployment. Standard-lib
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Mapping
 
-from cdk_adapters.gate import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract import reserved_config, serving_env
+from cdk_adapters.gate import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import Problem
+
 
 @dataclass(frozen=True)
 class VllmOptions:
@@ -71,11 +72,7 @@ class VllmOptions:
         if self.max_lora_rank is not None and self.max_lora_rank not in ALLOWED_MAX_LORA_RANKS:
             allowed = ", ".join(map(str, ALLOWED_MAX_LORA_RANKS))
             bad("max_lora_rank", f"vLLM accepts only {allowed}; got {self.max_lora_rank!r}")
-        if (
-            isinstance(self.max_loras, int)
-            and isinstance(self.max_cpu_loras, int)
-            and self.max_cpu_loras < self.max_loras
-        ):
+        if isinstance(self.max_loras, int) and isinstance(self.max_cpu_loras, int) and self.max_cpu_loras < self.max_loras:
             bad(
                 "max_cpu_loras",
                 f"({self.max_cpu_loras}) must be >= max_loras ({self.max_loras}): the host cache "
@@ -86,12 +83,14 @@ class VllmOptions:
             isinstance(utilization, (int, float)) and math.isfinite(utilization) and 0 < utilization <= 1
         ):
             bad("gpu_memory_utilization", f"must be in (0, 1], got {utilization!r}")
-        if self.limit_mm_per_prompt is not None:
-            if not isinstance(self.limit_mm_per_prompt, Mapping) or not all(
+        if self.limit_mm_per_prompt is not None and (
+            not isinstance(self.limit_mm_per_prompt, Mapping)
+            or not all(
                 isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
                 for k, v in self.limit_mm_per_prompt.items()
-            ):
-                bad("limit_mm_per_prompt", "must map modality names to non-negative integers")
+            )
+        ):
+            bad("limit_mm_per_prompt", "must map modality names to non-negative integers")
         if self.enable_tower_connector_lora is not None and not isinstance(self.enable_tower_connector_lora, bool):
             bad("enable_tower_connector_lora", f"must be true or false, got {self.enable_tower_connector_lora!r}")
         bitsandbytes = {name: getattr(self, name) for name in ("quantization", "load_format")}
@@ -113,7 +112,10 @@ class VllmOptions:
                 flag = reserved_config.flag_name(arg)
                 reserved = reserved_config.refused_flag(arg)
                 if reserved is not None:
-                    bad("extra_args", f"{arg.split('=', 1)[0]} is refused by the serving container ({reserved.flag}: {reserved.reason}); remove it")
+                    bad(
+                        "extra_args",
+                        f"{arg.split('=', 1)[0]} is refused by the serving container ({reserved.flag}: {reserved.reason}); remove it",
+                    )
                 elif flag in typed_flags:
                     bad("extra_args", f"{flag} has a typed option; set {flag[2:].replace('-', '_')} instead")
         return found
@@ -135,4 +137,3 @@ class VllmOptions:
 
 def _flag(option_name: str) -> str:
     return option_name.replace("_", "-")
-

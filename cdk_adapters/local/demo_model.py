@@ -11,8 +11,12 @@ adapter, and a manifest with a canary alias over them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 TINY_BASE_MODEL_ID = "cdk-adapters-tests/tiny-llama"
 TINY_BASE_REVISION = "0000000000000000000000000000000000000001"
@@ -36,12 +40,14 @@ _CHAT_TEMPLATE = (
 DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
-def build_tokenizer():
+def build_tokenizer() -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer of about 300 tokens with a chat template."""
     return train_tokenizer(_CORPUS, vocab_size=300, chat_template=_CHAT_TEMPLATE)
 
 
-def train_tokenizer(corpus: Sequence[str], *, vocab_size: int, chat_template: str, extra_special: Mapping[str, str] | None = None):
+def train_tokenizer(
+    corpus: Sequence[str], *, vocab_size: int, chat_template: str, extra_special: Mapping[str, str] | None = None
+) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained offline on `corpus` (``<s>``, ``</s>``, ``<pad>`` and
     `extra_special`'s tokens special), with `chat_template`: the demo and test models' recipe."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -59,7 +65,9 @@ def train_tokenizer(corpus: Sequence[str], *, vocab_size: int, chat_template: st
     )
     tokenizer.train_from_iterator(corpus, trainer=trainer)
     options = {"extra_special_tokens": extra} if extra else {}
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>", **options)
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # transformers leaves its __init__ unannotated
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>", **options
+    )
     fast.chat_template = chat_template
     return fast
 
@@ -89,7 +97,8 @@ def build_base_model(out_dir: Path, *, seed: int = 0, num_key_value_heads: int =
         tie_word_embeddings=False,
         dtype="float32",
     )
-    model = LlamaForCausalLM(config).to(torch.float32)
+    # transformers leaves __init__ unannotated, and types its @wraps'd to() as unbound (self first)
+    model = LlamaForCausalLM(config).to(torch.float32)  # type: ignore[no-untyped-call, arg-type]
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     return out_dir
@@ -143,7 +152,8 @@ def build_lora_adapter(
         for name, param in model.named_parameters():
             if "lora_B" in name:
                 param.mul_(20.0)
-    model.save_pretrained(out_dir, safe_serialization=True, save_embedding_layers=save_embedding_layers)
+    # PEFT annotates save_directory as str, but takes any path (os.path / os.makedirs)
+    model.save_pretrained(out_dir, safe_serialization=True, save_embedding_layers=save_embedding_layers)  # type: ignore[arg-type]
     set_base_identity(out_dir, base_model_name_or_path, revision)
     return out_dir
 
@@ -181,7 +191,7 @@ def write_demo(out_dir: Path) -> Path:
         "version: 1\n"
         "base_model:\n"
         f"  id: {TINY_BASE_MODEL_ID}\n"
-        f"  revision: \"{TINY_BASE_REVISION}\"\n"  # quoted: YAML reads the digits as a number
+        f'  revision: "{TINY_BASE_REVISION}"\n'  # quoted: YAML reads the digits as a number
         f"  artifact: {DEMO_ARTIFACT}\n"
         "  hidden_size: 64\n"
         "  module_names: [down_proj, embed_tokens, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj]\n"

@@ -20,8 +20,12 @@ tower LoRA path kills the engine on the first image request (the gate refuses th
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig, PreTrainedTokenizerFast
 
 TINY_VLM_MODEL_ID = "cdk-adapters-tests/tiny-llava-clip"
 TINY_VLM_REVISION = "0000000000000000000000000000000000000002"
@@ -58,14 +62,16 @@ TOWER_TARGETS = (
 """A tower + connector adapter: CLIP's attention and MLP, the projector, and two Llama projections."""
 
 
-def build_tokenizer():
+def build_tokenizer() -> PreTrainedTokenizerFast:
     """The demo tokenizer, knowing ``<image>``, with a chat template over content parts."""
     from cdk_adapters.local.demo_model import train_tokenizer
 
     return train_tokenizer(_CORPUS, vocab_size=384, chat_template=CHAT_TEMPLATE, extra_special={"image_token": IMAGE_TOKEN})
 
 
-def build_vlm(out_dir: Path, *, seed: int = 0, vision_feature_select_strategy: str = "full", tower: str = "clip") -> Path:
+def build_vlm(
+    out_dir: Path, *, seed: int = 0, vision_feature_select_strategy: Literal["default", "full"] = "full", tower: str = "clip"
+) -> Path:
     """Write the tiny LLaVA (config, safetensors in vLLM's layout, tokenizer, processor) to `out_dir`;
     `tower` ``"siglip"`` gives it a SigLIP tower of the same size instead of CLIP."""
     import torch
@@ -82,34 +88,59 @@ def build_vlm(out_dir: Path, *, seed: int = 0, vision_feature_select_strategy: s
     tokenizer = build_tokenizer()
     image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
     torch.manual_seed(seed)
+    vision: PreTrainedConfig
     if tower == "siglip":
         from transformers import SiglipVisionConfig
 
         vision = SiglipVisionConfig(
-            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-            image_size=IMAGE_SIZE, patch_size=PATCH_SIZE,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=IMAGE_SIZE,
+            patch_size=PATCH_SIZE,
         )
     else:
         vision = CLIPVisionConfig(
-            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-            image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, hidden_act="quick_gelu", projection_dim=32,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=IMAGE_SIZE,
+            patch_size=PATCH_SIZE,
+            hidden_act="quick_gelu",
+            projection_dim=32,
         )
     text = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, head_dim=32, initializer_range=0.1,
-        max_position_embeddings=512, tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=32,
+        initializer_range=0.1,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
     )
     config = LlavaConfig(
-        vision_config=vision, text_config=text, image_token_id=image_token_id, vision_feature_layer=-2,
-        vision_feature_select_strategy=vision_feature_select_strategy, tie_word_embeddings=False,
+        vision_config=vision,
+        text_config=text,
+        image_token_id=image_token_id,  # type: ignore[call-arg]  # transformers maps it to image_token_index (attribute_map)
+        vision_feature_layer=-2,
+        vision_feature_select_strategy=vision_feature_select_strategy,
+        tie_word_embeddings=False,
     )
-    model = LlavaForConditionalGeneration(config).to(torch.float32)
+    model = LlavaForConditionalGeneration(config).to(torch.float32)  # type: ignore[arg-type]  # transformers types its @wraps'd to() as unbound (self first)
     model.save_pretrained(out_dir, safe_serialization=True)
     _rekey_file(out_dir / "model.safetensors", to_vision_model=True)
-    processor = LlavaProcessor(
+    processor = LlavaProcessor(  # type: ignore[no-untyped-call]  # transformers leaves its __init__ unannotated
         image_processor=CLIPImageProcessor(
-            size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+            size={"shortest_edge": IMAGE_SIZE},
+            crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
         ),
         tokenizer=tokenizer,
         patch_size=PATCH_SIZE,
@@ -142,7 +173,7 @@ def build_vlm_adapter(
         for name, param in model.named_parameters():
             if "lora_B" in name:
                 param.mul_(20.0)
-    model.save_pretrained(out_dir, safe_serialization=True)
+    model.save_pretrained(out_dir, safe_serialization=True)  # type: ignore[arg-type]  # PEFT annotates str, takes any path
     _rekey_file(out_dir / "adapter_model.safetensors", to_vision_model=True)
     set_base_identity(out_dir, TINY_VLM_MODEL_ID, TINY_VLM_REVISION)
     return out_dir
@@ -172,7 +203,8 @@ def _rekey_file(path: Path, *, to_vision_model: bool) -> None:
 
     with safe_open(str(path), framework="pt") as weights:
         metadata = weights.metadata() or {"format": "pt"}
-        tensors = {_rekey(key, to_vision_model=to_vision_model): weights.get_tensor(key) for key in weights.keys()}
+        # safe_open has keys() but is not iterable
+        tensors = {_rekey(key, to_vision_model=to_vision_model): weights.get_tensor(key) for key in weights.keys()}  # noqa: SIM118
     save_file(tensors, str(path), metadata=metadata)
 
 
@@ -208,8 +240,11 @@ def write_vlm_demo(out_dir: Path) -> Path:
     facts = BaseModelFacts.from_model_dir(base_dir)
     rows = "".join(
         f"  - name: {name}\n    source: adapters/{name}\n"
-        + ("" if targets == LANGUAGE_TARGETS else
-           '    acknowledge: {rule: identical-target-modules, reason: "LoRA on the vision tower and connector too"}\n')
+        + (
+            ""
+            if targets == LANGUAGE_TARGETS
+            else '    acknowledge: {rule: identical-target-modules, reason: "LoRA on the vision tower and connector too"}\n'
+        )
         for name, targets in VLM_DEMO_ADAPTERS.items()
     )
     manifest = out_dir / "manifest.yaml"
@@ -218,7 +253,7 @@ def write_vlm_demo(out_dir: Path) -> Path:
         "version: 1\n"
         "base_model:\n"
         f"  id: {TINY_VLM_MODEL_ID}\n"
-        f"  revision: \"{TINY_VLM_REVISION}\"\n"  # quoted: YAML reads the digits as a number
+        f'  revision: "{TINY_VLM_REVISION}"\n'  # quoted: YAML reads the digits as a number
         f"  artifact: {VLM_DEMO_ARTIFACT}\n"
         f"  hidden_size: {facts.hidden_size}\n"
         f"  module_names: [{', '.join(sorted(facts.module_names))}]\n"

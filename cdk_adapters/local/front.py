@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
 
 import httpx
 
@@ -140,8 +141,10 @@ class RuntimeFront:
         return adapter_name_key(component)
 
     def _backend_headers(self, invocation: Invocation) -> dict[str, str]:
-        headers = {"content-type": invocation.headers.get("content-type", "application/json"),
-                   "x-amzn-requestid": str(uuid.uuid4())}
+        headers = {
+            "content-type": invocation.headers.get("content-type", "application/json"),
+            "x-amzn-requestid": str(uuid.uuid4()),
+        }
         if invocation.adapter is not None:
             headers[ADAPTER_HEADER] = invocation.adapter
         if CUSTOM_ATTRIBUTES_HEADER in invocation.headers:
@@ -153,8 +156,10 @@ class RuntimeFront:
         if answer.status_code >= 300:
             await _send_model_error(send, answer.status_code, answer.content)
             return
-        headers = {"content-type": answer.headers.get("content-type", "application/json"),
-                   "x-amzn-invoked-production-variant": "AllTraffic"}
+        headers = {
+            "content-type": answer.headers.get("content-type", "application/json"),
+            "x-amzn-invoked-production-variant": "AllTraffic",
+        }
         if CUSTOM_ATTRIBUTES_HEADER in answer.headers:
             headers[CUSTOM_ATTRIBUTES_HEADER] = answer.headers[CUSTOM_ATTRIBUTES_HEADER]
         await _send_whole(send, 200, headers, answer.content)
@@ -171,11 +176,19 @@ class RuntimeFront:
             if answer.status_code >= 300:
                 await _send_model_error(send, answer.status_code, await answer.aread())
                 return
-            await send({"type": "http.response.start", "status": 200, "headers": _encode_headers({
-                "content-type": event_stream.CONTENT_TYPE,
-                "x-amzn-sagemaker-content-type": answer.headers.get("content-type", "application/octet-stream"),
-                "x-amzn-invoked-production-variant": "AllTraffic",
-            })})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": _encode_headers(
+                        {
+                            "content-type": event_stream.CONTENT_TYPE,
+                            "x-amzn-sagemaker-content-type": answer.headers.get("content-type", "application/octet-stream"),
+                            "x-amzn-invoked-production-variant": "AllTraffic",
+                        }
+                    ),
+                }
+            )
             try:
                 async for piece in answer.aiter_raw():
                     if piece:
@@ -193,7 +206,9 @@ class RuntimeFront:
             answer = await self.client.get(METRICS_PATH)
         except httpx.HTTPError as error:
             raise RuntimeApiError(500, "InternalFailure", f"the local adapter server did not answer: {error}") from None
-        await _send_whole(send, answer.status_code, {"content-type": answer.headers.get("content-type", "text/plain")}, answer.content)
+        await _send_whole(
+            send, answer.status_code, {"content-type": answer.headers.get("content-type", "text/plain")}, answer.content
+        )
 
     async def _backend_call(self, invocation: Invocation) -> httpx.Response:
         try:
@@ -250,23 +265,32 @@ async def _send_model_error(send: Send, status: int, original: bytes) -> None:
     document = {
         "ErrorCode": f"{side.upper()}_ERROR_FROM_MODEL",
         "Message": f'Received {side} error ({status}) from primary with message "{text}". '
-                   "See the adapter server's log (cdk-adapters local prints where it is).",
+        "See the adapter server's log (cdk-adapters local prints where it is).",
         "OriginalStatusCode": status,
         "OriginalMessage": text,
     }
-    await _send_whole(send, 424, {"content-type": "application/json", "x-amzn-errortype": "ModelError"},
-                      json.dumps(document).encode())
+    await _send_whole(
+        send, 424, {"content-type": "application/json", "x-amzn-errortype": "ModelError"}, json.dumps(document).encode()
+    )
 
 
 async def _send_runtime_error(send: Send, error: RuntimeApiError) -> None:
-    await _send_whole(send, error.status, {"content-type": "application/json", "x-amzn-errortype": error.code},
-                      json.dumps({"message": error.message}).encode())
+    await _send_whole(
+        send,
+        error.status,
+        {"content-type": "application/json", "x-amzn-errortype": error.code},
+        json.dumps({"message": error.message}).encode(),
+    )
 
 
 async def _send_whole(send: Send, status: int, headers: Mapping[str, str], body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": _encode_headers({**headers, "content-length": str(len(body)),
-                                            "x-amzn-requestid": str(uuid.uuid4())})})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": _encode_headers({**headers, "content-length": str(len(body)), "x-amzn-requestid": str(uuid.uuid4())}),
+        }
+    )
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 

@@ -16,9 +16,9 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 import httpx
 
@@ -86,7 +86,8 @@ def local_record(*, allow_base_model: bool, aliases: Mapping[str, Mapping[str, i
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 class AdapterServer:
@@ -96,7 +97,7 @@ class AdapterServer:
         self.settings = settings
         self.port = free_port()
         self.log_path = settings.work_dir / "adapter-server.log"
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -104,7 +105,11 @@ class AdapterServer:
 
     def environment(self) -> dict[str, str]:
         s = self.settings
-        env = {k: v for k, v in os.environ.items() if not k.startswith((serving_env.VARIABLE_PREFIX, serving_env.SAGEMAKER_VLLM_FLAG_PREFIX))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith((serving_env.VARIABLE_PREFIX, serving_env.SAGEMAKER_VLLM_FLAG_PREFIX))
+        }
         flags = {"MODEL": str(s.base_model_dir), "MAX_LORAS": str(s.max_loras), "MAX_LORA_RANK": str(s.max_lora_rank)}
         if s.max_cpu_loras is not None:
             flags["MAX_CPU_LORAS"] = str(s.max_cpu_loras)
@@ -115,31 +120,38 @@ class AdapterServer:
         if s.allow_vision_modules:
             flags["ENABLE_TOWER_CONNECTOR_LORA"] = "true"
         env.update({serving_env.flag_variable(key): value for key, value in flags.items()})
-        env.update(serving_env.PolicySettings(
-            allow_base_model=s.allow_base_model,
-            allow_vision_modules=s.allow_vision_modules,
-            base_model_id=s.base_model_id,
-            base_model_revision=s.base_model_revision or None,
-        ).environment())
-        env.update({
-            serving_env.STATE_DIR: str(s.work_dir / "state"),
-            # Loopback only, so OpenAI clients may name the adapter in the body's `model` here.
-            serving_env.LOCAL_BODY_NAMES_ADAPTER: "true",
-            serving_env.LISTEN_HOST: "127.0.0.1",
-            serving_env.LISTEN_PORT: str(self.port),
-            **adapter_identity.environment(LOCAL_ENDPOINT),
-            "VLLM_CPU_KVCACHE_SPACE": str(s.kv_cache_gib),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), str(CONTAINER_DIR), env.get("PYTHONPATH", "")) if p),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-        })
+        env.update(
+            serving_env.PolicySettings(
+                allow_base_model=s.allow_base_model,
+                allow_vision_modules=s.allow_vision_modules,
+                base_model_id=s.base_model_id,
+                base_model_revision=s.base_model_revision or None,
+            ).environment()
+        )
+        env.update(
+            {
+                serving_env.STATE_DIR: str(s.work_dir / "state"),
+                # Loopback only, so OpenAI clients may name the adapter in the body's `model` here.
+                serving_env.LOCAL_BODY_NAMES_ADAPTER: "true",
+                serving_env.LISTEN_HOST: "127.0.0.1",
+                serving_env.LISTEN_PORT: str(self.port),
+                **adapter_identity.environment(LOCAL_ENDPOINT),
+                "VLLM_CPU_KVCACHE_SPACE": str(s.kv_cache_gib),
+                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), str(CONTAINER_DIR), env.get("PYTHONPATH", "")) if p),
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+            }
+        )
         env.update(s.extra_env)
         return env
 
     def start(
-        self, timeout_s: float = START_TIMEOUT_S, *, progress: Callable[[float], None] | None = None,
+        self,
+        timeout_s: float = START_TIMEOUT_S,
+        *,
+        progress: Callable[[float], None] | None = None,
         progress_interval_s: float = PROGRESS_INTERVAL_S,
     ) -> None:
         """Start the server and wait until ``/ping`` answers 200, calling `progress` with the
@@ -147,8 +159,12 @@ class AdapterServer:
         (self.settings.work_dir / "state").mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "adapter_server", "serve"], env=self.environment(),
-                stdout=log, stderr=subprocess.STDOUT, cwd=self.settings.work_dir, start_new_session=True,
+                [sys.executable, "-m", "adapter_server", "serve"],
+                env=self.environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.settings.work_dir,
+                start_new_session=True,
             )
         started = time.monotonic()
         deadline = started + timeout_s
@@ -205,7 +221,7 @@ class AdapterServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def stop_process_group(process: subprocess.Popen | None) -> None:
+def stop_process_group(process: subprocess.Popen[bytes] | None) -> None:
     """End a server started in its own process group (the API server and its engine-core child):
     SIGTERM, then SIGKILL if it is still there after 60 s (SageMaker allows 30 s; vLLM needs more
     on a busy 2-core machine)."""
@@ -236,7 +252,8 @@ def _registration_problems(name: str, answer: httpx.Response) -> list[Problem]:
     if isinstance(listed, list) and listed:
         return [
             Problem(str(p.get("subject", f"adapter '{name}'")), str(p.get("field", "")), str(p.get("message", p)))
-            if isinstance(p, dict) else Problem(f"adapter '{name}'", "(registration)", str(p))
+            if isinstance(p, dict)
+            else Problem(f"adapter '{name}'", "(registration)", str(p))
             for p in listed
         ]
     message = error.get("message") if isinstance(error, dict) else None

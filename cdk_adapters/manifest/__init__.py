@@ -52,7 +52,6 @@ __all__ = [
     "plan_manifest",
     "plan_manifest_file",
     "write_lock",
-
 ]
 
 

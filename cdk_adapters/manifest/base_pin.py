@@ -16,10 +16,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cdk_adapters.manifest.lock import BaseModelPin, PinnedObject
-from cdk_adapters.problems import Problem
 from cdk_adapters.artifacts.s3_checksum import denied_reason, stored_checksum
 from cdk_adapters.contract.s3_url import parse_s3_url
+from cdk_adapters.manifest.lock import BaseModelPin, PinnedObject
+from cdk_adapters.problems import Problem
 
 SUBJECT = "base model"
 FIELD = "artifact"
@@ -38,7 +38,7 @@ def read_base_pin(s3_client: Any, uri: str, *, expected_bucket_owner: str | None
         for key in keys:
             head = s3_client.head_object(Bucket=url.bucket, Key=key, ChecksumMode="ENABLED", **owner)
             checksum = stored_checksum(head)
-            name = key[len(url.key):] if uri.endswith("/") else key
+            name = key[len(url.key) :] if uri.endswith("/") else key
             if checksum is None:
                 unchecked.append(name)
             else:
@@ -50,7 +50,8 @@ def read_base_pin(s3_client: Any, uri: str, *, expected_bucket_owner: str | None
         shown = ", ".join(unchecked[:5]) + (f" and {len(unchecked) - 5} more" if len(unchecked) > 5 else "")
         return None, [
             Problem(
-                SUBJECT, FIELD,
+                SUBJECT,
+                FIELD,
                 f"S3 stores no checksum for {shown} under {uri}, so it cannot be pinned; copy it again with a "
                 "checksum (e.g. `aws s3 cp --checksum-algorithm SHA256`)",
             )

@@ -45,14 +45,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML keeps the last of two equal keys; in a manifest that hides a mistake."""
 
 
-def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
@@ -69,9 +67,9 @@ class PartialManifest:
     """Names of the rows that failed the schema (those that have a string name)."""
 
 
-def _yaml_mapping(text: str, subject: str) -> dict:
+def _yaml_mapping(text: str, subject: str) -> dict[str, Any]:
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as error:
         raise ConfigurationError([Problem(subject, "(file)", f"is not valid YAML: {error}")]) from None
     if not isinstance(data, dict):
@@ -138,7 +136,8 @@ def load_valid_rows(path: Path | str | None = None, *, lock_path: Path | None = 
     path = Path(path) if path is not None else DEFAULT_MANIFEST_PATH
     try:
         data = _yaml_mapping(_read(path, f"manifest '{path}'"), f"manifest '{path}'")
-        rows = data.get("adapters") if isinstance(data.get("adapters"), list) else []
+        listed = data.get("adapters")
+        rows: list[Any] = listed if isinstance(listed, list) else []
         valid, rejected = [], []
         for row in rows:
             try:
@@ -156,9 +155,10 @@ def load_valid_rows(path: Path | str | None = None, *, lock_path: Path | None = 
     return PartialManifest(loaded=loaded, rejected_names=tuple(rejected))
 
 
-def _problems_from(error: ValidationError, data: dict, subject: str) -> list[Problem]:
+def _problems_from(error: ValidationError, data: dict[str, Any], subject: str) -> list[Problem]:
     problems = []
-    rows = data.get("adapters") if isinstance(data.get("adapters"), list) else []
+    listed = data.get("adapters")
+    rows: list[Any] = listed if isinstance(listed, list) else []
     for detail in error.errors():
         loc = list(detail["loc"])
         about = subject

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cdk_adapters.contract.s3_url import S3Url, S3UrlError, parse_s3_url
 from cdk_adapters.gate.adapter_facts import AdapterFacts
 from cdk_adapters.problems import ConfigurationError, Problem
-from cdk_adapters.contract.s3_url import S3Url, S3UrlError, parse_s3_url
 
 LOCK_VERSION = 2
 """2: the gate's facts sit under ``facts`` exactly as `AdapterFacts` defines them (1 repeated them flat)."""
@@ -123,7 +123,11 @@ def load_lock(path: Path) -> LockFile:
     except ValidationError as error:
         raise ConfigurationError(
             [
-                Problem(subject, ".".join(str(part) for part in detail["loc"]) or "(file)", detail["msg"].removeprefix("Value error, "))
+                Problem(
+                    subject,
+                    ".".join(str(part) for part in detail["loc"]) or "(file)",
+                    detail["msg"].removeprefix("Value error, "),
+                )
                 for detail in error.errors()
             ]
         ) from None

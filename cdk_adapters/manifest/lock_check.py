@@ -12,11 +12,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from cdk_adapters.artifacts.s3_checksum import denied_reason, stored_object
+from cdk_adapters.contract.s3_url import parse_s3_url
 from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
 from cdk_adapters.manifest.loader import LoadedManifest
 from cdk_adapters.problems import Problem
-from cdk_adapters.artifacts.s3_checksum import denied_reason, stored_object
-from cdk_adapters.contract.s3_url import parse_s3_url
 
 REPUBLISH = "publish the content under a new version name with `cdk-adapters publish`, or restore the locked object"
 
@@ -27,7 +27,9 @@ def check_lock_against_s3(loaded: LoadedManifest, s3_client: Any, *, expected_bu
     problems = _base_model_problems(loaded, s3_client, expected_bucket_owner)
     for row in loaded.manifest.adapters:
         if row.is_s3 and row.name not in loaded.lock.adapters:
-            problems.append(Problem(f"adapter '{row.name}'", "source", f"{row.source} has no lock entry; run `cdk-adapters lock`"))
+            problems.append(
+                Problem(f"adapter '{row.name}'", "source", f"{row.source} has no lock entry; run `cdk-adapters lock`")
+            )
         elif row.is_s3 and loaded.lock.adapters[row.name].uri != row.source:
             problems.append(
                 Problem(
@@ -51,7 +53,11 @@ def check_lock_against_s3(loaded: LoadedManifest, s3_client: Any, *, expected_bu
             problems.append(Problem(subject, "source", f"{entry.uri} does not exist ({locked}); {REPUBLISH}"))
         elif stored.sha256 is None:
             problems.append(
-                Problem(subject, "source", f"{entry.uri}: {stored.note}, so it cannot be checked against the lock ({locked}); {REPUBLISH}")
+                Problem(
+                    subject,
+                    "source",
+                    f"{entry.uri}: {stored.note}, so it cannot be checked against the lock ({locked}); {REPUBLISH}",
+                )
             )
         elif (stored.sha256, stored.size) != (entry.sha256, entry.size):
             differs = [
@@ -77,7 +83,9 @@ def _base_model_problems(loaded: LoadedManifest, s3_client: Any, owner: str | No
     artifact = loaded.manifest.base_model.artifact
     if pinned.uri != artifact:
         return [
-            Problem("base model", "artifact", f"the manifest says {artifact} but the lock pins {pinned.uri}; run `cdk-adapters lock`")
+            Problem(
+                "base model", "artifact", f"the manifest says {artifact} but the lock pins {pinned.uri}; run `cdk-adapters lock`"
+            )
         ]
     now, problems = read_base_pin(s3_client, artifact, expected_bucket_owner=owner)
     if now is None:

@@ -7,10 +7,13 @@ derived ``max_lora_rank`` when the manifest leaves it unset). It imports no aws-
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cdk_adapters.contract.discovery import alias_problems
+from cdk_adapters.endpoint.names import validate_adapter_name
 from cdk_adapters.gate import (
     AcknowledgedFinding,
     Acknowledgment,
@@ -23,13 +26,11 @@ from cdk_adapters.gate import (
     split_acknowledged,
 )
 from cdk_adapters.gate.adapter_contents import AdapterContents
-from cdk_adapters.gate.checks.co_hosted import IDENTICAL_TARGET_MODULES, UNIQUE_NAMES, VERSION_SUFFIX_CHECK
 from cdk_adapters.gate.check import check_adapter_contents
-from cdk_adapters.contract.discovery import alias_problems
+from cdk_adapters.gate.checks.co_hosted import IDENTICAL_TARGET_MODULES, UNIQUE_NAMES, VERSION_SUFFIX_CHECK
 from cdk_adapters.manifest.loader import LoadedManifest, load_manifest, load_valid_rows
 from cdk_adapters.manifest.lock import LockEntry
 from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest
-from cdk_adapters.endpoint.names import validate_adapter_name
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 if TYPE_CHECKING:
@@ -67,9 +68,7 @@ class ManifestPlan:
     @property
     def reference(self) -> Reference:
         """What every adapter was checked against, with the rank limit resolved."""
-        return Reference(
-            self.base, self.max_lora_rank, self.manifest.base_model.allow_vision_modules, self.tower_connector_lora
-        )
+        return Reference(self.base, self.max_lora_rank, self.manifest.base_model.allow_vision_modules, self.tower_connector_lora)
 
     @property
     def manifest(self) -> Manifest:
@@ -93,11 +92,15 @@ class ManifestPlan:
         """The rows marked ``canary: true``, in manifest order."""
         return tuple(adapter.name for adapter in self.adapters if adapter.row.canary)
 
-    def canary_plan(self) -> "ManifestPlan":
+    def canary_plan(self) -> ManifestPlan:
         """This plan with only the canary rows (and no aliases: they are the main endpoint's)."""
         if not self.canary_adapters:
             raise ConfigurationError(
-                [Problem(f"manifest {self.loaded.path}", "adapters", "marks no row 'canary: true'; a canary serves at least one")],
+                [
+                    Problem(
+                        f"manifest {self.loaded.path}", "adapters", "marks no row 'canary: true'; a canary serves at least one"
+                    )
+                ],
                 heading="cannot plan the canary",
             )
         manifest = self.manifest.model_copy(update={"aliases": {}})
@@ -112,7 +115,7 @@ class ManifestPlan:
         """Alias -> {adapter: weight in percent}, checked: what the discovery record publishes."""
         return self.manifest.alias_weights
 
-    def vllm_options(self, options: "VllmOptions | None" = None) -> "VllmOptions":
+    def vllm_options(self, options: VllmOptions | None = None) -> VllmOptions:
         """`options` (default `VllmOptions()`) with the manifest's LoRA limits put in."""
         from cdk_adapters.hosting.vllm_options import VllmOptions
 
@@ -208,9 +211,9 @@ def check_manifest(
                 continue
             contents = AdapterContents.from_dir(directory)
             problems += check_adapter_contents(row.name, contents, reference)
-            facts = AdapterFacts.from_contents(contents)
-            if facts is not None:
-                planned.append(PlannedAdapter(row=row, facts=facts, local_dir=directory))
+            local_facts = AdapterFacts.from_contents(contents)
+            if local_facts is not None:
+                planned.append(PlannedAdapter(row=row, facts=local_facts, local_dir=directory))
     acknowledgments = _acknowledgments(manifest.adapters)
     every_row = [
         CoHostedAdapter(name=row.name, target_modules=(), acknowledged=_rules(acknowledgments, row)) for row in manifest.adapters
@@ -230,10 +233,15 @@ def check_manifest(
     problems += _alias_problems(manifest)
     if problems:
         return _deduplicated(problems), None
+    assert reference.base is not None, "manifest_reference always states the manifest's base"
     limit = reference.max_lora_rank
     rank = limit if limit is not None else covering_max_lora_rank(adapter.facts for adapter in planned)
     return [], ManifestPlan(
-        loaded=loaded, base=reference.base, adapters=tuple(planned), max_lora_rank=rank, acknowledged=tuple(acknowledged),
+        loaded=loaded,
+        base=reference.base,
+        adapters=tuple(planned),
+        max_lora_rank=rank,
+        acknowledged=tuple(acknowledged),
         tower_connector_lora=tower_connector_lora,
     )
 
@@ -299,13 +307,15 @@ def _alias_problems(manifest: Manifest) -> list[Problem]:
     ]
 
 
-def _acknowledgments(rows) -> dict[str, Acknowledgment]:
+def _acknowledgments(rows: Iterable[AdapterRow]) -> dict[str, Acknowledgment]:
     """Subject -> the rule its row acknowledges and why."""
-    return {
-        f"adapter '{row.name}'": Acknowledgment(row.acknowledgment.rule, row.acknowledgment.reason)
-        for row in rows
-        if row.acknowledgment is not None
-    }
+    found = {}
+    for row in rows:
+        given = row.acknowledgment
+        if given is not None:
+            assert given.reason is not None, "the manifest schema requires an acknowledgment's reason"
+            found[f"adapter '{row.name}'"] = Acknowledgment(given.rule, given.reason)
+    return found
 
 
 def _rules(acknowledgments: dict[str, Acknowledgment], row: AdapterRow) -> frozenset[str]:

@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cdk_adapters.artifacts.s3_checksum import StoredObject, from_response
+from cdk_adapters.contract.s3_url import parse_s3_url
 from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.gate.adapter_facts import AdapterFacts
 from cdk_adapters.gate.check import check_adapter_contents
-from cdk_adapters.manifest.loader import LoadedManifest
 from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
+from cdk_adapters.manifest.loader import LoadedManifest
 from cdk_adapters.manifest.lock import BaseModelPin, LockEntry, LockFile
 from cdk_adapters.manifest.plan import manifest_reference
 from cdk_adapters.problems import Problem
-from cdk_adapters.artifacts.s3_checksum import StoredObject, from_response
-from cdk_adapters.contract.s3_url import parse_s3_url
 
 _CHUNK = 1024 * 1024
 
@@ -83,7 +83,7 @@ def refresh_lock(
                 )
                 continue
             if stored.sha256 != sha256:
-                why = stored.note or f"S3's SHA-256 {stored.sha256[:12]}... is not the downloaded bytes' {sha256[:12]}..."
+                why = stored.note or f"S3's SHA-256 {(stored.sha256 or '')[:12]}... is not the downloaded bytes' {sha256[:12]}..."
                 problems.append(
                     Problem(
                         subject,
@@ -121,7 +121,8 @@ def _refreshed_base_pin(loaded: LoadedManifest, s3_client: Any, owner: str | Non
     if differences:
         return previous, [
             Problem(
-                "base model", "artifact",
+                "base model",
+                "artifact",
                 f"{uri} changed since it was pinned: {'; '.join(differences)}. A base model is shared by every adapter: "
                 "restore the objects, or copy the new base to a new prefix and change base_model.artifact",
             )

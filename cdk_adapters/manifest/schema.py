@@ -7,20 +7,31 @@ modules, base identity) live in the compatibility gate, not here.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, ValidationInfo, create_model, field_validator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    StringConstraints,
+    ValidationInfo,
+    create_model,
+    field_validator,
     model_validator,
 )
 
+from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
+from cdk_adapters.deploy_check.request import body_messages
 from cdk_adapters.gate import vlm_traps
 from cdk_adapters.gate.acknowledgments import reason_error, rule_error
 from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
-from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
-from cdk_adapters.deploy_check.request import body_messages
 from cdk_adapters.monitoring import thresholds as alarm_thresholds
 from cdk_adapters.planner.traffic import TRAFFIC_BOUNDS
+
+if TYPE_CHECKING:
+    from cdk_adapters.contract.capture_record import CaptureSettings
+    from cdk_adapters.contract.tenant_limits import AdapterLimits
 
 MANIFEST_VERSION = 1
 _VISION_FACTS = ("architecture", "vision_tower_type", "vision_feature_select_strategy")
@@ -76,12 +87,12 @@ class BaseModelSpec(_Strict):
             parse_s3_url(value)
         except S3UrlError as error:
             raise ValueError(f"must be s3://<bucket>/<prefix>/ or s3://<bucket>/<key>.tar.gz: {error}") from None
-        if not (value.endswith("/") or value.endswith(".tar.gz")):
+        if not (value.endswith(("/", ".tar.gz"))):
             raise ValueError("must end with '/' (an uncompressed S3 prefix) or '.tar.gz' (one archive)")
         return value
 
     @model_validator(mode="after")
-    def _shapes_name_known_modules(self) -> "BaseModelSpec":
+    def _shapes_name_known_modules(self) -> BaseModelSpec:
         unknown = sorted(set(self.module_shapes or {}) - set(self.module_names))
         if unknown:
             raise ValueError(
@@ -94,7 +105,7 @@ class BaseModelSpec(_Strict):
     @classmethod
     def _vision_language_facts(cls, value: str | None, info: ValidationInfo) -> str | None:
         """The facts the gate's vision-language rules need at synth, where no weights are read."""
-        name, stated = info.field_name, info.data
+        name, stated = str(info.field_name), info.data
         if not stated.get("vision_language", False):
             if value is not None:
                 raise ValueError("describes a vision-language base: set vision_language: true, or remove it")
@@ -104,7 +115,8 @@ class BaseModelSpec(_Strict):
                 "architecture": "with vision_language: true",
                 "vision_tower_type": "with allow_vision_modules: true" if stated.get("allow_vision_modules") else None,
                 "vision_feature_select_strategy": f"for a {stated['architecture']} base"
-                if vlm_traps.uses_feature_select_strategy(stated.get("architecture")) else None,
+                if vlm_traps.uses_feature_select_strategy(stated.get("architecture"))
+                else None,
             }[name]
             if required_because:
                 raise ValueError(
@@ -143,7 +155,7 @@ class ServingLimits(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _cache_holds_resident(self) -> "ServingLimits":
+    def _cache_holds_resident(self) -> ServingLimits:
         if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
             raise ValueError(
                 f"max_cpu_loras ({self.max_cpu_loras}) must be >= max_loras ({self.max_loras}): "
@@ -163,7 +175,9 @@ class TrafficSpec(_Strict):
     """Average prompt length in tokens."""
     output_tokens: int = Field(ge=TRAFFIC_BOUNDS["output_tokens"][0], le=TRAFFIC_BOUNDS["output_tokens"][1])
     """Average generated tokens per request; decode time is what a GPU spends."""
-    peak_factor: float = Field(default=2.0, ge=TRAFFIC_BOUNDS["peak_factor"][0], le=TRAFFIC_BOUNDS["peak_factor"][1], allow_inf_nan=False)
+    peak_factor: float = Field(
+        default=2.0, ge=TRAFFIC_BOUNDS["peak_factor"][0], le=TRAFFIC_BOUNDS["peak_factor"][1], allow_inf_nan=False
+    )
     """Peak request rate over the average (1 = flat traffic, at most 100)."""
 
 
@@ -206,11 +220,11 @@ class _AlarmOverridesBase(_Strict):
     @field_validator("*", mode="after", check_fields=False)
     @classmethod
     def _value_allowed(cls, value: object, info: ValidationInfo) -> object:
-        field = _ALARM_FIELD_OF_KEY[info.field_name]
+        field = _ALARM_FIELD_OF_KEY[str(info.field_name)]
         error = alarm_thresholds.value_error(field, value)
         if error:
             raise ValueError(error)
-        if field in alarm_thresholds.NULLABLE_FIELDS and value is not None:
+        if field in alarm_thresholds.NULLABLE_FIELDS and isinstance(value, (int, float)):
             return float(value)  # a threshold is a float, as `AlarmThresholds` declares it (20000 -> 20000.0)
         return value
 
@@ -224,15 +238,15 @@ _ALARM_FIELD_OF_KEY = {
     (_PERIOD_KEY if name == alarm_thresholds.PERIOD_FIELD else name): name for name in alarm_thresholds.THRESHOLD_FIELDS
 }
 """Manifest key -> `AlarmThresholds` field: every field, none listed twice."""
-AlarmOverrides = create_model(
-    "AlarmOverrides",
-    __base__=_AlarmOverridesBase,
-    __module__=__name__,
-    **{
-        key: ((PositiveInt | None) if key == _PERIOD_KEY else Any, None)
-        for key in _ALARM_FIELD_OF_KEY
-    },
-)
+if TYPE_CHECKING:  # the fields are made from the threshold names; a type checker sees the base
+    AlarmOverrides = _AlarmOverridesBase
+else:
+    AlarmOverrides = create_model(
+        "AlarmOverrides",
+        __base__=_AlarmOverridesBase,
+        __module__=__name__,
+        **{key: ((PositiveInt | None) if key == _PERIOD_KEY else Any, None) for key in _ALARM_FIELD_OF_KEY},
+    )
 
 
 class LimitsSpec(_Strict):
@@ -252,7 +266,7 @@ class LimitsSpec(_Strict):
     max_n: PositiveInt | None = None
     """Sequences one request may ask for (``n`` times its prompts); more gets 400 (default 4)."""
 
-    def to_limits(self):
+    def to_limits(self) -> AdapterLimits:
         """The contract's `AdapterLimits` for this row, its defaults for what the row leaves out."""
         from cdk_adapters.contract.tenant_limits import AdapterLimits
 
@@ -270,7 +284,7 @@ class CaptureSpec(_Strict):
     redact: list[Literal["prompt", "messages", "response"]] = Field(default_factory=list)
     """Parts replaced by ``[redacted]`` before the record is written (a redacted record cannot be replayed)."""
 
-    def to_settings(self):
+    def to_settings(self) -> CaptureSettings:
         """The contract's `CaptureSettings` for this row (what the endpoint renders for the container)."""
         from cdk_adapters.contract.capture_record import CaptureSettings
 
@@ -385,16 +399,15 @@ class AdapterRow(_Strict):
         return self.acknowledge
 
     @model_validator(mode="after")
-    def _one_acknowledgment(self) -> "AdapterRow":
+    def _one_acknowledgment(self) -> AdapterRow:
         if self.acknowledge is not None and self.target_modules_differ_reason is not None:
             raise ValueError(
-                "give acknowledge or the deprecated target_modules_differ_reason, not both "
-                "(a row acknowledges one rule)"
+                "give acknowledge or the deprecated target_modules_differ_reason, not both (a row acknowledges one rule)"
             )
         return self
 
     @model_validator(mode="after")
-    def _tokenizer_only_local(self) -> "AdapterRow":
+    def _tokenizer_only_local(self) -> AdapterRow:
         if self.include_tokenizer and self.is_s3:
             raise ValueError("include_tokenizer applies to local sources only; a published archive is packaged already")
         return self

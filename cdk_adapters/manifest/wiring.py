@@ -12,8 +12,8 @@ and `cdk_adapters.endpoint.endpoint` imports nothing of the manifest.
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import Duration
@@ -23,19 +23,19 @@ from constructs import Construct
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.gate import Acknowledgment
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.contract.capture_record import CaptureSettings
+from cdk_adapters.contract.s3_url import parse_s3_url
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.deploy_check.deploy_check import AdapterCheck
-from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.endpoint.components import AdapterInferenceComponent
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.gate import Acknowledgment
+from cdk_adapters.hosting.model_data import ModelData
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest, plan_manifest_file
 from cdk_adapters.manifest.schema import BaseModelSpec
-from cdk_adapters.hosting.model_data import ModelData
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
-from cdk_adapters.artifacts.packaging import package_adapter
-from cdk_adapters.contract.s3_url import parse_s3_url
-from cdk_adapters.hosting.vllm_options import VllmOptions
 
 DEFAULT_PACKAGE_DIR = Path(tempfile.gettempdir()) / "cdk-adapters-packages"
 """Where synth writes archives of local adapter directories; file names carry the content hash."""
@@ -54,7 +54,7 @@ def endpoint_from_manifest(
     scope: Construct,
     id: str,
     *,
-    manifest: "str | PathLike[str] | ManifestPlan",
+    manifest: str | PathLike[str] | ManifestPlan,
     vllm: VllmOptions | None = None,
     encryption_key: kms.IKey | None = None,
     **props: Any,
@@ -80,7 +80,7 @@ def endpoint_from_manifest(
     # The gate judges the engine that will serve: tower/connector LoRA as `vllm` sets it.
     tower_connector_lora = vllm.enable_tower_connector_lora if vllm is not None else None
     if not isinstance(manifest, ManifestPlan):
-        plan = plan_manifest_file(manifest, tower_connector_lora=tower_connector_lora)
+        plan = plan_manifest_file(Path(manifest), tower_connector_lora=tower_connector_lora)
     elif manifest.tower_connector_lora != tower_connector_lora:
         plan = plan_manifest(manifest.loaded, tower_connector_lora=tower_connector_lora)
     else:
@@ -128,7 +128,9 @@ def endpoint_props(
     """
     return {
         "model_data": model_data_for(scope, plan.manifest.base_model, id=weights_id),
-        "adapter_locations": adapter_locations_for(scope, plan, encryption_key=encryption_key, id_prefix=f"{weights_id}LocationKey"),
+        "adapter_locations": adapter_locations_for(
+            scope, plan, encryption_key=encryption_key, id_prefix=f"{weights_id}LocationKey"
+        ),
         "vllm": plan.vllm_options(vllm),
         "base_model_id": plan.manifest.base_model.id,
         "base_model_revision": plan.manifest.base_model.revision,
@@ -153,8 +155,12 @@ def add_manifest_adapters(
     package_dir = Path(package_dir) if package_dir is not None else DEFAULT_PACKAGE_DIR
     components = {
         adapter.name: endpoint.add_adapter(
-            adapter.name, artifact=_artifact_for(adapter, package_dir), acknowledge=_acknowledgment(adapter),
-            limits=_limits(adapter), capture=_capture(adapter), **_check(endpoint, adapter),
+            adapter.name,
+            artifact=_artifact_for(adapter, package_dir),
+            acknowledge=_acknowledgment(adapter),
+            limits=_limits(adapter),
+            capture=_capture(adapter),
+            **_check(endpoint, adapter),
         )
         for adapter in plan.adapters
     }
@@ -208,7 +214,10 @@ def _check(endpoint: MultiAdapterEndpoint, adapter: PlannedAdapter) -> dict[str,
 def _acknowledgment(adapter: PlannedAdapter) -> Acknowledgment | None:
     """The row's acknowledgment, which the endpoint honours as the manifest gate did."""
     given = adapter.row.acknowledgment
-    return None if given is None else Acknowledgment(given.rule, given.reason)
+    if given is None:
+        return None
+    assert given.reason is not None, "the manifest schema requires an acknowledgment's reason"
+    return Acknowledgment(given.rule, given.reason)
 
 
 def _artifact_for(adapter: PlannedAdapter, package_dir: Path) -> AdapterArtifact:

@@ -34,7 +34,7 @@ _EXPORTS = {
     "RequestMetricSource": "cdk_adapters.monitoring.request_metrics",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

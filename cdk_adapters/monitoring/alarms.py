@@ -36,8 +36,9 @@ allows 255 characters; component names have at most 63.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -60,8 +61,11 @@ ALARM_KINDS = (ERROR_RATE, LATENCY_P95, COLD_START_SHARE, THROTTLED_SHARE, QUEUE
 FAIR_SHARE_ALARM_KINDS = (QUEUE_WAIT_P95,)
 """Kinds whose metric only fair share publishes (refused with ``fair_share=False``)."""
 METRIC_OF_ALARM = {
-    ERROR_RATE: contract.ERRORS_5XX.name, LATENCY_P95: contract.LATENCY.name, COLD_START_SHARE: contract.COLD_STARTS.name,
-    THROTTLED_SHARE: contract.THROTTLED.name, QUEUE_WAIT_P95: contract.QUEUE_WAIT.name,
+    ERROR_RATE: contract.ERRORS_5XX.name,
+    LATENCY_P95: contract.LATENCY.name,
+    COLD_START_SHARE: contract.COLD_STARTS.name,
+    THROTTLED_SHARE: contract.THROTTLED.name,
+    QUEUE_WAIT_P95: contract.QUEUE_WAIT.name,
 }
 """The contract metric each alarm needs published."""
 ALARM_NAME_MAX_LENGTH = 255
@@ -91,7 +95,7 @@ class AlarmThresholds:
     datapoints_to_alarm: int = 2
     """Breaching periods among them that fire the alarm. Default 2 (of 3)."""
 
-    def override(self, overrides: Mapping[str, Any]) -> "AlarmThresholds":
+    def override(self, overrides: Mapping[str, Any]) -> AlarmThresholds:
         """These thresholds with some fields replaced (a manifest row's ``alarms:`` mapping)."""
         return replace(self, **dict(overrides))
 
@@ -99,8 +103,11 @@ class AlarmThresholds:
     def enabled(self) -> tuple[str, ...]:
         """The alarm kinds these thresholds create, in `ALARM_KINDS` order."""
         values = {
-            ERROR_RATE: self.error_rate_percent, LATENCY_P95: self.latency_p95_ms, COLD_START_SHARE: self.cold_start_share_percent,
-            THROTTLED_SHARE: self.throttled_share_percent, QUEUE_WAIT_P95: self.queue_wait_p95_ms,
+            ERROR_RATE: self.error_rate_percent,
+            LATENCY_P95: self.latency_p95_ms,
+            COLD_START_SHARE: self.cold_start_share_percent,
+            THROTTLED_SHARE: self.throttled_share_percent,
+            QUEUE_WAIT_P95: self.queue_wait_p95_ms,
         }
         return tuple(kind for kind in ALARM_KINDS if values[kind] is not None)
 
@@ -122,7 +129,10 @@ class AlarmThresholds:
             and isinstance(self.evaluation_periods, int)
             and self.datapoints_to_alarm > self.evaluation_periods
         ):
-            bad("datapoints_to_alarm", f"({self.datapoints_to_alarm}) must not exceed evaluation_periods ({self.evaluation_periods})")
+            bad(
+                "datapoints_to_alarm",
+                f"({self.datapoints_to_alarm}) must not exceed evaluation_periods ({self.evaluation_periods})",
+            )
         return found
 
 
@@ -150,7 +160,11 @@ class MonitoringAlarms:
         if self.endpoint is not None:
             found += self.endpoint.problems(subject, "alarms.endpoint")
         if isinstance(self.adapter_names, str):
-            found.append(Problem(subject, "alarms.adapter_names", f"must be a list of adapter names, got the string {self.adapter_names!r}"))
+            found.append(
+                Problem(
+                    subject, "alarms.adapter_names", f"must be a list of adapter names, got the string {self.adapter_names!r}"
+                )
+            )
         return found
 
 
@@ -162,7 +176,8 @@ def metric_problems(
     if not fair_share:
         found += [
             Problem(
-                source.subject, field_name,
+                source.subject,
+                field_name,
                 f"{kind} needs fair share on (fair_share=True): without it no request waits for a place, "
                 f"so {METRIC_OF_ALARM[kind]} has no data",
             )
@@ -188,14 +203,14 @@ def create_alarms(
     `rollback_kinds` (the kinds a rolling update rolls back on) and `on_dashboard` only say, in the
     acknowledgment of an alarm without a topic, what does act on it.
     """
-    common = {
+    common: dict[str, Any] = {
         "evaluation_periods": thresholds.evaluation_periods,
         "datapoints_to_alarm": thresholds.datapoints_to_alarm,
         "comparison_operator": cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         "treat_missing_data": cloudwatch.TreatMissingData.NOT_BREACHING,
     }
     period = {"period": thresholds.period}
-    specs = {
+    specs: dict[str, tuple[str, Callable[[], cloudwatch.IMetric], float, str]] = {
         ERROR_RATE: (
             "ErrorRate",
             lambda: source.metric_error_rate(**period),

@@ -35,7 +35,8 @@ reserve), which move with both, and the base component's ``InvocationsPerCopy``.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jsii
 from aws_cdk import Duration, Stack
@@ -82,7 +83,8 @@ def dashboard_top_n_problems(top_n: int, published: frozenset[str], subject: str
         return []
     return [
         Problem(
-            subject, "dashboard_top_n",
+            subject,
+            "dashboard_top_n",
             f"{top_n} x {tables} per-adapter tables passes the {MAX_METRICS_PER_DASHBOARD} series a dashboard is "
             f"planned for; at most {most} with these metrics (or publish fewer: request_metrics.metrics)",
         )
@@ -151,13 +153,15 @@ class EndpointDashboard(Construct):
         if alarms:
             rows.append([cloudwatch.AlarmStatusWidget(title="Endpoint alarms", alarms=list(alarms), width=WIDTH, height=3)])
         if rollup is not None:
-            tables = [
+            tables: list[cloudwatch.IWidget] = [
                 cloudwatch.GraphWidget(
                     title=f"Top {top_n} adapters: {title}",
                     view=cloudwatch.GraphWidgetView.BAR,
                     left=[
                         cloudwatch.MathExpression(
-                            expression=top_adapters_query(rollup.settings.namespace, rollup.endpoint_name, function, metric, top_n),
+                            expression=top_adapters_query(
+                                rollup.settings.namespace, rollup.endpoint_name, function, metric, top_n
+                            ),
                             using_metrics={},
                             label="",
                             period=Duration.hours(1),
@@ -179,7 +183,9 @@ class EndpointDashboard(Construct):
     def _request_row(rollup: RequestMetricSource, published: frozenset[str], period: Duration) -> list[cloudwatch.IWidget]:
         row: list[cloudwatch.IWidget] = []
         if contract.ERRORS_5XX.name in published:
-            row.append(cloudwatch.GraphWidget(title="Requests", left=[rollup.metric_requests(period=period, label="requests")], width=6))
+            row.append(
+                cloudwatch.GraphWidget(title="Requests", left=[rollup.metric_requests(period=period, label="requests")], width=6)
+            )
         if contract.LATENCY.name in published or contract.TIME_TO_FIRST_TOKEN.name in published:
             latency = []
             if contract.LATENCY.name in published:
@@ -198,7 +204,13 @@ class EndpointDashboard(Construct):
         if errors:
             row.append(cloudwatch.GraphWidget(title="Errors", left=errors, width=6))
         if contract.COLD_STARTS.name in published:
-            row.append(cloudwatch.GraphWidget(title="Cold-start share (0-1)", left=[rollup.metric_cold_start_share(period=period, label="cold share")], width=6))
+            row.append(
+                cloudwatch.GraphWidget(
+                    title="Cold-start share (0-1)",
+                    left=[rollup.metric_cold_start_share(period=period, label="cold share")],
+                    width=6,
+                )
+            )
         return row
 
     @staticmethod
@@ -206,7 +218,10 @@ class EndpointDashboard(Construct):
         """Who waits for a place and who is refused over a limit, endpoint-wide (the tables say which adapter)."""
         left = []
         if contract.QUEUE_WAIT.name in published:
-            left = [rollup.metric_queue_wait(statistic=statistic, period=period, label=f"queue wait {statistic}") for statistic in ("p50", "p95")]
+            left = [
+                rollup.metric_queue_wait(statistic=statistic, period=period, label=f"queue wait {statistic}")
+                for statistic in ("p50", "p95")
+            ]
         right = []
         if contract.THROTTLED.name in published:
             right.append(rollup.metric_throttled_requests(period=period, label="throttled (429)"))
@@ -214,16 +229,27 @@ class EndpointDashboard(Construct):
             right.append(rollup.metric_in_flight(period=period, label="in flight, peak per adapter"))
         if not left and not right:
             return []
-        return [cloudwatch.GraphWidget(title="Fair share: queue wait (ms), throttled, in flight", left=left, right=right, width=WIDTH)]
+        return [
+            cloudwatch.GraphWidget(title="Fair share: queue wait (ms), throttled, in flight", left=left, right=right, width=WIDTH)
+        ]
 
     @staticmethod
     def _capacity_row(base_component: Any, endpoint_name: str, variant_name: str, period: Duration) -> list[cloudwatch.IWidget]:
         dimensions = {"EndpointName": endpoint_name, "VariantName": variant_name}
         reservation = [
             cloudwatch.Metric(
-                namespace=ENDPOINTS_NAMESPACE, metric_name=name, dimensions_map=dimensions, statistic="Average", period=period, label=label
+                namespace=ENDPOINTS_NAMESPACE,
+                metric_name=name,
+                dimensions_map=dimensions,
+                statistic="Average",
+                period=period,
+                label=label,
             )
-            for name, label in (("GPUReservation", "GPUs reserved %"), ("CPUReservation", "CPUs reserved %"), ("MemoryReservation", "memory reserved %"))
+            for name, label in (
+                ("GPUReservation", "GPUs reserved %"),
+                ("CPUReservation", "CPUs reserved %"),
+                ("MemoryReservation", "memory reserved %"),
+            )
         ]
         return [
             cloudwatch.GraphWidget(
@@ -268,7 +294,9 @@ def dashboard_limit_problems(body: dict[str, Any]) -> list[str]:
             if isinstance(expression, str) and expression.lstrip().upper().startswith("SELECT"):
                 limit = _query_limit(expression)
                 if limit is None or limit > INSIGHTS_MAX_SERIES:
-                    found.append(f"widget {index}: a Metrics Insights query needs ORDER BY ... LIMIT <= {INSIGHTS_MAX_SERIES}: {expression}")
+                    found.append(
+                        f"widget {index}: a Metrics Insights query needs ORDER BY ... LIMIT <= {INSIGHTS_MAX_SERIES}: {expression}"
+                    )
                 total += limit or INSIGHTS_MAX_SERIES
             else:
                 total += 1

@@ -9,13 +9,14 @@ are a public contract.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from cdk_adapters.endpoint import names
+from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.monitoring import alarms as monitoring_alarms
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.monitoring.dashboard import EndpointDashboard, dashboard_top_n_problems
@@ -60,7 +61,7 @@ class EndpointMonitoring:
         """Adapter name -> its alarms by kind, for adapters that opted in."""
         self.dashboard: EndpointDashboard | None = None
         self._alarmed: set[str] = set()
-        self._opted_in = frozenset(names.adapter_name_key(name) for name in self.opted_in_names())
+        self._opted_in = frozenset(adapter_name_key(name) for name in self.opted_in_names())
 
     # ------------------------------------------------------------------ checks
 
@@ -94,7 +95,7 @@ class EndpointMonitoring:
     def opted_in_alarm_count(self, name: str) -> int:
         """Alarms an adapter opted in by name gets with its component (checked together, so a
         refusal creates nothing)."""
-        if self.alarm_settings is None or names.adapter_name_key(name) not in self._opted_in:
+        if self.alarm_settings is None or adapter_name_key(name) not in self._opted_in:
             return 0
         return len(self.alarm_settings.adapters.enabled)
 
@@ -121,8 +122,8 @@ class EndpointMonitoring:
         """Bind an added adapter's request metrics, and add its alarms if it opted in by name."""
         # The container's Adapter dimension is the adapter key (`adapter_identity`), whichever name
         # SageMaker sends it; query the same value.
-        component.bind_request_metrics(self.rollup.for_adapter(names.adapter_name_key(name), subject))
-        if names.adapter_name_key(name) in self._opted_in:
+        component.bind_request_metrics(self.rollup.for_adapter(adapter_name_key(name), subject))
+        if adapter_name_key(name) in self._opted_in:
             self.add_adapter_alarms(name, component)
 
     def add_adapter_alarms(
@@ -138,11 +139,17 @@ class EndpointMonitoring:
             )
         problems: list[Problem] = []
         if self.alarm_settings is None:
-            problems.append(Problem(subject, "alarms", "needs the endpoint's alarms on: MultiAdapterEndpoint(alarms=MonitoringAlarms(...))"))
+            problems.append(
+                Problem(subject, "alarms", "needs the endpoint's alarms on: MultiAdapterEndpoint(alarms=MonitoringAlarms(...))")
+            )
         unknown = sorted(set(overrides or {}) - set(monitoring_alarms.THRESHOLD_FIELDS))
         for key in unknown:
-            problems.append(Problem(subject, f"alarms.{key}", f"is not an alarm setting; known: {', '.join(monitoring_alarms.THRESHOLD_FIELDS)}"))
-        if names.adapter_name_key(adapter) in self._alarmed:
+            problems.append(
+                Problem(
+                    subject, f"alarms.{key}", f"is not an alarm setting; known: {', '.join(monitoring_alarms.THRESHOLD_FIELDS)}"
+                )
+            )
+        if adapter_name_key(adapter) in self._alarmed:
             problems.append(Problem(subject, "alarms", "are already added"))
         raise_if_any(problems, heading=heading)
         assert self.alarm_settings is not None
@@ -164,7 +171,7 @@ class EndpointMonitoring:
             topic=self.alarm_settings.topic,
         )
         self.adapter_alarms[component.adapter_name] = created
-        self._alarmed.add(names.adapter_name_key(adapter))
+        self._alarmed.add(adapter_name_key(adapter))
         fleet.reserve(adapter, len(created))
         return created
 

@@ -21,8 +21,9 @@ adapter's source to its component name.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -47,9 +48,7 @@ class RequestMetrics:
     per-adapter alarms or rows can be built)."""
 
     def problems(self, subject: str) -> list[Problem]:
-        return contract.problems(
-            namespace=self.namespace, metrics=self.metrics, emf=self.emf, subject=subject
-        )
+        return contract.problems(namespace=self.namespace, metrics=self.metrics, emf=self.emf, subject=subject)
 
     def environment(self, endpoint_name: str, subject: str) -> dict[str, str]:
         """The container variables (the contract renders them; raises on any problem)."""
@@ -82,7 +81,7 @@ class RequestMetricSource:
             dimensions[contract.ADAPTER_DIMENSION] = self.adapter
         return dimensions
 
-    def for_adapter(self, adapter_dimension: str, subject: str) -> "RequestMetricSource":
+    def for_adapter(self, adapter_dimension: str, subject: str) -> RequestMetricSource:
         return RequestMetricSource(self.settings, self.endpoint_name, adapter_dimension, subject)
 
     def metric_problems(self, names: Iterable[str], field_name: str) -> list[Problem]:
@@ -94,7 +93,9 @@ class RequestMetricSource:
                     Problem(self.subject, field_name, f"unknown metric {name!r}; known: {', '.join(contract.METRICS_BY_NAME)}")
                 )
             elif name not in self.settings.published:
-                why = "EMF is off (request_metrics.emf=False)" if not self.settings.emf else "request_metrics.metrics leaves it out"
+                why = (
+                    "EMF is off (request_metrics.emf=False)" if not self.settings.emf else "request_metrics.metrics leaves it out"
+                )
                 found.append(Problem(self.subject, field_name, f"needs metric {name!r}, which is not published: {why}"))
         return found
 
@@ -184,7 +185,13 @@ class RequestMetricMethods:
         """This adapter's request metrics (``{EndpointName, Adapter}``)."""
         if self._request_metric_source is None:
             raise ConfigurationError(
-                [Problem(repr(self), "request_metric_source", "is not served by a MultiAdapterEndpoint, which binds its request metrics")]
+                [
+                    Problem(
+                        repr(self),
+                        "request_metric_source",
+                        "is not served by a MultiAdapterEndpoint, which binds its request metrics",
+                    )
+                ]
             )
         return self._request_metric_source
 

@@ -9,6 +9,8 @@ endpoint's defaults and are checked where the thresholds are complete (`AlarmThr
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 PERCENT_FIELDS = ("error_rate_percent", "cold_start_share_percent", "throttled_share_percent")
 """Thresholds that are a share of requests: above 0 and below 100, or None (that alarm off)."""
 MILLISECOND_FIELDS = ("latency_p95_ms", "queue_wait_p95_ms")
@@ -18,8 +20,13 @@ PERIOD_FIELD = "period"
 COUNT_FIELDS = ("evaluation_periods", "datapoints_to_alarm")
 """Positive integers; never None."""
 THRESHOLD_FIELDS = (
-    "error_rate_percent", "latency_p95_ms", "cold_start_share_percent", "throttled_share_percent", "queue_wait_p95_ms",
-    PERIOD_FIELD, *COUNT_FIELDS,
+    "error_rate_percent",
+    "latency_p95_ms",
+    "cold_start_share_percent",
+    "throttled_share_percent",
+    "queue_wait_p95_ms",
+    PERIOD_FIELD,
+    *COUNT_FIELDS,
 )
 """Every `AlarmThresholds` field, in its order (a test holds the dataclass to this list)."""
 NULLABLE_FIELDS = PERCENT_FIELDS + MILLISECOND_FIELDS
@@ -46,5 +53,5 @@ def value_error(name: str, value: object) -> str | None:
     return None
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)

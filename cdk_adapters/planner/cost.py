@@ -17,8 +17,8 @@ as there are tenants. With the defaults (peak factor 2, headroom 20%) that is th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from cdk_adapters.planner.traffic import TenantTraffic
 

@@ -8,8 +8,9 @@ figure carries its basis: measured on the H200, interpolated from it, or estimat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any
 
 from cdk_adapters.gate.ranks import smallest_allowed_max_lora_rank
 from cdk_adapters.planner import lora_kernels, swaps
@@ -78,20 +79,31 @@ class GpuLoraPlan:
         if self.split is None:
             return f"one tier: every adapter's rank is within {self.max_lora_rank}, which costs the others nothing extra"
         split = self.split
-        copy = f"; a second tier holds the base weights again ({split.extra_base_copy_gib:.1f} GiB per instance)" if split.extra_base_copy_gib is not None else ""
+        copy = (
+            f"; a second tier holds the base weights again ({split.extra_base_copy_gib:.1f} GiB per instance)"
+            if split.extra_base_copy_gib is not None
+            else ""
+        )
         return (
             f"split by rank: {len(split.small_tenants)} tenant(s) of rank <= {split.small_rank} spend {split.speedup:.1f}x the LoRA "
             f"time in slots of rank {split.large_rank} that {len(split.large_tenants)} tenant(s) need{copy}; "
             f"until rank tiers exist in the construct, serve the rank-{split.large_rank} tenant(s) from an endpoint of their own"
         )
 
-    def to_json(self) -> dict:
-        def cost(c: LoraStepCost) -> dict:
-            return {"tokens": c.tokens, "distinct_adapters": c.distinct_adapters, "max_lora_rank": c.max_lora_rank,
-                    "base_us": round(c.base_us, 1), "lora_us": round(c.lora_us, 1), "share": round(c.share, 3), "basis": c.basis}
+    def to_json(self) -> dict[str, Any]:
+        def cost(c: LoraStepCost) -> dict[str, Any]:
+            return {
+                "tokens": c.tokens,
+                "distinct_adapters": c.distinct_adapters,
+                "max_lora_rank": c.max_lora_rank,
+                "base_us": round(c.base_us, 1),
+                "lora_us": round(c.lora_us, 1),
+                "share": round(c.share, 3),
+                "basis": c.basis,
+            }
 
         low, high = self.swap_ms_per_second
-        document = {
+        document: dict[str, Any] = {
             "source": lora_kernels.SOURCE,
             "gpu_model": self.gpu_model,
             "max_lora_rank": self.max_lora_rank,
@@ -111,8 +123,10 @@ class GpuLoraPlan:
         if self.split is not None:
             split = self.split
             document["split"] = {
-                "small_rank": split.small_rank, "small_tenants": list(split.small_tenants),
-                "large_rank": split.large_rank, "large_tenants": list(split.large_tenants),
+                "small_rank": split.small_rank,
+                "small_tenants": list(split.small_tenants),
+                "large_rank": split.large_rank,
+                "large_tenants": list(split.large_tenants),
                 "small_at_endpoint_rank": [cost(c) for c in split.small_at_endpoint_rank],
                 "small_in_own_tier": [cost(c) for c in split.small_in_own_tier],
                 "speedup": round(split.speedup, 2),
@@ -123,18 +137,28 @@ class GpuLoraPlan:
     def table_lines(self) -> list[str]:
         lines = [f"LoRA on the GPU ({lora_kernels.SOURCE})"]
         for c in self.at_batches:
-            lines.append(f"  {c.tokens:>3} tokens/step, {c.distinct_adapters} distinct adapter(s), slots of rank {c.max_lora_rank}: "
-                         f"LoRA adds {c.share:.0%} to the layers' linear time ({c.basis})")
+            lines.append(
+                f"  {c.tokens:>3} tokens/step, {c.distinct_adapters} distinct adapter(s), slots of rank {c.max_lora_rank}: "
+                f"LoRA adds {c.share:.0%} to the layers' linear time ({c.basis})"
+            )
         low, high = self.swap_ms_per_second
-        lines.append(f"  swaps from host memory: {self.swaps_per_second:.3f}/s ({self.swap.gpu_miss_rate:.2%} of requests; "
-                     f"{low:.1f}-{high:.1f} ms of GPU time per second); disk loads {self.host_loads_per_second:.3f}/s")
+        lines.append(
+            f"  swaps from host memory: {self.swaps_per_second:.3f}/s ({self.swap.gpu_miss_rate:.2%} of requests; "
+            f"{low:.1f}-{high:.1f} ms of GPU time per second); disk loads {self.host_loads_per_second:.3f}/s"
+        )
         lines.append(f"  {self.recommendation()}")
         return lines
 
 
 def plan_gpu_lora(
-    tenants: Sequence[TenantLora], *, gpu_model: str, max_loras: int, max_cpu_loras: int,
-    base_weight_gib: float | None, requests: int = swaps.DEFAULT_REQUESTS, seed: int = 0,
+    tenants: Sequence[TenantLora],
+    *,
+    gpu_model: str,
+    max_loras: int,
+    max_cpu_loras: int,
+    base_weight_gib: float | None,
+    requests: int = swaps.DEFAULT_REQUESTS,
+    seed: int = 0,
 ) -> GpuLoraPlan:
     """The LoRA cost of `tenants` on one endpoint whose slots are sized for the largest rank."""
     max_rank = smallest_allowed_max_lora_rank(t.rank for t in tenants) if tenants else 16
@@ -154,16 +178,23 @@ def plan_gpu_lora(
         small_rank = smallest_allowed_max_lora_rank(t.rank for t in small)
         small_active = sum(1 for t in small if t.requests_per_minute > 0) or 1
         candidate = TierSplit(
-            small_rank=small_rank, small_tenants=tuple(t.name for t in small),
-            large_rank=max_rank, large_tenants=tuple(t.name for t in large),
-            small_at_endpoint_rank=at(max_rank, small_active), small_in_own_tier=at(small_rank, small_active),
+            small_rank=small_rank,
+            small_tenants=tuple(t.name for t in small),
+            large_rank=max_rank,
+            large_tenants=tuple(t.name for t in large),
+            small_at_endpoint_rank=at(max_rank, small_active),
+            small_in_own_tier=at(small_rank, small_active),
             extra_base_copy_gib=base_weight_gib,
         )
         split = candidate if candidate.speedup >= WORTH_SPLITTING else None
     rates = {t.name: t.requests_per_minute for t in tenants}
     return GpuLoraPlan(
-        gpu_model=gpu_model, max_lora_rank=max_rank, max_loras=max_loras, max_cpu_loras=max_cpu_loras,
-        at_batches=at(max_rank, active), split=split,
+        gpu_model=gpu_model,
+        max_lora_rank=max_rank,
+        max_loras=max_loras,
+        max_cpu_loras=max_cpu_loras,
+        at_batches=at(max_rank, active),
+        split=split,
         swap=swaps.replay(rates, gpu_slots=max_loras, host_slots=max_cpu_loras, requests=requests, seed=seed),
         requests_per_second=sum(rates.values()) / 60.0,
     )

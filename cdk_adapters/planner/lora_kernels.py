@@ -6,7 +6,7 @@ kernels (``lora_shrink``/``lora_expand``, vLLM's token-to-adapter mapping, defau
 (``qkv_proj`` 4096→6144, ``o_proj`` 4096→4096, ``gate_up_proj`` 4096→28672, ``down_proj``
 14336→4096), each case checked against a plain-torch reference, CUDA graphs over 8 weight copies,
 medians. Kernel level only: attention, sampling and the scheduler are not in these numbers, so a
-whole request's overhead is smaller (published end-to-end figures for vLLM V1 at rank 8: 3–11%).
+whole request's overhead is smaller (published end-to-end figures for vLLM V1 at rank 8: 3-11%).
 
 Two facts drive the planner: the cost grows with the number of *distinct* adapters in a batch
 (`ALL_LINEAR_RANK16`), and vLLM pads every adapter slot to ``max_lora_rank`` and runs its kernels
@@ -16,9 +16,10 @@ another GPU are estimates from these, and say so (`basis`).
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable
 
 MEASURED_GPU = "H200"
 SOURCE = (
@@ -55,9 +56,15 @@ PADDED_RANK: dict[tuple[int, int], dict[int, float]] = {
 MODULE_SHARE_AT_ONE_TOKEN = {"qkv_proj": 15.6, "o_proj": 9.2, "gate_up_proj": 27.6, "down_proj": 10.0}
 """µs each fused module's LoRA adds at 1 token, 1 adapter: an attention-only adapter pays about 40%
 of an all-linear one's LoRA time (measured at 1 token only: elsewhere an estimate)."""
-_FUSED = {"q_proj": ("qkv_proj", 4096 / 6144), "k_proj": ("qkv_proj", 1024 / 6144), "v_proj": ("qkv_proj", 1024 / 6144),
-          "o_proj": ("o_proj", 1.0), "gate_proj": ("gate_up_proj", 0.5), "up_proj": ("gate_up_proj", 0.5),
-          "down_proj": ("down_proj", 1.0)}
+_FUSED = {
+    "q_proj": ("qkv_proj", 4096 / 6144),
+    "k_proj": ("qkv_proj", 1024 / 6144),
+    "v_proj": ("qkv_proj", 1024 / 6144),
+    "o_proj": ("o_proj", 1.0),
+    "gate_proj": ("gate_up_proj", 0.5),
+    "up_proj": ("gate_up_proj", 0.5),
+    "down_proj": ("down_proj", 1.0),
+}
 """Which fused module a PEFT target sits in, and its share of that module's output width (8B Llama)."""
 
 SWAP_FROM_HOST_MS = (7.0, 19.0)
@@ -84,14 +91,14 @@ class LoraStepCost:
         return self.lora_us / self.base_us
 
 
-def _interpolate(points: list[tuple[float, float]], x: float) -> float:
+def _interpolate(points: Sequence[tuple[float, float]], x: float) -> float:
     """Piecewise linear in log(x) through sorted (x, y) points; flat beyond the ends."""
     points = sorted(points)
     if x <= points[0][0]:
         return points[0][1]
     if x >= points[-1][0]:
         return points[-1][1]
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
         if x0 <= x <= x1:
             if x1 == x0:
                 return y0
@@ -140,7 +147,11 @@ def module_share(target_modules: Iterable[str]) -> float:
 
 
 def step_cost(
-    max_lora_rank: int, tokens: int, distinct_adapters: int, *, gpu_model: str = MEASURED_GPU,
+    max_lora_rank: int,
+    tokens: int,
+    distinct_adapters: int,
+    *,
+    gpu_model: str = MEASURED_GPU,
     target_modules: Iterable[str] | None = None,
 ) -> LoraStepCost:
     """LoRA's cost in one decoder layer at a batch of `tokens` holding `distinct_adapters`, in slots
@@ -166,4 +177,4 @@ def step_cost(
     return LoraStepCost(max_lora_rank, tokens, distinct, base, lora, basis)
 
 
-__all__ = ["LoraStepCost", "MEASURED_GPU", "SOURCE", "SWAP_FROM_HOST_MS", "module_share", "step_cost"]
+__all__ = ["MEASURED_GPU", "SOURCE", "SWAP_FROM_HOST_MS", "LoraStepCost", "module_share", "step_cost"]

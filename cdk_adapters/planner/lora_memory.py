@@ -26,9 +26,9 @@ the bytes of every tensor it allocated with `gpu_bytes_per_slot`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from cdk_adapters.gate.adapter_facts import EMBEDDING_MODULES, AdapterFacts, lora_pairs
 from cdk_adapters.gate.safetensors_header import TensorInfo
@@ -58,7 +58,7 @@ class BaseModelShapes:
     """Where the counts came from, for the report."""
 
     @classmethod
-    def from_manifest(cls, module_shapes: Mapping[str, list[tuple[int, int]]], num_layers: int) -> "BaseModelShapes":
+    def from_manifest(cls, module_shapes: Mapping[str, list[tuple[int, int]]], num_layers: int) -> BaseModelShapes:
         """Manifest shapes (one per leaf and shape) times `num_layers`, embeddings once.
 
         A manifest lists each distinct shape once; a decoder repeats them in every layer. A base
@@ -77,7 +77,7 @@ class BaseModelShapes:
         return cls(tuple(modules), f"manifest module_shapes x {num_layers} layers")
 
     @classmethod
-    def from_model_dir(cls, path: Path | str) -> "BaseModelShapes":
+    def from_model_dir(cls, path: Path | str) -> BaseModelShapes:
         """Exact counts from a local model's safetensors headers (every 2-D ``*.weight`` tensor)."""
         from cdk_adapters.gate.base_model import _weight_files
         from cdk_adapters.gate.safetensors_header import read_safetensors_header
@@ -127,7 +127,9 @@ def host_bytes_from_facts(facts: AdapterFacts, base: BaseModelShapes, dtype: str
     With a ``rank_pattern`` the lock records only the largest rank, so this is an upper bound.
     """
     rank = facts.max_rank or facts.rank or 0
-    elements = sum(m.count * rank * (m.in_features + m.out_features) for leaf in facts.target_modules for m in base.shapes_of(leaf))
+    elements = sum(
+        m.count * rank * (m.in_features + m.out_features) for leaf in facts.target_modules for m in base.shapes_of(leaf)
+    )
     return elements * DTYPE_BYTES[dtype]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cdk_adapters.gate.adapter_contents import AdapterContents
+from cdk_adapters.gate.safetensors_header import TensorInfo
 from cdk_adapters.manifest.plan import ManifestPlan
 from cdk_adapters.planner.fit import AdapterSize
 from cdk_adapters.planner.lora_memory import (
@@ -20,8 +21,8 @@ from cdk_adapters.planner.lora_memory import (
 from cdk_adapters.problems import ConfigurationError, Problem
 
 
-def _local_tensors(plan: ManifestPlan) -> dict[str, dict]:
-    found = {}
+def _local_tensors(plan: ManifestPlan) -> dict[str, dict[str, TensorInfo]]:
+    found: dict[str, dict[str, TensorInfo]] = {}
     for adapter in plan.adapters:
         if adapter.local_dir is not None:
             header = AdapterContents.from_dir(adapter.local_dir).weights_header
@@ -60,6 +61,7 @@ def base_shapes(plan: ManifestPlan, *, num_layers: int | None = None, base_model
         )
     if problems:
         raise ConfigurationError(problems, heading="cannot size the LoRA slots")
+    assert spec.module_shapes is not None and layers is not None  # each missing one raised above
     return BaseModelShapes.from_manifest(spec.module_shapes, layers)
 
 

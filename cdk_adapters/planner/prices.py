@@ -9,9 +9,8 @@ check the AWS SageMaker pricing page before you decide on money.
 
 from __future__ import annotations
 
-import math
-
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +90,9 @@ def load_price_file(path: Path) -> dict[str, InstancePrice]:
     for line, row in enumerate(reader, start=2):
         if None in row:  # csv puts fields beyond the header under None, as a list
             problems.append(
-                Problem(subject, f"line {line}", f"has more columns than the header ({', '.join(header)}); quote a value with commas")
+                Problem(
+                    subject, f"line {line}", f"has more columns than the header ({', '.join(header)}); quote a value with commas"
+                )
             )
             continue
         row = {(key or "").strip(): (value or "").strip() for key, value in row.items()}
@@ -104,7 +105,9 @@ def load_price_file(path: Path) -> dict[str, InstancePrice]:
         if not name:
             problems.append(Problem(subject, f"line {line}: instance_type", "is empty"))
         elif not math.isfinite(value):  # float() reads "nan" and "inf"
-            problems.append(Problem(subject, f"line {line}: usd_per_hour", f"must be a finite number, got {row['usd_per_hour']!r}"))
+            problems.append(
+                Problem(subject, f"line {line}: usd_per_hour", f"must be a finite number, got {row['usd_per_hour']!r}")
+            )
         elif value <= 0:
             problems.append(Problem(subject, f"line {line}: usd_per_hour", f"must be > 0, got {value:g}"))
         else:
@@ -126,7 +129,9 @@ def resolve_price(instance_type: str, *, price_per_hour: float | None = None, pr
             return prices[instance_type]
     if instance_type in SHIPPED_PRICES:
         return SHIPPED_PRICES[instance_type]
-    where = f"neither {price_file} nor the shipped table lists it" if price_file is not None else "the shipped table does not list it"
+    where = (
+        f"neither {price_file} nor the shipped table lists it" if price_file is not None else "the shipped table does not list it"
+    )
     raise ConfigurationError(
         [
             Problem(

@@ -17,10 +17,7 @@ def recommend(cost: CostComparison, memory: MemoryPlan | None, instance_type: st
     if cost.savings_monthly > 0:
         tail = ""
         if memory is not None:
-            tail = (
-                f"; set max_loras {memory.recommended_max_loras} and max_cpu_loras "
-                f"{memory.recommended_max_cpu_loras}"
-            )
+            tail = f"; set max_loras {memory.recommended_max_loras} and max_cpu_loras {memory.recommended_max_cpu_loras}"
         return (
             f"share: one endpoint of {cost.shared_instances} x {instance_type} for all {cost.tenants} adapters saves "
             f"${cost.savings_monthly:,.0f}/month ({cost.savings_fraction:.1%}){tail}"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from cdk_adapters.hosting.instance_types import GpuInstanceType
 from cdk_adapters.planner.cost import CostComparison, CostInputs
@@ -102,9 +103,7 @@ def to_json(report: PlanReport) -> dict[str, Any]:
             "host_gib": {"budget": _gib(memory.host_budget_bytes), "cpu_cache": _gib(memory.host_cache_bytes)},
             "max_cpu_loras": memory.inputs.max_cpu_loras,
             "max_cpu_loras_that_fit": memory.max_cpu_loras_that_fit,
-            "adapters": [
-                {"name": a.name, "host_bytes": a.host_bytes, "basis": a.basis} for a in memory.inputs.adapters
-            ],
+            "adapters": [{"name": a.name, "host_bytes": a.host_bytes, "basis": a.basis} for a in memory.inputs.adapters],
             "largest_adapter": largest.name if largest else None,
             "recommended": {"max_loras": memory.recommended_max_loras, "max_cpu_loras": memory.recommended_max_cpu_loras},
             "problems": [str(p) for p in memory.problems],
@@ -126,7 +125,10 @@ def to_table(report: PlanReport) -> str:
     lines += _rows(
         [
             ("price", f"${price.usd_per_hour:,.2f}/hour x {report.inputs.hours:g} h/month ({price.source})"),
-            ("throughput", f"{tp.tokens_per_second:,.0f} output tokens/s per instance ({'estimate' if tp.estimate else 'given'})"),
+            (
+                "throughput",
+                f"{tp.tokens_per_second:,.0f} output tokens/s per instance ({'estimate' if tp.estimate else 'given'})",
+            ),
         ]
     )
     lines.append("")
@@ -135,7 +137,8 @@ def to_table(report: PlanReport) -> str:
         ("dedicated", str(cost.dedicated_instances), f"${cost.dedicated_monthly:,.0f}", f"{cost.dedicated_utilisation:.1%}"),
         (
             "shared",
-            str(cost.shared_instances) + ("" if cost.shared_instances == cost.shared_instances_needed else f" (needs {cost.shared_instances_needed})"),
+            str(cost.shared_instances)
+            + ("" if cost.shared_instances == cost.shared_instances_needed else f" (needs {cost.shared_instances_needed})"),
             f"${cost.shared_monthly:,.0f}",
             f"{cost.shared_utilisation:.1%} (peak {cost.shared_peak_utilisation:.1%})",
         ),

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 DEFAULT_REQUESTS = 200_000
 MAX_REQUESTS = 10_000_000
@@ -41,7 +41,12 @@ class SwapEstimate:
 
 
 def replay(
-    rates: Mapping[str, float], *, gpu_slots: int, host_slots: int, requests: int = DEFAULT_REQUESTS, seed: int = 0,
+    rates: Mapping[str, float],
+    *,
+    gpu_slots: int,
+    host_slots: int,
+    requests: int = DEFAULT_REQUESTS,
+    seed: int = 0,
 ) -> SwapEstimate:
     """Misses of `requests` requests drawn from `rates` (adapter -> requests per minute, any scale)."""
     if gpu_slots < 1 or host_slots < gpu_slots:
@@ -75,7 +80,7 @@ def replay(
 
 def zipf_rates(count: int, exponent: float, total_rpm: float) -> dict[str, float]:
     """`count` tenants sharing `total_rpm`, the k-th busiest with weight 1/k^`exponent`."""
-    weights = [1 / (k ** exponent) for k in range(1, count + 1)]
+    weights = [1 / (k**exponent) for k in range(1, count + 1)]
     scale = total_rpm / sum(weights)
     return {f"tenant-{k}": weight * scale for k, weight in enumerate(weights, start=1)}
 

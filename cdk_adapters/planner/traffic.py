@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 from cdk_adapters.problems import ConfigurationError, Problem
+
+if TYPE_CHECKING:
+    from cdk_adapters.manifest.schema import AdapterRow
 
 DEFAULT_PEAK_FACTOR = 2.0
 """Peak over average request rate when a row does not say (the manifest's default too)."""
@@ -77,7 +81,7 @@ def identical_tenants(
     ]
 
 
-def manifest_tenants(rows: Sequence) -> list[TenantTraffic]:
+def manifest_tenants(rows: Sequence[AdapterRow]) -> list[TenantTraffic]:
     """One `TenantTraffic` per manifest row; every row without ``traffic:`` is one problem naming it."""
     problems = [
         Problem(
@@ -90,19 +94,26 @@ def manifest_tenants(rows: Sequence) -> list[TenantTraffic]:
         if row.traffic is None
     ]
     if not rows:
-        problems.append(Problem("manifest", "adapters", "has no rows; plan a what-if with --tenants N --requests-per-minute R --output-tokens T"))
+        problems.append(
+            Problem(
+                "manifest", "adapters", "has no rows; plan a what-if with --tenants N --requests-per-minute R --output-tokens T"
+            )
+        )
     if problems:
         raise ConfigurationError(problems, heading="the manifest does not say how much traffic to plan for")
-    return [
-        TenantTraffic(
-            row.name,
-            row.traffic.requests_per_minute,
-            row.traffic.prompt_tokens,
-            row.traffic.output_tokens,
-            row.traffic.peak_factor,
+    tenants = []
+    for row in rows:
+        assert row.traffic is not None  # every row without traffic raised above
+        tenants.append(
+            TenantTraffic(
+                row.name,
+                row.traffic.requests_per_minute,
+                row.traffic.prompt_tokens,
+                row.traffic.output_tokens,
+                row.traffic.peak_factor,
+            )
         )
-        for row in rows
-    ]
+    return tenants
 
 
 __all__ = ["DEFAULT_PEAK_FACTOR", "MAX_TENANTS", "TRAFFIC_BOUNDS", "TenantTraffic", "identical_tenants", "manifest_tenants"]

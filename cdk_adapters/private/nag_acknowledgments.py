@@ -10,7 +10,8 @@ a new wildcard therefore shows up as a finding instead of hiding behind a broad 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import Construct, IConstruct
@@ -107,7 +108,7 @@ def flatten_reference(value: Any) -> str:
     if isinstance(value, dict):
         if "Fn::Join" in value:
             delimiter, items = value["Fn::Join"]
-            return delimiter.join(flatten_reference(item) for item in items)
+            return str(delimiter).join(flatten_reference(item) for item in items)
         if "Fn::Sub" in value:
             return flatten_reference(value["Fn::Sub"])
         if "Fn::GetAtt" in value:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def aligned_rows(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -10,6 +10,8 @@ def aligned_rows(rows: Sequence[Sequence[str]]) -> list[str]:
     two spaces apart, no trailing space."""
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return [
-        "  ".join(cell.ljust(width) if column == 0 else cell.rjust(width) for column, (cell, width) in enumerate(zip(row, widths))).rstrip()
+        "  ".join(
+            cell.ljust(width) if column == 0 else cell.rjust(width) for column, (cell, width) in enumerate(zip(row, widths))
+        ).rstrip()
         for row in rows
     ]

@@ -34,9 +34,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Awaitable, Callable
 
 from adapter_server.asgi_io import Refusal
 from cdk_adapters.contract import error_kinds
@@ -56,7 +56,7 @@ class _Lane:
     """One adapter's waiting requests and its share of the engine."""
 
     limits: AdapterLimits
-    waiting: deque[tuple[asyncio.Future, int]] = field(default_factory=deque)
+    waiting: deque[tuple[asyncio.Future[None], int]] = field(default_factory=deque)
     """Each waiting request's ticket and cost (places), in arrival order."""
     in_engine: int = 0
     """Places this adapter holds (a request of cost 3 holds 3)."""
@@ -81,8 +81,13 @@ class FairAdmission:
     """At most `capacity` requests inside the engine; the rest wait per adapter, released fairly."""
 
     def __init__(
-        self, capacity: int, limits: Callable[[str], AdapterLimits], *, headroom: int = 0,
-        clock: Callable[[], float] = time.monotonic, presence_s: float | None = None,
+        self,
+        capacity: int,
+        limits: Callable[[str], AdapterLimits],
+        *,
+        headroom: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        presence_s: float | None = None,
     ) -> None:
         self.capacity = max(1, capacity)
         self._presence_s = RECENT_S if presence_s is None else presence_s
@@ -107,9 +112,7 @@ class FairAdmission:
         return sequence_refusal(adapter, cost, self._limits(adapter), self.capacity)
 
     @asynccontextmanager
-    async def place(
-        self, adapter: str, caller_gone: Callable[[], Awaitable[object]], cost: int = 1
-    ) -> AsyncIterator[Admitted]:
+    async def place(self, adapter: str, caller_gone: Callable[[], Awaitable[object]], cost: int = 1) -> AsyncIterator[Admitted]:
         """Hold `cost` places in the engine for `adapter`'s request while the block runs.
 
         Raises `Refusal` (400 for a cost that can never fit: `cost_refusal`; 429 over the adapter's
@@ -187,14 +190,13 @@ class FairAdmission:
         limits = lane.limits
         if limits.max_queue is not None and len(lane.waiting) >= limits.max_queue:
             raise throttled(adapter, "max_queue", _queue_full(limits.max_queue), limits)
-        ticket: asyncio.Future = asyncio.get_running_loop().create_future()
+        ticket: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         lane.waiting.append((ticket, cost))
         self._wake_when_headroom_lapses()  # a place may be free, kept back: free it when it lapses
         watcher = asyncio.ensure_future(caller_gone())
         try:
-            done, _ = await asyncio.wait(
-                {ticket, watcher}, timeout=limits.max_queue_wait_s, return_when=asyncio.FIRST_COMPLETED
-            )
+            waiters: set[asyncio.Future[None] | asyncio.Future[object]] = {ticket, watcher}
+            done, _ = await asyncio.wait(waiters, timeout=limits.max_queue_wait_s, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
             self._abandon(adapter, lane, ticket, cost)
             raise
@@ -207,24 +209,23 @@ class FairAdmission:
             raise CallerGone()
         raise throttled(adapter, "max_queue_wait_s", f"no place freed within {limits.max_queue_wait_s:g} s", limits)
 
-    def _abandon(self, adapter: str, lane: _Lane, ticket: asyncio.Future, cost: int) -> None:
+    def _abandon(self, adapter: str, lane: _Lane, ticket: asyncio.Future[None], cost: int) -> None:
         """Leave the queue; if places were granted in the same instant, give them back."""
         if ticket.done() and not ticket.cancelled():
             self._release(lane, cost)
             self._dispatch()
         else:
             ticket.cancel()
-            try:
+            with suppress(ValueError):
                 lane.waiting.remove((ticket, cost))
-            except ValueError:
-                pass
         self._forget_if_idle(adapter, lane)
 
     def _dispatch(self) -> None:
         """Give free places to waiting requests: the enterable lane with the lowest pass first."""
         while self.in_engine < self.capacity:
             ready = [
-                (name, lane) for name, lane in self._lanes.items()
+                (name, lane)
+                for name, lane in self._lanes.items()
                 if lane.waiting and self._may_enter(name, lane, lane.waiting[0][1])
             ]
             if not ready:
@@ -274,17 +275,21 @@ def sequence_refusal(adapter: str, cost: int, limits: AdapterLimits, capacity: i
     engine's `capacity` holds at once (it could never be let in); None when it fits."""
     if cost > limits.max_n:
         return Refusal(
-            400, error_kinds.TOO_MANY_SEQUENCES,
+            400,
+            error_kinds.TOO_MANY_SEQUENCES,
             f"the request asks for {cost} sequences (n times its prompts); adapter {adapter!r} may ask for "
             f"at most {limits.max_n} per request (its max_n limit): send fewer, or several requests",
-            adapter=adapter, limit="max_n",
+            adapter=adapter,
+            limit="max_n",
         )
     if capacity is not None and cost > capacity:
         return Refusal(
-            400, error_kinds.TOO_MANY_SEQUENCES,
+            400,
+            error_kinds.TOO_MANY_SEQUENCES,
             f"the request asks for {cost} sequences (n times its prompts); this engine runs at most "
             f"{capacity} at once: send fewer, or several requests",
-            adapter=adapter, limit="engine",
+            adapter=adapter,
+            limit="engine",
         )
     return None
 
@@ -294,9 +299,13 @@ def throttled(adapter: str, limit: str, why: str, limits: AdapterLimits) -> Refu
     passes only the container's status and body on to the caller)."""
     retry_after = limits.retry_after_s
     return Refusal(
-        429, error_kinds.ADAPTER_THROTTLED,
+        429,
+        error_kinds.ADAPTER_THROTTLED,
         f"adapter {adapter!r} is over its {limit} limit ({why}); retry after {retry_after} s",
-        headers={"Retry-After": str(retry_after)}, adapter=adapter, limit=limit, retry_after=retry_after,
+        headers={"Retry-After": str(retry_after)},
+        adapter=adapter,
+        limit=limit,
+        retry_after=retry_after,
     )
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from adapter_server import sagemaker_contract
-from cdk_adapters.contract import error_kinds, runtime_api
 from adapter_server.engine_routes import Message, Scope
 from adapter_server.request_json import JsonBodyError, parse_json_object
+from cdk_adapters.contract import error_kinds, runtime_api
 
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
@@ -44,7 +45,8 @@ def refuse_oversized_headers(scope: Scope) -> None:
     size = sum(len(name) + len(value) for name, value in scope["headers"])
     if size > MAX_HEADER_BYTES:
         raise Refusal(
-            431, error_kinds.HEADERS_TOO_LARGE,
+            431,
+            error_kinds.HEADERS_TOO_LARGE,
             f"the request's headers are {size} bytes; this server accepts at most {MAX_HEADER_BYTES} "
             "(SageMaker's own headers are a few hundred bytes, CustomAttributes at most 1,024 characters)",
         )
@@ -72,12 +74,14 @@ async def read_body(scope: Scope, receive: Receive, *, deadline_s: float = BODY_
                     chunks = []  # keep reading (and dropping) the rest, so the client gets to read the answer
     except TimeoutError:
         raise Refusal(
-            408, error_kinds.BODY_TIMEOUT,
+            408,
+            error_kinds.BODY_TIMEOUT,
             f"the request body did not arrive within {deadline_s:g} s ({size} bytes came); send it at once",
         ) from None
     if size > MAX_BODY_BYTES:
         raise Refusal(
-            413, error_kinds.PAYLOAD_TOO_LARGE,
+            413,
+            error_kinds.PAYLOAD_TOO_LARGE,
             f"the request body is {size} bytes; SageMaker's InvokeEndpoint accepts at most {MAX_BODY_BYTES} bytes "
             "(6 MiB): send smaller or fewer images or a shorter prompt, or split the work into several requests",
         )
@@ -88,14 +92,14 @@ OFF_LOOP_BYTES = 64 * 1024
 """Bodies larger than this are parsed in a worker thread (the event loop keeps answering)."""
 
 
-async def read_json_object(body: bytes, what: str = "the request body") -> dict:
+async def read_json_object(body: bytes, what: str = "the request body") -> dict[str, Any]:
     """`json_object`, off the event loop for a body over `OFF_LOOP_BYTES`."""
     if len(body) <= OFF_LOOP_BYTES:
         return json_object(body, what)
     return await asyncio.to_thread(json_object, body, what)
 
 
-def json_object(body: bytes, what: str = "the request body") -> dict:
+def json_object(body: bytes, what: str = "the request body") -> dict[str, Any]:
     """The body as a JSON object, or a 400 ``invalid_json`` naming what is wrong with it (`request_json`)."""
     try:
         return parse_json_object(body)
@@ -114,7 +118,9 @@ async def send_text(send: Send, status: int, text: str) -> None:
 async def send_error(send: Send, refusal: Refusal) -> None:
     """OpenAI-style error JSON, so clients that parse vLLM's errors parse ours too."""
     await send_json(
-        send, refusal.status, {"error": {"message": refusal.message, "type": refusal.kind, "code": refusal.status, **refusal.extra}},
+        send,
+        refusal.status,
+        {"error": {"message": refusal.message, "type": refusal.kind, "code": refusal.status, **refusal.extra}},
         refusal.headers,
     )
 

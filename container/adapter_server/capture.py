@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from adapter_server.engine_routes import Message
 from cdk_adapters.contract import capture_record
@@ -44,9 +45,13 @@ class Capture:
 
     @classmethod
     def begin(
-        cls, policy: CapturePolicy, adapter: str | None, route: str, document: dict[str, Any],
+        cls,
+        policy: CapturePolicy,
+        adapter: str | None,
+        route: str,
+        document: dict[str, Any],
         draw: Callable[[], float] = random.random,
-    ) -> "Capture | None":
+    ) -> Capture | None:
         settings = policy.for_adapter(adapter) if adapter is not None else policy.default
         if settings is None or draw() >= settings.sample_rate:
             return None
@@ -71,12 +76,23 @@ class Capture:
 
         return watched
 
-    def publish(self, *, status: int | None, prompt_tokens: int | None, completion_tokens: int | None,
-                request_id: str | None, write: Callable[[str], None]) -> None:
+    def publish(
+        self,
+        *,
+        status: int | None,
+        prompt_tokens: int | None,
+        completion_tokens: int | None,
+        request_id: str | None,
+        write: Callable[[str], None],
+    ) -> None:
         """The request's outcome, known when its log line is written (just before the answer's last
         bytes pass `watching`, or with no answer at all): the record goes out once both are in."""
-        self._outcome = dict(status=status or 0, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                             request_id=request_id)
+        self._outcome = {
+            "status": status or 0,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "request_id": request_id,
+        }
         self._write = write
         self._write_if_ready(force=status is not None and status != 200)
 
@@ -85,9 +101,13 @@ class Capture:
             return
         self._written = True
         record = capture_record.record_from_exchange(
-            adapter=self.adapter, time=self.time, route=self.route, request=self.document,
+            adapter=self.adapter,
+            time=self.time,
+            route=self.route,
+            request=self.document,
             answer_text=None if self._overflow else answer_text(b"".join(self._answer)),
-            settings=self.settings, **self._outcome,
+            settings=self.settings,
+            **self._outcome,
         )
         self._write(capture_record.encode(record, max_bytes=self.settings.max_bytes))
 

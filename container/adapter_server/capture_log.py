@@ -14,7 +14,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from adapter_server import observability
 from cdk_adapters.contract import capture_record
@@ -95,10 +96,11 @@ class CloudWatchCaptureLog:
         for chunk in _chunks(sorted(events, key=lambda event: event[0])):
             try:
                 response = self._client.put_log_events(
-                    logGroupName=self.group, logStreamName=stream,
+                    logGroupName=self.group,
+                    logStreamName=stream,
                     logEvents=[{"timestamp": timestamp, "message": message} for timestamp, message in chunk],
                 )
-            except Exception as error:  # noqa: BLE001 - a capture failure must never reach a request
+            except Exception as error:
                 self._drop(f"put_failed:{_error_code(error)}", len(chunk))
                 continue
             rejected = response.get("rejectedLogEventsInfo") if isinstance(response, dict) else None
@@ -108,7 +110,7 @@ class CloudWatchCaptureLog:
     def _create_stream(self, stream: str) -> bool:
         try:
             self._client.create_log_stream(logGroupName=self.group, logStreamName=stream)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             if _error_code(error) != "ResourceAlreadyExistsException":
                 return False
         self._streams.add(stream)
@@ -142,13 +144,13 @@ def _error_code(error: Exception) -> str:
 
 
 def _rejected_count(info: dict[str, Any], total: int) -> int:
-    rejected = set()
+    rejected: set[int] = set()
     if "tooNewLogEventStartIndex" in info:
         rejected.update(range(info["tooNewLogEventStartIndex"], total))
     if "tooOldLogEventEndIndex" in info:
-        rejected.update(range(0, info["tooOldLogEventEndIndex"]))
+        rejected.update(range(info["tooOldLogEventEndIndex"]))
     if "expiredLogEventEndIndex" in info:
-        rejected.update(range(0, info["expiredLogEventEndIndex"]))
+        rejected.update(range(info["expiredLogEventEndIndex"]))
     return len(rejected)
 
 

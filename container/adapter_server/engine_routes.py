@@ -9,8 +9,9 @@ routes are closed to outside callers (see `sagemaker_contract.VLLM_ADAPTER_ADMIN
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, MutableMapping
+from typing import Any
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -49,7 +50,7 @@ class EngineAnswer:
 class EngineRoutes:
     """Loads and unloads adapters through the ASGI application `app` (vLLM below our middleware)."""
 
-    def __init__(self, app: ASGIApp, starlette_app: Any, lifespan_state: dict | None = None) -> None:
+    def __init__(self, app: ASGIApp, starlette_app: Any, lifespan_state: dict[str, Any] | None = None) -> None:
         self._app = app
         self._starlette_app = starlette_app
         self._state = lifespan_state
@@ -64,7 +65,7 @@ class EngineRoutes:
         """vLLM's own ``/health``: 200 while its engine is alive."""
         return (await self._call("GET", HEALTH_PATH, b"")).ok
 
-    async def _post(self, path: str, document: dict) -> EngineAnswer:
+    async def _post(self, path: str, document: dict[str, Any]) -> EngineAnswer:
         return await self._call("POST", path, json.dumps(document).encode())
 
     async def _call(self, method: str, path: str, body: bytes) -> EngineAnswer:

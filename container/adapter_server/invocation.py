@@ -12,7 +12,7 @@ line (`capture`).
 from __future__ import annotations
 
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from adapter_server import observability, sagemaker_contract
 from adapter_server.admission import CallerGone, FairAdmission, sequence_refusal
@@ -31,9 +31,7 @@ from adapter_server.invocation_request import (
 from adapter_server.readiness import Readiness
 from adapter_server.response_usage import StreamObserver, usage_from_body
 from adapter_server.serving_context import ServingContext
-from cdk_adapters.contract import capture_record, serving_env
-from cdk_adapters.contract import error_kinds
-
+from cdk_adapters.contract import capture_record, error_kinds, serving_env
 
 _ADAPTER_HEADER = sagemaker_contract.ADAPTER_IDENTIFIER_HEADER.encode("latin-1")
 _AMZN_REQUEST_ID_HEADER = b"x-amzn-requestid"
@@ -104,8 +102,13 @@ class InvocationHandler:
                 published = True
                 record.publish(label or self._label(record.adapter), self._request_log())
                 if capture is not None:
-                    capture.publish(status=record.status, prompt_tokens=record.prompt_tokens, completion_tokens=record.output_tokens,
-                                    request_id=record.request_id, write=self._capture_writer(record.adapter))
+                    capture.publish(
+                        status=record.status,
+                        prompt_tokens=record.prompt_tokens,
+                        completion_tokens=record.output_tokens,
+                        request_id=record.request_id,
+                        write=self._capture_writer(record.adapter),
+                    )
 
         try:
             target = target_route(path, headers)
@@ -132,8 +135,13 @@ class InvocationHandler:
 
             def forward() -> Awaitable[None]:
                 return self._forward(
-                    forwarded_scope(scope, forwarded.body, target, record.adapter), replaying(forwarded.body, receive),
-                    capture.watching(send) if capture is not None else send, record, started, forwarded.strip_usage, publish,
+                    forwarded_scope(scope, forwarded.body, target, record.adapter),
+                    replaying(forwarded.body, receive),
+                    capture.watching(send) if capture is not None else send,
+                    record,
+                    started,
+                    forwarded.strip_usage,
+                    publish,
                 )
 
             admission = self._context.admission
@@ -157,8 +165,14 @@ class InvocationHandler:
             publish()
 
     async def _forward_in_turn(
-        self, admission: FairAdmission, label: str, cost: int, forward: Callable[[], Awaitable[None]],
-        receive: Receive, record: observability.RequestRecord, started: float,
+        self,
+        admission: FairAdmission,
+        label: str,
+        cost: int,
+        forward: Callable[[], Awaitable[None]],
+        receive: Receive,
+        record: observability.RequestRecord,
+        started: float,
     ) -> None:
         """Forward once `admission` gives this adapter `cost` places in the engine (fair share); a
         caller that leaves before then is logged (499) and never reaches the engine."""
@@ -187,7 +201,8 @@ class InvocationHandler:
         """400 for a request that names no adapter while base-model access is off."""
         if not self._context.settings.allow_base_model:
             raise Refusal(
-                400, error_kinds.ADAPTER_REQUIRED,
+                400,
+                error_kinds.ADAPTER_REQUIRED,
                 "the request names no adapter (header X-Amzn-SageMaker-Adapter-Identifier is missing: call "
                 "InvokeEndpoint with InferenceComponentName set to an adapter inference component); "
                 f"base-model access is disabled on this endpoint ({serving_env.ALLOW_BASE_MODEL})",
@@ -199,7 +214,9 @@ class InvocationHandler:
         key = self._context.store.resolve(self._context.settings.adapter_key(given))
         if key is None:
             raise Refusal(
-                404, error_kinds.ADAPTER_NOT_FOUND, f"adapter {given!r} is not registered on this endpoint",
+                404,
+                error_kinds.ADAPTER_NOT_FOUND,
+                f"adapter {given!r} is not registered on this endpoint",
                 adapter=self._context.settings.adapter_key(given),
             )
         return key
@@ -213,8 +230,14 @@ class InvocationHandler:
         return record.adapter
 
     async def _forward(
-        self, scope: Scope, receive: Receive, send: Send, record: observability.RequestRecord,
-        started: float, strip_usage: bool, publish: Callable[[], None],
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        record: observability.RequestRecord,
+        started: float,
+        strip_usage: bool,
+        publish: Callable[[], None],
     ) -> None:
         observer: StreamObserver | None = None
         collected: list[bytes] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from adapter_server import sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal
@@ -29,7 +30,8 @@ def target_route(path: str, headers: list[tuple[bytes, bytes]]) -> str:
         return path
     if route not in sagemaker_contract.ROUTABLE_PATHS:
         raise Refusal(
-            400, error_kinds.BAD_ROUTE,
+            400,
+            error_kinds.BAD_ROUTE,
             f"CustomAttributes route={route!r} is not allowed; use one of "
             + ", ".join(sorted(sagemaker_contract.ROUTABLE_PATHS)),
         )
@@ -37,15 +39,15 @@ def target_route(path: str, headers: list[tuple[bytes, bytes]]) -> str:
 
 
 ADAPTER_CHOICE_REFUSED = (
-    "the body's \"model\" cannot choose an adapter here: the adapter is the inference component you "
+    'the body\'s "model" cannot choose an adapter here: the adapter is the inference component you '
     "invoke (SageMaker names it in the X-Amzn-SageMaker-Adapter-Identifier header when InvokeEndpoint "
-    "has InferenceComponentName set to the adapter's component); leave \"model\" out or name the base model"
+    'has InferenceComponentName set to the adapter\'s component); leave "model" out or name the base model'
 )
 """One text for every refused choice, so the answer never tells whether the named adapter exists."""
 
 
 def chosen_adapter(
-    header_adapter: str | None, document: dict, served_model_names: frozenset[str], *, body_names_adapter: bool
+    header_adapter: str | None, document: dict[str, Any], served_model_names: frozenset[str], *, body_names_adapter: bool
 ) -> str | None:
     """The adapter that serves the request; ``None`` for the base model.
 
@@ -64,7 +66,7 @@ def chosen_adapter(
     raise Refusal(403, error_kinds.ADAPTER_CHOICE_REFUSED, ADAPTER_CHOICE_REFUSED)
 
 
-def refuse_remote_media(document: dict) -> None:
+def refuse_remote_media(document: dict[str, Any]) -> None:
     """400 for a chat part whose media is a URL to fetch (``image_url``, ``video_url``, ...).
 
     Media must travel inside the request as ``data:`` URLs: a URL would make the container fetch
@@ -78,7 +80,8 @@ def refuse_remote_media(document: dict) -> None:
                 url = value.get("url") if isinstance(value, dict) else value
                 if key.endswith("_url") and isinstance(url, str) and not url[:5].lower() == "data:":
                     raise Refusal(
-                        400, error_kinds.MEDIA_URL_REFUSED,
+                        400,
+                        error_kinds.MEDIA_URL_REFUSED,
                         f"{key} must be a data: URL (base64 in the request); this endpoint never fetches media from URLs",
                     )
 
@@ -87,7 +90,7 @@ SEQUENCE_FIELDS = ("n", "best_of")
 """Body fields that multiply the sequences one prompt runs as (``best_of`` in older OpenAI APIs)."""
 
 
-def sequence_count(document: dict) -> int:
+def sequence_count(document: dict[str, Any]) -> int:
     """How many sequences the request puts into the engine: the largest of ``n`` and ``best_of``
     (beam search runs ``n`` beams), times the prompts of a batched completion (``prompt`` as a list
     of strings or of token lists). 400 for an ``n`` that is not a positive integer."""
@@ -97,7 +100,7 @@ def sequence_count(document: dict) -> int:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise Refusal(400, error_kinds.BAD_REQUEST, f"\"{key}\" must be a positive integer, got {json.dumps(value)[:40]}")
+            raise Refusal(400, error_kinds.BAD_REQUEST, f'"{key}" must be a positive integer, got {json.dumps(value)[:40]}')
         per_prompt = max(per_prompt, value)
     prompt = document.get("prompt")
     prompts = len(prompt) if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)) else 1
@@ -114,7 +117,7 @@ class ForwardedBody:
     """The usage chunk was asked for on the caller's behalf: the caller must not see it."""
 
 
-def forwarded_body(document: dict, adapter: str | None, base_model_name: str, target: str) -> ForwardedBody:
+def forwarded_body(document: dict[str, Any], adapter: str | None, base_model_name: str, target: str) -> ForwardedBody:
     """`document` re-encoded for vLLM, naming the adapter (or the base model) and asking for usage.
 
     Re-encoding means vLLM parses exactly what the boundary check read (no duplicate keys, no
@@ -125,7 +128,8 @@ def forwarded_body(document: dict, adapter: str | None, base_model_name: str, ta
     strip_usage = False
     usage_on_request = target == sagemaker_contract.INVOCATIONS_PATH or target in sagemaker_contract.ROUTABLE_PATHS
     if stream and usage_on_request:  # OpenAI completions/chat know stream_options
-        options = document.get("stream_options") if isinstance(document.get("stream_options"), dict) else {}
+        raw_options = document.get("stream_options")
+        options = raw_options if isinstance(raw_options, dict) else {}
         strip_usage = not options.get("include_usage")
         document["stream_options"] = {**options, "include_usage": True}
     return ForwardedBody(json.dumps(document).encode(), stream, strip_usage)

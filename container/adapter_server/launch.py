@@ -16,9 +16,9 @@ import re
 import shlex
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from adapter_server import vllm_flags
 from adapter_server.settings import ServingSettings
@@ -163,9 +163,7 @@ def _check_variables(environ: Mapping[str, str], problems: list[Problem]) -> Non
             problems.append(Problem(name, "name", f"is refused: {reason}; model artifacts and configuration never run code here"))
 
 
-def _flags_from_environment(
-    environ: Mapping[str, str], problems: list[Problem], sources: dict[str, str]
-) -> dict[str, list[str]]:
+def _flags_from_environment(environ: Mapping[str, str], problems: list[Problem], sources: dict[str, str]) -> dict[str, list[str]]:
     """``--flag`` -> its tokens (and, in `sources`, the variable it came from);
     ``CDK_ADAPTERS_VLLM_*`` wins over ``SM_VLLM_*`` for the same flag."""
     flags: dict[str, list[str]] = {}
@@ -298,9 +296,7 @@ def _check_writable_dir(path: Path, variable: str, problems: list[Problem]) -> N
         problems.append(Problem(variable, "value", f"{path} is not writable by this user"))
 
 
-def _empty_dir_for_standards_library(
-    environ: Mapping[str, str], given: Path | None, problems: list[Problem]
-) -> Path | None:
+def _empty_dir_for_standards_library(environ: Mapping[str, str], given: Path | None, problems: list[Problem]) -> Path | None:
     """An empty directory for ``SAGEMAKER_MODEL_PATH``: model artifacts must never run code here.
 
     ``None`` when none is configured: the caller makes a fresh one once nothing else is wrong.
@@ -311,9 +307,7 @@ def _empty_dir_for_standards_library(
     if configured is None:
         return None
     if not configured.is_dir() or any(configured.iterdir()):
-        problems.append(
-            Problem(serving_env.NO_CUSTOM_CODE_DIR, "value", f"{configured} must be an existing empty directory")
-        )
+        problems.append(Problem(serving_env.NO_CUSTOM_CODE_DIR, "value", f"{configured} must be an existing empty directory"))
     return configured
 
 
@@ -335,5 +329,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
     print(json.dumps({"event": "cdk_adapters.launch", "command": plan.printable_command()}), flush=True)
-    os.execvpe(plan.command[0], list(plan.command), dict(plan.environment))
-    return 0  # not reached
+    os.execvpe(plan.command[0], list(plan.command), dict(plan.environment))  # never returns: this process becomes vLLM

@@ -22,9 +22,9 @@ from urllib.parse import unquote
 
 from adapter_server import sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal, Send, refuse_oversized_headers, send_error
-from adapter_server.origin_guard import refuse_browser_requests
 from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation import InvocationHandler
+from adapter_server.origin_guard import refuse_browser_requests
 from adapter_server.readiness import Readiness
 from adapter_server.registration_service import RegistrationService
 from adapter_server.serving_context import ServingContext
@@ -43,9 +43,7 @@ class SageMakerAdapterMiddleware:
         self.readiness = Readiness()
         self.registrations = RegistrationService(context=self.context, readiness=self.readiness)
         self.invocations = InvocationHandler(app, context=self.context, readiness=self.readiness)
-        self.startup = ServerStartup(
-            app, context=self.context, readiness=self.readiness, registrations=self.registrations
-        )
+        self.startup = ServerStartup(app, context=self.context, readiness=self.readiness, registrations=self.registrations)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -69,7 +67,9 @@ class SageMakerAdapterMiddleware:
                 await self.registrations.unregister(unquote(path[len(sagemaker_contract.ADAPTERS_PATH) + 1 :]), send)
             elif path in sagemaker_contract.VLLM_ADAPTER_ADMIN_PATHS:
                 raise Refusal(
-                    403, error_kinds.FORBIDDEN, f"{path} is closed: register adapters with POST /adapters, "
+                    403,
+                    error_kinds.FORBIDDEN,
+                    f"{path} is closed: register adapters with POST /adapters, "
                     "which validates them first, and remove them with DELETE /adapters/{name}",
                 )
             elif path in sagemaker_contract.HEALTH_PATHS:
@@ -83,7 +83,9 @@ class SageMakerAdapterMiddleware:
                 await self.app(scope, receive, send)
             else:
                 raise Refusal(
-                    404, error_kinds.ROUTE_NOT_FOUND, f"{method} {path} is not served by this container: it answers "
+                    404,
+                    error_kinds.ROUTE_NOT_FOUND,
+                    f"{method} {path} is not served by this container: it answers "
                     "/invocations, /ping and /adapters (and /v1/completions, /v1/chat/completions, /metrics)",
                 )
         except Refusal as refusal:

@@ -36,9 +36,7 @@ inflate label sets or billed CloudWatch metrics."""
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
 _TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-REQUESTS = Counter(
-    "cdk_adapters_requests", "Inference requests by adapter and HTTP status.", ["adapter", "status"]
-)
+REQUESTS = Counter("cdk_adapters_requests", "Inference requests by adapter and HTTP status.", ["adapter", "status"])
 LATENCY = Histogram(
     "cdk_adapters_request_latency_seconds",
     "Time from request arrival to the last response byte, by adapter.",
@@ -46,7 +44,9 @@ LATENCY = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 TIME_TO_FIRST_TOKEN = Histogram(
-    "cdk_adapters_time_to_first_token_seconds", "Time to first generated token, by adapter.", ["adapter"],
+    "cdk_adapters_time_to_first_token_seconds",
+    "Time to first generated token, by adapter.",
+    ["adapter"],
     buckets=_TTFT_BUCKETS,
 )
 PROMPT_TOKENS = Counter("cdk_adapters_prompt_tokens", "Prompt tokens processed, by adapter.", ["adapter"])
@@ -132,7 +132,7 @@ class RequestRecord:
             request_metrics.ERROR: self.error,
         }
 
-    def publish(self, metric_label: str, log: "RequestLog") -> None:
+    def publish(self, metric_label: str, log: RequestLog) -> None:
         """Write the request line, then count the request under `metric_label` in Prometheus."""
         write_line(log.line(self.fields(), metric_label))
         _child(REQUESTS, metric_label, str(self.status)).inc()

@@ -23,14 +23,16 @@ def refuse_browser_requests(scope: Scope) -> None:
     if refuses_host(server, sagemaker_contract.header(headers, "host")):
         assert server is not None
         raise Refusal(
-            403, error_kinds.CROSS_ORIGIN_REFUSED,
+            403,
+            error_kinds.CROSS_ORIGIN_REFUSED,
             f"this server listens on loopback and answers only Host 127.0.0.1:{server[1]} (or localhost:{server[1]})",
         )
     if not scope["path"].startswith(sagemaker_contract.ADAPTERS_PATH):
         return
     if sagemaker_contract.header(headers, "origin") is not None:
         raise Refusal(
-            403, error_kinds.CROSS_ORIGIN_REFUSED,
+            403,
+            error_kinds.CROSS_ORIGIN_REFUSED,
             "adapter administration is refused from a web page (the request carries Origin); SageMaker and "
             "cdk-adapters local register adapters directly",
         )

@@ -44,7 +44,7 @@ class Readiness:
             return
         try:
             await asyncio.wait_for(self._ready.wait(), READY_WAIT_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Refusal(503, error_kinds.STARTING, f"{self._progress()}; try again shortly") from None
         if self.failure:
             raise Refusal(503, error_kinds.UNHEALTHY, self.failure)

@@ -21,20 +21,21 @@ import hashlib
 import shutil
 import tempfile
 import time
-from pathlib import Path
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl
 
 from adapter_server import observability, sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_json, send_text
-from adapter_server.engine_routes import EngineAnswer, Scope
+from adapter_server.engine_routes import Scope
 from adapter_server.readiness import Readiness
 from adapter_server.registrations import DigestRefused, Registration, copy_admitted, remove_copy, stat_fingerprint
 from adapter_server.serving_context import ServingContext
-from cdk_adapters.gate import check_adapter_dir
-from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, validate_component_name
 from cdk_adapters.contract import error_kinds
+from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, validate_component_name
+from cdk_adapters.gate import check_adapter_dir
 from cdk_adapters.problems import Problem
 
 
@@ -87,13 +88,17 @@ class RegistrationService:
         given = self._context.settings.adapter_key(name)
         async with self._adapter_lock(given):
             key = self._context.store.resolve(given)
+            refusal: Refusal | None
             async with self._lock:
                 if key is None:
                     outcome, refusal = "unknown", unknown_adapter(name)
                 else:
                     outcome, refusal = await self._unregister_locked(key)
         observability.emit(
-            observability.REGISTRATION_EVENT, action="unregister", adapter=key or given, outcome=outcome,
+            observability.REGISTRATION_EVENT,
+            action="unregister",
+            adapter=key or given,
+            outcome=outcome,
             status=200 if refusal is None else refusal.status,
             duration_ms=round((time.monotonic() - started) * 1000, 1),
             error=None if refusal is None else refusal.message,
@@ -134,10 +139,12 @@ class RegistrationService:
 
     async def list_adapters(self, send: Send) -> None:
         await self._readiness.wait()
-        document = {"adapters": [
-            {"name": r.name, "src": r.src, "sha256": r.sha256, **({"known_as": list(r.known_as)} if r.known_as else {})}
-            for r in self._context.store.all()
-        ]}
+        document = {
+            "adapters": [
+                {"name": r.name, "src": r.src, "sha256": r.sha256, **({"known_as": list(r.known_as)} if r.known_as else {})}
+                for r in self._context.store.all()
+            ]
+        }
         await send_json(send, 200, document)
 
     # --------------------------------------------------------------------------- start-up
@@ -160,12 +167,21 @@ class RegistrationService:
                 if copied is None or copied[0] != registration.sha256:
                     if copied is not None:
                         await asyncio.to_thread(remove_copy, copied[2])
-                    problems = [Problem(f"adapter {registration.name!r}", "src", f"files in {registration.src} changed since registration")]
+                    problems = [
+                        Problem(
+                            f"adapter {registration.name!r}", "src", f"files in {registration.src} changed since registration"
+                        )
+                    ]
                 else:
                     served = copied[2]
                     await asyncio.to_thread(
-                        self._context.store.add, registration.name, registration.src, registration.sha256,
-                        copied[1], known_as=registration.known_as, served_from=str(served),
+                        self._context.store.add,
+                        registration.name,
+                        registration.src,
+                        registration.sha256,
+                        copied[1],
+                        known_as=registration.known_as,
+                        served_from=str(served),
                     )
         failure = "; ".join(str(p) for p in problems) or None
         if failure is None:
@@ -186,26 +202,36 @@ class RegistrationService:
         context = self._context
         owner = context.store.resolve(key)
         if owner is not None and owner != key:
-            return "conflict", 409, Refusal(
-                409, error_kinds.ADAPTER_CONFLICT,
-                f"adapter {key!r} already names the registered adapter {owner!r}; unregister it first",
-                adapter=key,
+            return (
+                "conflict",
+                409,
+                Refusal(
+                    409,
+                    error_kinds.ADAPTER_CONFLICT,
+                    f"adapter {key!r} already names the registered adapter {owner!r}; unregister it first",
+                    adapter=key,
+                ),
             )
         existing = context.store.get(key)
         problems = await self._admission_problems(key, src)
         if problems:
             return "rejected", 422, _rejected(key, problems)
-        if existing is not None and existing.src == src and existing.fingerprint is not None:
-            # A retry of the same registration (files untouched since) reads no bytes again.
-            if await asyncio.to_thread(stat_fingerprint, Path(src)) == existing.fingerprint:
-                return "unchanged", 200, None
+        retried = existing is not None and existing.src == src and existing.fingerprint is not None
+        # A retry of the same registration (files untouched since) reads no bytes again.
+        if retried and existing is not None and await asyncio.to_thread(stat_fingerprint, Path(src)) == existing.fingerprint:
+            return "unchanged", 200, None
         copied = await self._copy(key, src)
         if copied is None:  # links or unreadable files appeared after the gate looked
-            return "rejected", 422, Refusal(
-                422, error_kinds.ADAPTER_REJECTED,
-                f"adapter {key!r} cannot be served by this endpoint: {src} changed while it was checked "
-                "(it now holds symbolic links or files that cannot be read); extract the archive again and retry",
-                adapter=key,
+            return (
+                "rejected",
+                422,
+                Refusal(
+                    422,
+                    error_kinds.ADAPTER_REJECTED,
+                    f"adapter {key!r} cannot be served by this endpoint: {src} changed while it was checked "
+                    "(it now holds symbolic links or files that cannot be read); extract the archive again and retry",
+                    adapter=key,
+                ),
             )
         digest, fingerprint, served = copied
         if existing is not None:
@@ -213,12 +239,17 @@ class RegistrationService:
                 await asyncio.to_thread(remove_copy, served)
             if digest == existing.sha256:
                 return "unchanged", 200, None
-            return "conflict", 409, Refusal(
-                409, error_kinds.ADAPTER_CONFLICT,
-                f"adapter {key!r} is already registered with different files (sha256 {existing.sha256[:12]}…, "
-                f"these are {digest[:12]}…); unregister it first, or register the new files under a new "
-                "versioned name",
-                adapter=key,
+            return (
+                "conflict",
+                409,
+                Refusal(
+                    409,
+                    error_kinds.ADAPTER_CONFLICT,
+                    f"adapter {key!r} is already registered with different files (sha256 {existing.sha256[:12]}…, "
+                    f"these are {digest[:12]}…); unregister it first, or register the new files under a new "
+                    "versioned name",
+                    adapter=key,
+                ),
             )
         problems = await self._admission_problems(key, str(served))
         if problems:
@@ -236,25 +267,38 @@ class RegistrationService:
         if not answer.ok:
             await asyncio.to_thread(remove_copy, served)
             if await context.engine.healthy():  # the engine is fine: these files are what it cannot load
-                return "engine_error", 422, Refusal(
-                    422, error_kinds.ADAPTER_LOAD_FAILED,
-                    f"vLLM could not load adapter {key!r} from {src}: {answer.message()}; the files passed the "
-                    "checks but are damaged or incomplete: re-create the archive from the PEFT output",
-                    adapter=key,
+                return (
+                    "engine_error",
+                    422,
+                    Refusal(
+                        422,
+                        error_kinds.ADAPTER_LOAD_FAILED,
+                        f"vLLM could not load adapter {key!r} from {src}: {answer.message()}; the files passed the "
+                        "checks but are damaged or incomplete: re-create the archive from the PEFT output",
+                        adapter=key,
+                    ),
                 )
-            return "engine_error", 503, Refusal(
-                503, error_kinds.ENGINE_ERROR, f"vLLM did not load adapter {key!r} and is unhealthy: {answer.message()}",
-                adapter=key,
+            return (
+                "engine_error",
+                503,
+                Refusal(
+                    503,
+                    error_kinds.ENGINE_ERROR,
+                    f"vLLM did not load adapter {key!r} and is unhealthy: {answer.message()}",
+                    adapter=key,
+                ),
             )
         try:
-            await asyncio.to_thread(
-                context.store.add, key, src, digest, fingerprint, known_as=known_as, served_from=str(served)
-            )
+            await asyncio.to_thread(context.store.add, key, src, digest, fingerprint, known_as=known_as, served_from=str(served))
         except OSError as error:
             await context.engine.unload(key)
             await asyncio.to_thread(remove_copy, served)
-            return "engine_error", 500, Refusal(
-                500, error_kinds.STATE_ERROR, f"adapter {key!r} was not registered: cannot persist it ({error})", adapter=key
+            return (
+                "engine_error",
+                500,
+                Refusal(
+                    500, error_kinds.STATE_ERROR, f"adapter {key!r} was not registered: cannot persist it ({error})", adapter=key
+                ),
             )
         context.residency.forget(key)
         observability.REGISTERED_ADAPTERS.set(len(context.store))
@@ -278,8 +322,13 @@ class RegistrationService:
         answer = await context.engine.unload(name)
         if not answer.ok and answer.status != 404:  # 404: vLLM had already lost it; forgetting is right
             await asyncio.to_thread(
-                context.store.add, name, existing.src, existing.sha256, existing.fingerprint,
-                known_as=existing.known_as, served_from=existing.served_from,
+                context.store.add,
+                name,
+                existing.src,
+                existing.sha256,
+                existing.fingerprint,
+                known_as=existing.known_as,
+                served_from=existing.served_from,
             )
             return "engine_error", Refusal(
                 502, error_kinds.ENGINE_ERROR, f"vLLM did not unload adapter {name!r}: {answer.message()}", adapter=name
@@ -345,7 +394,8 @@ def _remove_staging(staging: Path) -> None:
 
 def _rejected(key: str, problems: list[Problem]) -> Refusal:
     return Refusal(
-        422, error_kinds.ADAPTER_REJECTED,
+        422,
+        error_kinds.ADAPTER_REJECTED,
         f"adapter {key!r} cannot be served by this endpoint: " + "; ".join(p.message for p in problems),
         adapter=key,
         problems=[{"subject": p.subject, "field": p.field, "message": p.message, "rule": p.rule} for p in problems],
@@ -364,14 +414,17 @@ def registration_request(scope: Scope, body: bytes) -> tuple[str, str]:
         missing = [key for key in ("name", "src") if fields.get(key) is None or str(fields[key]).strip() == ""]
         if missing:
             raise Refusal(
-                400, error_kinds.BAD_REQUEST,
+                400,
+                error_kinds.BAD_REQUEST,
                 "POST /adapters is missing " + " and ".join(missing) + " (send them as a JSON body or as query parameters)",
             )
         not_text = [key for key in ("name", "src") if not isinstance(fields[key], str)]
         if not_text:
             raise Refusal(
-                400, error_kinds.BAD_REQUEST,
-                "POST /adapters: " + " and ".join(f"{key} must be a string, not {type(fields[key]).__name__}" for key in not_text),
+                400,
+                error_kinds.BAD_REQUEST,
+                "POST /adapters: "
+                + " and ".join(f"{key} must be a string, not {type(fields[key]).__name__}" for key in not_text),
             )
         name, src = fields["name"].strip(), fields["src"].strip()
         refusal = invalid_name(name, "nothing was registered")
@@ -396,7 +449,8 @@ def _registration_fields(scope: Scope, body: bytes) -> dict[str, Any]:
         for key in ("name", "src"):
             if key in query and key in document and document[key] != query[key]:
                 raise Refusal(
-                    400, error_kinds.BAD_REQUEST,
+                    400,
+                    error_kinds.BAD_REQUEST,
                     f"POST /adapters gives {key} in the query string ({query[key][:80]!r}) and in the body "
                     f"({str(document[key])[:80]!r}); send it once",
                 )
@@ -414,7 +468,8 @@ def refuse_untyped_local_body(scope: Scope, body: bytes, *, local: bool) -> None
     content_type = (sagemaker_contract.header(scope["headers"], "content-type") or "").split(";")[0].strip().lower()
     if content_type != "application/json":
         raise Refusal(
-            403, error_kinds.CROSS_ORIGIN_REFUSED,
+            403,
+            error_kinds.CROSS_ORIGIN_REFUSED,
             f"POST /adapters takes a JSON body (Content-Type: application/json) in a local run, not "
             f"{content_type or 'an untyped body'}; or send name and src as query parameters with no body",
         )
@@ -432,8 +487,10 @@ def invalid_name(name: str, consequence: str) -> Refusal | None:
     if not problems:
         return None
     return Refusal(
-        400, error_kinds.INVALID_NAME,
-        f"{problems[0].subject}: name " + "; ".join(p.message for p in problems)
+        400,
+        error_kinds.INVALID_NAME,
+        f"{problems[0].subject}: name "
+        + "; ".join(p.message for p in problems)
         + f" (SageMaker's rule for inference component names); {consequence}",
         problems=[{"subject": p.subject, "field": p.field, "message": p.message} for p in problems],
     )
@@ -451,7 +508,9 @@ def src_problem(name: str, src: str) -> Problem | None:
     path = Path(src)
     subject = f"adapter {name!r}"
     if not path.is_absolute():
-        return Problem(subject, "src", f"{src[:200]!r} must be an absolute path (SageMaker passes where it extracted the archive)")
+        return Problem(
+            subject, "src", f"{src[:200]!r} must be an absolute path (SageMaker passes where it extracted the archive)"
+        )
     if "\0" in src:
         return Problem(subject, "src", f"{src[:200]!r} holds a NUL character, which no path can")
     try:
@@ -462,7 +521,8 @@ def src_problem(name: str, src: str) -> Problem | None:
         return Problem(subject, "src", f"{src} does not exist: the adapter archive was not extracted there")
     if not is_dir:
         return Problem(
-            subject, "src",
+            subject,
+            "src",
             f"{src} is a file, not a directory: pass the directory the adapter archive was extracted into, "
             "with adapter_config.json at its top",
         )

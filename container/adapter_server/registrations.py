@@ -51,7 +51,7 @@ def stat_fingerprint(src: Path) -> str | None:
     return digest.hexdigest()
 
 
-def content_digest(src: Path, recorded: "Registration | None" = None) -> tuple[str, str | None]:
+def content_digest(src: Path, recorded: Registration | None = None) -> tuple[str, str | None]:
     """(`adapter_digest`, `stat_fingerprint`) of `src`; the bytes are read only when `recorded`
     does not match the files' fingerprint now.
 
@@ -181,7 +181,7 @@ class RegistrationStore:
         return self.state_dir / STATE_FILE_NAME if self.state_dir is not None else None
 
     @classmethod
-    def load(cls, state_dir: Path | None) -> "RegistrationStore":
+    def load(cls, state_dir: Path | None) -> RegistrationStore:
         """Read the persisted registrations (none yet is fine; an unreadable file is not)."""
         store = cls(state_dir)
         path = store.path
@@ -193,13 +193,17 @@ class RegistrationStore:
                 raise StateFileError(f"{path}: unsupported format version {document.get('version')!r}")
             for name, entry in document["adapters"].items():
                 fingerprint, served_from = entry.get("fingerprint"), entry.get("served_from")
-                store._put(Registration(
-                    name=name, src=str(entry["src"]), sha256=str(entry["sha256"]),
-                    registered_at=float(entry["registered_at"]),
-                    fingerprint=str(fingerprint) if fingerprint is not None else None,
-                    known_as=tuple(str(key) for key in entry.get("known_as", ())),
-                    served_from=str(served_from) if served_from is not None else None,
-                ))
+                store._put(
+                    Registration(
+                        name=name,
+                        src=str(entry["src"]),
+                        sha256=str(entry["sha256"]),
+                        registered_at=float(entry["registered_at"]),
+                        fingerprint=str(fingerprint) if fingerprint is not None else None,
+                        known_as=tuple(str(key) for key in entry.get("known_as", ())),
+                        served_from=str(served_from) if served_from is not None else None,
+                    )
+                )
         except StateFileError:
             raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
@@ -226,13 +230,24 @@ class RegistrationStore:
         return sorted(self._registrations.values(), key=lambda r: (r.registered_at, r.name))
 
     def add(
-        self, name: str, src: str, sha256: str, fingerprint: str | None = None, *,
-        known_as: tuple[str, ...] = (), served_from: str | None = None,
+        self,
+        name: str,
+        src: str,
+        sha256: str,
+        fingerprint: str | None = None,
+        *,
+        known_as: tuple[str, ...] = (),
+        served_from: str | None = None,
     ) -> Registration:
         """Record and persist; if persisting fails, memory is left as it was and the error raised."""
         registration = Registration(
-            name=name, src=src, sha256=sha256, registered_at=time.time(), fingerprint=fingerprint,
-            known_as=tuple(key for key in known_as if key != name), served_from=served_from,
+            name=name,
+            src=src,
+            sha256=sha256,
+            registered_at=time.time(),
+            fingerprint=fingerprint,
+            known_as=tuple(key for key in known_as if key != name),
+            served_from=served_from,
         )
         previous = self._registrations.get(name)
         self._put(registration)
@@ -262,7 +277,7 @@ class RegistrationStore:
         fields = {k: v for k, v in asdict(registration).items() if k != "name" and v is not None and v != ()}
         self._drop(registration.name)
         self._registrations[registration.name] = registration
-        self._known_as.update({key: registration.name for key in registration.known_as})
+        self._known_as.update(dict.fromkeys(registration.known_as, registration.name))
         self._members[registration.name] = f"  {json.dumps(registration.name)}: {json.dumps(fields, sort_keys=True)}"
 
     def _drop(self, name: str) -> None:

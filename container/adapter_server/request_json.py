@@ -69,9 +69,9 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
             f"holds {commas} ',' characters; at most {MAX_JSON_VALUES} are accepted "
             "(no request within a model's context needs more values)"
         )
-    floats = {"parse_float": _finite_float} if _HUGE_NUMBER.search(body) else {}
+    parse_float = _finite_float if _HUGE_NUMBER.search(body) else None  # None: json's own float()
     try:
-        document = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, **floats)
+        document = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=parse_float)
     except JsonBodyError:
         raise
     except json.JSONDecodeError as error:

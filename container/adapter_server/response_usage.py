@@ -9,6 +9,7 @@ exactly the stream it asked for.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -40,17 +41,16 @@ def _read_usage(document: Any, usage: Usage) -> None:
 def usage_from_body(body: bytes) -> Usage:
     """Usage of a complete (non-streaming) JSON response; empty when the body is not JSON."""
     usage = Usage()
-    try:
+    with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError):
         _read_usage(json.loads(body), usage)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        pass
     return usage
 
 
 def _has_token(choice: Any) -> bool:
     if not isinstance(choice, dict):
         return False
-    delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+    raw_delta = choice.get("delta")
+    delta = raw_delta if isinstance(raw_delta, dict) else {}
     return bool(choice.get("text") or choice.get("token_ids") or delta.get("content") or choice.get("finish_reason"))
 
 
@@ -86,9 +86,7 @@ class StreamObserver:
 
     def _observe(self, event: bytes) -> bool:
         """Record what `event` says; False when it must not reach the caller."""
-        data = b"".join(
-            line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")
-        )
+        data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
         if not data or data == b"[DONE]":
             return True
         try:

@@ -7,7 +7,7 @@ delivers them that way.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 from urllib.parse import unquote
 
 from cdk_adapters.contract import runtime_api

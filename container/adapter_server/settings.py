@@ -8,15 +8,16 @@ exist only for local runs and tests, because SageMaker always talks to port 8080
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from cdk_adapters.contract import adapter_identity, capture_record, request_metrics, serving_env
+from cdk_adapters.contract import tenant_limits as limits_contract
 from cdk_adapters.contract.env_values import parse_bool
 from cdk_adapters.contract.runtime_api import is_loopback
-from cdk_adapters.contract import tenant_limits as limits_contract
 from cdk_adapters.problems import Problem
+
 
 @dataclass(frozen=True)
 class ServingSettings:
@@ -50,7 +51,7 @@ class ServingSettings:
         return adapter_identity.adapter_key(name, self.component_prefix)
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> tuple["ServingSettings", list[Problem]]:
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> tuple[ServingSettings, list[Problem]]:
         environ = os.environ if environ is None else environ
         problems: list[Problem] = []
         state_dir = environ.get(serving_env.STATE_DIR, "").strip()

@@ -16,12 +16,12 @@ from typing import Any
 
 from adapter_server import observability
 from adapter_server.admission import FairAdmission
+from adapter_server.capture_log import capture_log_for
 from adapter_server.engine_routes import ASGIApp, EngineRoutes, Scope
 from adapter_server.readiness import Readiness
 from adapter_server.registration_service import RegistrationService
 from adapter_server.registrations import RegistrationStore, StateFileError
 from adapter_server.serving_context import ServingContext
-from adapter_server.capture_log import capture_log_for
 from adapter_server.settings import ServingSettings
 from cdk_adapters.contract import serving_env
 from cdk_adapters.gate import BaseModelFacts
@@ -39,7 +39,7 @@ class ServerStartup:
         self._context = context
         self._readiness = readiness
         self._registrations = registrations
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def begin(self, scope: Scope) -> None:
         """Start the start-up task, unless it has started already; `scope` names vLLM's application."""
@@ -48,7 +48,7 @@ class ServerStartup:
         self._readiness.open()
         self._task = asyncio.get_running_loop().create_task(self._run(scope["app"], scope.get("state")))
 
-    async def _run(self, starlette_app: Any, lifespan_state: dict | None) -> None:
+    async def _run(self, starlette_app: Any, lifespan_state: dict[str, Any] | None) -> None:
         readiness = self._readiness
         try:
             await self._configure(starlette_app, lifespan_state)
@@ -61,7 +61,7 @@ class ServerStartup:
                 observability.emit(observability.REPLAY_EVENT, status="failed", error=readiness.failure)
             readiness.settle()
 
-    async def _configure(self, starlette_app: Any, lifespan_state: dict | None) -> None:
+    async def _configure(self, starlette_app: Any, lifespan_state: dict[str, Any] | None) -> None:
         context = self._context
         settings, problems = ServingSettings.from_environ()
         if problems:

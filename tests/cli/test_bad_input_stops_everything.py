@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import aws_cdk as cdk
 import boto3
@@ -16,10 +16,10 @@ import torch
 from moto import mock_aws
 
 from cdk_adapters.cli import main
+from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.gate import BaseModelFacts
 from cdk_adapters.hosting.container_image import ContainerImage
-from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
-from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.manifest import add_manifest_adapters, endpoint_props, load_manifest, plan_manifest
 from cdk_adapters.problems import ConfigurationError
 from tests.manifest.builders import ADAPTER_BUCKET, write_manifest
@@ -84,7 +84,9 @@ CASES = {
     "other-revision": Bad(_zoo("other-revision"), "revision", "pinned base revision is"),
     "weights-missing": Bad(_without_weights, "adapter_model.safetensors", "adapter_model.safetensors is missing"),
     "weights-pickled": Bad(
-        lambda zoo, tmp: tm.resave_adapter_as_pickle(zoo.copy("good", tmp / "pickled")), "adapter_model.safetensors", "pickle format"
+        lambda zoo, tmp: tm.resave_adapter_as_pickle(zoo.copy("good", tmp / "pickled")),
+        "adapter_model.safetensors",
+        "pickle format",
     ),
     "no-lora-tensors": Bad(_without_lora_tensors, "adapter_model.safetensors", "holds no LoRA tensors"),
     "shape-mismatch-gqa": Bad(_zoo("gqa"), "adapter_model.safetensors", "but the base's k_proj is 64x64"),
@@ -92,7 +94,9 @@ CASES = {
     "nested-directory": Bad(_nested, "source", "nests the adapter under 'checkpoint-500/'"),
     "target-modules-differ": Bad(_zoo("mlp"), "target_modules", "retrain with the same target_modules", fleet_only=True),
     "name-pattern": Bad(_zoo("good-2"), "name", "must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$", name="tenant_one-v1", name_only=True),
-    "name-too-long": Bad(_zoo("good-2"), "name", "at most 39 fit", name="a-very-long-adapter-name-for-one-tenant-v1", name_only=True),
+    "name-too-long": Bad(
+        _zoo("good-2"), "name", "at most 39 fit", name="a-very-long-adapter-name-for-one-tenant-v1", name_only=True
+    ),
     "name-without-version": Bad(_zoo("good-2"), "name", "must end with a version suffix -v<N>", name="tenant", name_only=True),
     "name-duplicate": Bad(_zoo("good-2"), "name", "is listed 2 times", name="peer-v1", fleet_only=True),
 }
@@ -102,8 +106,13 @@ def _manifest(zoo, directory: Path, case: Bad, source: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     if case.base == "vlm":
         facts = BaseModelFacts.from_model_dir(zoo.vlm_dir)
-        base = {"id": tm.TINY_VLM_MODEL_ID, "module_names": sorted(facts.module_names), "vision_language": True,
-                "architecture": facts.architecture, "vision_feature_select_strategy": facts.vision_feature_select_strategy}
+        base = {
+            "id": tm.TINY_VLM_MODEL_ID,
+            "module_names": sorted(facts.module_names),
+            "vision_language": True,
+            "architecture": facts.architecture,
+            "vision_feature_select_strategy": facts.vision_feature_select_strategy,
+        }
         peer = zoo.adapter("vision-text-only")
     else:
         # The shapes `cdk-adapters base-facts` prints, so the exact (GQA-aware) shape check runs at synth.
@@ -120,7 +129,11 @@ def _cli(*argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def s3(monkeypatch):
-    for variable, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for variable, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(variable, value)
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
@@ -141,7 +154,9 @@ def test_bad_input_is_named_and_stops_synth_package_and_publish(kind, zoo, tmp_p
     packages = tmp_path / "packages"
     with pytest.raises(ConfigurationError) as caught:
         plan = plan_manifest(load_manifest(manifest))
-        endpoint = MultiAdapterEndpoint(stack, "Serving", **endpoint_props(stack, plan), image=ContainerImage.from_digest_uri(IMAGE), compute=COMPUTE)
+        endpoint = MultiAdapterEndpoint(
+            stack, "Serving", **endpoint_props(stack, plan), image=ContainerImage.from_digest_uri(IMAGE), compute=COMPUTE
+        )
         add_manifest_adapters(endpoint, plan, package_dir=packages)
     assert any(str(p).startswith(expected) and case.says in p.message for p in caught.value.problems), caught.value.problems
     assert stack.node.children == [] and not packages.exists()

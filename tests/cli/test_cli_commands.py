@@ -14,8 +14,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from cdk_adapters.cli import main
 from cdk_adapters.artifacts.packaging import file_sha256, package_adapter
+from cdk_adapters.cli import main
 from tests.manifest.builders import ADAPTER_BUCKET, s3_uri, write_manifest
 
 REGION = "us-east-1"
@@ -30,7 +30,11 @@ def run(*argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def s3(monkeypatch):
-    for variable, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+    for variable, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         monkeypatch.setenv(variable, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     with mock_aws():
@@ -119,7 +123,9 @@ def test_package_refuses_a_bad_adapter_and_writes_nothing(zoo, manifest, tmp_pat
 
 
 def test_publish_uploads_writes_the_lock_and_prints_the_uri(s3, zoo, manifest):
-    status, out, err = run("publish", str(zoo.adapter("good")), "--name", "triage-v2", "--bucket", ADAPTER_BUCKET, "--manifest", str(manifest))
+    status, out, err = run(
+        "publish", str(zoo.adapter("good")), "--name", "triage-v2", "--bucket", ADAPTER_BUCKET, "--manifest", str(manifest)
+    )
     assert status == 0, err
     assert out == f"{s3_uri('triage-v2')}\n"
     assert "uploading triage-v2 [" in err and "100%" in err
@@ -133,13 +139,17 @@ def test_publish_uploads_writes_the_lock_and_prints_the_uri(s3, zoo, manifest):
     assert (facts["rank"], facts["alpha"], facts["target_modules"]) == (8, 16, ["k_proj", "o_proj", "q_proj", "v_proj"])
     assert (facts["base_model_name_or_path"], facts["revision"]) == ("cdk-adapters-tests/tiny-llama", "0" * 39 + "1")
     # The row can now be added and synth needs nothing but the lock.
-    manifest.write_text(manifest.read_text().replace("adapters:\n", f"adapters:\n- name: triage-v2\n  source: {s3_uri('triage-v2')}\n"))
+    manifest.write_text(
+        manifest.read_text().replace("adapters:\n", f"adapters:\n- name: triage-v2\n  source: {s3_uri('triage-v2')}\n")
+    )
     assert run("validate", str(manifest))[0] == 0
 
 
 def test_publish_refuses_bad_input_and_uploads_nothing(s3, zoo, manifest):
     lock = manifest.with_name("adapters.lock.json")
-    status, out, err = run("publish", str(zoo.adapter("dora")), "--name", "triage", "--bucket", ADAPTER_BUCKET, "--manifest", str(manifest))
+    status, out, err = run(
+        "publish", str(zoo.adapter("dora")), "--name", "triage", "--bucket", ADAPTER_BUCKET, "--manifest", str(manifest)
+    )
     assert status == 1 and out == ""
     assert "adapter 'triage': name: must end with a version suffix" in err
     assert "adapter 'triage': use_dora:" in err
@@ -217,13 +227,24 @@ def test_base_facts_prints_the_manifest_fields(zoo):
 def test_installed_entry_point(zoo, tmp_path):
     assert ENTRY_POINT.is_file()
     ok = subprocess.run(
-        [str(ENTRY_POINT), "package", str(zoo.adapter("good")), "-o", str(tmp_path / "a.tar.gz"), "--base-model-dir", str(zoo.base_dir)],
-        capture_output=True, text=True,
+        [
+            str(ENTRY_POINT),
+            "package",
+            str(zoo.adapter("good")),
+            "-o",
+            str(tmp_path / "a.tar.gz"),
+            "--base-model-dir",
+            str(zoo.base_dir),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "a.tar.gz").is_file()
     bad_dir = shutil.copytree(zoo.adapter("good"), tmp_path / "bad")
     (bad_dir / "adapter_model.safetensors").unlink()
-    bad = subprocess.run([str(ENTRY_POINT), "validate", str(bad_dir), "--base-model-dir", str(zoo.base_dir)], capture_output=True, text=True)
+    bad = subprocess.run(
+        [str(ENTRY_POINT), "validate", str(bad_dir), "--base-model-dir", str(zoo.base_dir)], capture_output=True, text=True
+    )
     assert bad.returncode == 1 and bad.stdout == ""
     assert "adapter 'bad': adapter_model.safetensors: the weights file adapter_model.safetensors is missing" in bad.stderr

@@ -36,9 +36,11 @@ def test_package_writes_nothing(linked_adapter, manifest, tmp_path):
     assert not output.exists()
 
 
-def test_publish_uploads_nothing(s3, linked_adapter, manifest):  # noqa: F811
+def test_publish_uploads_nothing(s3, linked_adapter, manifest):
     adapter, _ = linked_adapter
-    status, out, err = run("publish", str(adapter), "--name", "triage-v2", "--bucket", ADAPTER_BUCKET, "--manifest", str(manifest))
+    status, out, err = run(
+        "publish", str(adapter), "--name", "triage-v2", "--bucket", ADAPTER_BUCKET, "--manifest", str(manifest)
+    )
     assert status == 1 and out == ""
     assert "[linked-files]" in err
     assert bucket_keys(s3) == []

@@ -93,8 +93,16 @@ def test_validate_lists_acknowledged_findings_apart_and_warns_of_the_deprecated_
     rows = [
         {"name": "triage-v1", "source": str(zoo.adapter("good"))},
         {"name": "billing-v1", "source": str(zoo.adapter("good-2"))},
-        {"name": "style-v1", "source": str(zoo.adapter("mlp")), "acknowledge": {"rule": "identical-target-modules", "reason": REASON}},
-        {"name": "summary", "source": str(zoo.adapter("good")), "acknowledge": {"rule": "version-suffix", "reason": "name fixed by the tenant's contract"}},
+        {
+            "name": "style-v1",
+            "source": str(zoo.adapter("mlp")),
+            "acknowledge": {"rule": "identical-target-modules", "reason": REASON},
+        },
+        {
+            "name": "summary",
+            "source": str(zoo.adapter("good")),
+            "acknowledge": {"rule": "version-suffix", "reason": "name fixed by the tenant's contract"},
+        },
     ]
     status, out, err = run("validate", str(write_manifest(tmp_path, rows)))
     assert status == 0, err

@@ -26,26 +26,42 @@ def test_demo_model_refuses_a_directory_that_is_not_empty(tmp_path):
 def demo_like_manifest(directory, zoo, aliases):
     """Two adapter rows (real directories) and the given aliases, in the demo's shape."""
     manifest = directory / "manifest.yaml"
-    manifest.write_text(yaml.safe_dump({
-        "version": 1,
-        "base_model": {"id": "cdk-adapters-tests/tiny-llama", "revision": "0" * 39 + "1",
-                       "artifact": "s3://demo/base/", "hidden_size": 64, "module_names": ["q_proj", "k_proj", "v_proj", "o_proj"]},
-        "adapters": [{"name": "support-en-v1", "source": str(zoo.adapter("good"))},
-                     {"name": "support-en-v2", "source": str(zoo.adapter("good-2"))}],
-        "aliases": aliases,
-    }))
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "base_model": {
+                    "id": "cdk-adapters-tests/tiny-llama",
+                    "revision": "0" * 39 + "1",
+                    "artifact": "s3://demo/base/",
+                    "hidden_size": 64,
+                    "module_names": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                },
+                "adapters": [
+                    {"name": "support-en-v1", "source": str(zoo.adapter("good"))},
+                    {"name": "support-en-v2", "source": str(zoo.adapter("good-2"))},
+                ],
+                "aliases": aliases,
+            }
+        )
+    )
     return manifest
 
 
 def test_local_reports_every_bad_alias_and_starts_nothing(tmp_path, zoo):
-    manifest = demo_like_manifest(tmp_path, zoo, {
-        "support-en": {"support-en-v1": 90, "support-en-v2": 20},
-        "support-fr": "support-fr-v1",
-        "support-en-v1": "support-en-v2",
-    })
+    manifest = demo_like_manifest(
+        tmp_path,
+        zoo,
+        {
+            "support-en": {"support-en-v1": 90, "support-en-v2": 20},
+            "support-fr": "support-fr-v1",
+            "support-en-v1": "support-en-v2",
+        },
+    )
     work = tmp_path / "work"
-    status, out, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(tmp_path / "no-base"),
-                           "--work-dir", str(work))
+    status, out, err = run(
+        "local", "--manifest", str(manifest), "--base-model-dir", str(tmp_path / "no-base"), "--work-dir", str(work)
+    )
     assert status == 1 and out == ""
     assert "alias 'support-en': aliases.support-en: weights must sum to 100, got 110" in err
     assert "alias 'support-fr': aliases.support-fr: targets 'support-fr-v1', which is not an adapter" in err
@@ -58,8 +74,17 @@ def test_local_refuses_an_adapter_source_that_is_not_a_directory_or_archive(tmp_
     manifest = demo_like_manifest(tmp_path, zoo, {})
     stray = tmp_path / "notes.txt"
     stray.write_text("not an adapter")
-    status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(tmp_path),
-                         "--adapter", f"support-en-v3={stray}", "--work-dir", str(tmp_path / "work"))
+    status, _, err = run(
+        "local",
+        "--manifest",
+        str(manifest),
+        "--base-model-dir",
+        str(tmp_path),
+        "--adapter",
+        f"support-en-v3={stray}",
+        "--work-dir",
+        str(tmp_path / "work"),
+    )
     assert status == 1 and "adapter 'support-en-v3': source:" in err and "neither a directory nor a .tar.gz" in err
     status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(tmp_path), "--adapter", "no-path")
     assert status == 2 and "--adapter" in err and "is not NAME=PATH" in err
@@ -68,7 +93,10 @@ def test_local_refuses_an_adapter_source_that_is_not_a_directory_or_archive(tmp_
 def test_invoke_without_local_mode_running_says_where_it_looked(tmp_path):
     status, out, err = run("invoke", "--local", "http://127.0.0.1:9", "support-en-v1", "Hello")
     assert status == 1 and out == ""
-    assert "adapter 'support-en-v1': invoke:" in err and "cannot read the discovery record of local mode at http://127.0.0.1:9" in err
+    assert (
+        "adapter 'support-en-v1': invoke:" in err
+        and "cannot read the discovery record of local mode at http://127.0.0.1:9" in err
+    )
 
 
 def test_invoke_wants_an_adapter_and_a_prompt():
@@ -100,8 +128,17 @@ def test_local_applies_the_one_case_insensitive_name_rule_to_adapter_overrides(t
     manifest = demo_like_manifest(tmp_path, zoo, {})
     stray = tmp_path / "notes.txt"
     stray.write_text("not an adapter")
-    status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(tmp_path),
-                         "--adapter", f"SUPPORT-EN-V1={stray}", "--work-dir", str(tmp_path / "work"))
+    status, _, err = run(
+        "local",
+        "--manifest",
+        str(manifest),
+        "--base-model-dir",
+        str(tmp_path),
+        "--adapter",
+        f"SUPPORT-EN-V1={stray}",
+        "--work-dir",
+        str(tmp_path / "work"),
+    )
     assert status == 1
     assert "adapter 'support-en-v1': source:" in err and "neither a directory nor a .tar.gz" in err
     assert "listed 2 times" not in err

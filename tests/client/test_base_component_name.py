@@ -80,7 +80,9 @@ def test_the_canarys_base_component_is_refused_too(runtime):
     """The canary has its own prefix and base component; a name that reaches the canary's base
     (whatever share the coin gives it) is refused before the coin is thrown."""
     canary = CanaryRecord("support-canary", "support-canary-root", "support-canary", ("root",), 50)
-    record = DiscoveryRecord("support-endpoint", "support-endpoint-base", "support-endpoint", allow_base_model=True, canary=canary)
+    record = DiscoveryRecord(
+        "support-endpoint", "support-endpoint-base", "support-endpoint", allow_base_model=True, canary=canary
+    )
     client = AdapterClient.from_record(record, runtime=runtime, rng=random.Random(1))
     for _ in range(20):  # every throw of the coin: main or canary, never sent
         with pytest.raises(AdapterRequired) as caught:
@@ -93,7 +95,9 @@ def test_base_model_true_still_reaches_the_base_component_and_an_adapter_named_l
         "invoke_endpoint", {"Body": body_of(ANSWER)}, expected_call("support-endpoint-base", "/v1/completions", {"prompt": "x"})
     )
     runtime.stubber.add_response(
-        "invoke_endpoint", {"Body": body_of(ANSWER)}, expected_call("support-endpoint-base-v1", "/v1/completions", {"prompt": "x"})
+        "invoke_endpoint",
+        {"Body": body_of(ANSWER)},
+        expected_call("support-endpoint-base-v1", "/v1/completions", {"prompt": "x"}),
     )
     client = AdapterClient.from_record(ALLOWING, runtime=runtime)
     assert client.invoke(None, "x", base_model=True).adapter is None

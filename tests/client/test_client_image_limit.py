@@ -56,8 +56,11 @@ def test_an_image_body_over_the_limit_is_refused_naming_size_and_limit_and_nothi
             client.stream("support-en-v4", TEXT, images=[path], **PARAMETERS)
         else:  # two images, each well under the limit alone: the whole body is what counts
             halves = [image_of(2_400_000), image_of(2_400_000)]
-            expected = len(build_request(messages=[{"role": "user", "content": TEXT}], images=halves,
-                                         parameters=PARAMETERS, limit=2**62).body)
+            expected = len(
+                build_request(
+                    messages=[{"role": "user", "content": TEXT}], images=halves, parameters=PARAMETERS, limit=2**62
+                ).body
+            )
             client.chat("support-en-v4", [{"role": "user", "content": TEXT}], images=halves, **PARAMETERS)
     error = refused.value
     assert (error.size, error.limit) == (expected, INVOKE_ENDPOINT_MAX_BYTES)
@@ -78,8 +81,13 @@ def test_the_largest_image_body_that_fits_is_sent_and_one_more_byte_is_not(runti
     runtime.stubber.add_response(
         "invoke_endpoint",
         {"Body": _answer()},
-        {"EndpointName": RECORD.endpoint_name, "InferenceComponentName": "support-endpoint-support-en-v4",
-         "ContentType": "application/json", "CustomAttributes": f"route={CHAT_ROUTE}", "Body": request.body},
+        {
+            "EndpointName": RECORD.endpoint_name,
+            "InferenceComponentName": "support-endpoint-support-en-v4",
+            "ContentType": "application/json",
+            "CustomAttributes": f"route={CHAT_ROUTE}",
+            "Body": request.body,
+        },
     )
     client = AdapterClient.from_record(RECORD, runtime=runtime)
     assert client.invoke("support-en-v4", TEXT, images=[image_of(fits)], **PARAMETERS).text == "a table"

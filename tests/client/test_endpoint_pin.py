@@ -40,7 +40,9 @@ def test_an_exact_name_or_a_prefix_accepts_the_record_and_calls_go_out(runtime):
     AdapterClient.from_record(RECORD, runtime=runtime, accept_endpoints="support-endpoint")
     client = AdapterClient.from_record(RECORD, runtime=runtime, accept_endpoints=["other", "support-*"])
     runtime.stubber.add_response(
-        "invoke_endpoint", {"Body": body_of(ANSWER)}, expected_call("support-endpoint-support-en-v4", "/v1/completions", {"max_tokens": 16, "prompt": "x"})
+        "invoke_endpoint",
+        {"Body": body_of(ANSWER)},
+        expected_call("support-endpoint-support-en-v4", "/v1/completions", {"max_tokens": 16, "prompt": "x"}),
     )
     assert client.invoke("support-en-v4", "x", max_tokens=16).text == " thirty days"
     with pytest.raises(UnexpectedEndpoint):
@@ -63,7 +65,13 @@ def test_a_re_read_record_that_moves_the_endpoint_stops_calls_until_it_is_put_ri
         parameter(stubber, ELSEWHERE)  # re-read on the next call, not after another maximum age
         parameter(stubber, RECORD)
         client = AdapterClient.from_parameter(
-            "/p", ssm=ssm, runtime=runtime, clock=clock, sleep=clock.sleep, record_max_age_s=60, accept_endpoints=["support-endpoint"]
+            "/p",
+            ssm=ssm,
+            runtime=runtime,
+            clock=clock,
+            sleep=clock.sleep,
+            record_max_age_s=60,
+            accept_endpoints=["support-endpoint"],
         )
         clock.now += 61
         for _ in range(2):

@@ -39,14 +39,27 @@ def chat(client: AdapterClient, question: str, **parameters) -> None:
 
 def test_default_bodies_are_unchanged_parameters_first(runtime):
     system = json.dumps(SYSTEM)
-    answered(runtime, b'{"max_tokens":64,"messages":[{"content":' + system.encode() + b',"role":"system"},{"role":"user","content":"Can I return shoes?"}]}')
+    answered(
+        runtime,
+        b'{"max_tokens":64,"messages":[{"content":'
+        + system.encode()
+        + b',"role":"system"},{"role":"user","content":"Can I return shoes?"}]}',
+    )
     chat(AdapterClient.from_record(RECORD, runtime=runtime), "Can I return shoes?", max_tokens=64)
 
 
 def test_stable_prefix_sends_the_conversation_first_and_parameters_sorted_after_it(runtime):
     system = json.dumps(SYSTEM).encode()
-    first = b'{"messages":[{"role":"system","content":' + system + b'},{"role":"user","content":"Can I return shoes?"}],"max_tokens":64,"temperature":0.2}'
-    second = b'{"messages":[{"role":"system","content":' + system + b'},{"role":"user","content":"And socks?"}],"max_tokens":512,"top_p":0.9}'
+    first = (
+        b'{"messages":[{"role":"system","content":'
+        + system
+        + b'},{"role":"user","content":"Can I return shoes?"}],"max_tokens":64,"temperature":0.2}'
+    )
+    second = (
+        b'{"messages":[{"role":"system","content":'
+        + system
+        + b'},{"role":"user","content":"And socks?"}],"max_tokens":512,"top_p":0.9}'
+    )
     answered(runtime, first)
     answered(runtime, second)
     client = AdapterClient.from_record(RECORD, runtime=runtime, stable_prefix=True)
@@ -58,13 +71,17 @@ def test_stable_prefix_sends_the_conversation_first_and_parameters_sorted_after_
 
 def test_a_completion_starts_with_its_prompt(runtime):
     answered(runtime, b'{"prompt":"Q: returns?\\nA:","max_tokens":8,"stop":["\\n"]}', route="/v1/completions")
-    AdapterClient.from_record(RECORD, runtime=runtime, stable_prefix=True).invoke("billing-v1", "Q: returns?\nA:", stop=["\n"], max_tokens=8)
+    AdapterClient.from_record(RECORD, runtime=runtime, stable_prefix=True).invoke(
+        "billing-v1", "Q: returns?\nA:", stop=["\n"], max_tokens=8
+    )
 
 
 def test_a_stream_and_an_image_keep_the_conversation_first():
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
     request = build_request(prompt="What is this?", images=[png], stream=True, parameters={"max_tokens": 16}, stable_prefix=True)
-    assert request.body.startswith(b'{"messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url"')
+    assert request.body.startswith(
+        b'{"messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url"'
+    )
     assert request.body.endswith(b'}]}],"max_tokens":16,"stream":true}')
     assert json.loads(request.body) == json.loads(
         build_request(prompt="What is this?", images=[png], stream=True, parameters={"max_tokens": 16}).body

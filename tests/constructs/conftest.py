@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
@@ -14,12 +15,12 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.hosting.container_image import ContainerImage
-from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
-from cdk_adapters.private.nag_acknowledgments import flatten_reference
-from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.hosting.model_data import ModelData
+from cdk_adapters.private.nag_acknowledgments import flatten_reference
 from tests.gate.zoo import AdapterZoo, session_zoo
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

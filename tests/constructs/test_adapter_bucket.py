@@ -48,11 +48,19 @@ def test_policy_denies_unconditional_writes_and_deletes_under_the_adapter_prefix
             "DeletionPolicy": "Retain",
             "Properties": {
                 "VersioningConfiguration": {"Status": "Enabled"},
-                "BucketEncryption": {"ServerSideEncryptionConfiguration": [
-                    {"BucketKeyEnabled": True, "ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": Match.any_value()}}
-                ]},
+                "BucketEncryption": {
+                    "ServerSideEncryptionConfiguration": [
+                        {
+                            "BucketKeyEnabled": True,
+                            "ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": Match.any_value()},
+                        }
+                    ]
+                },
                 "PublicAccessBlockConfiguration": {
-                    "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True,
+                    "BlockPublicAcls": True,
+                    "BlockPublicPolicy": True,
+                    "IgnorePublicAcls": True,
+                    "RestrictPublicBuckets": True,
                 },
                 "OwnershipControls": {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]},
                 "ObjectLockEnabled": Match.absent(),
@@ -70,7 +78,13 @@ def test_several_prefixes_the_whole_bucket_and_object_lock():
     assert [r["Fn::Join"][1][1] for r in resources] == ["/team-a/adapters/*", "/team-b/*"]
     template.has_resource_properties(
         "AWS::S3::Bucket",
-        {"ObjectLockEnabled": True, "ObjectLockConfiguration": {"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 400}}}},
+        {
+            "ObjectLockEnabled": True,
+            "ObjectLockConfiguration": {
+                "ObjectLockEnabled": "Enabled",
+                "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 400}},
+            },
+        },
     )
     whole = cdk.Stack(cdk.App(), "Whole")
     AdapterBucket(whole, "Adapters", prefixes=[""])
@@ -94,7 +108,9 @@ def test_an_endpoint_reads_adapters_from_its_location():
     adapters = AdapterBucket(stack, "Adapters")
     build_endpoint(stack, adapter_locations=[adapters.location()])
     template = Template.from_stack(stack)
-    policies = [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    policies = [
+        s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
     reads = [s for s in policies if s["Action"] == "s3:GetObject" or "s3:GetObject" in s["Action"]]
     assert any("/adapters/*" in str(s["Resource"]) and "AdaptersBucket" in str(s["Resource"]) for s in reads)
     assert any("kms:Decrypt" in s["Action"] and "AdaptersKey" in str(s["Resource"]) for s in policies)

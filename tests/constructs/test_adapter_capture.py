@@ -11,8 +11,7 @@ from aws_cdk.assertions import Template
 from adapter_server.settings import ServingSettings
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.contract.capture_record import CAPTURE_ENV, CaptureSettings
-from cdk_adapters.manifest import load_manifest, plan_manifest
-from cdk_adapters.manifest.wiring import add_manifest_adapters, endpoint_props
+from cdk_adapters.manifest import load_manifest
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint, deployed, model_environment, new_stack
 from tests.manifest.builders import write_manifest
@@ -56,7 +55,9 @@ def test_bad_capture_settings_are_refused_naming_the_adapter_and_field():
     ]
     endpoint = build_endpoint(new_stack())
     with pytest.raises(ConfigurationError) as caught:
-        endpoint.add_adapter("support-v1", artifact=published("support-v1"), capture=CaptureSettings(max_bytes=10, redact=("images",)))
+        endpoint.add_adapter(
+            "support-v1", artifact=published("support-v1"), capture=CaptureSettings(max_bytes=10, redact=("images",))
+        )
     assert [(p.subject, p.field) for p in caught.value.problems] == [
         ("adapter 'support-v1' of MultiAdapterEndpoint 'Test-Stack/Serving'", "capture.max_bytes"),
         ("adapter 'support-v1' of MultiAdapterEndpoint 'Test-Stack/Serving'", "capture.redact"),
@@ -66,19 +67,37 @@ def test_bad_capture_settings_are_refused_naming_the_adapter_and_field():
 
 def test_a_manifest_rows_capture_is_validated_and_read_as_the_contracts_settings(tmp_path):
     source = "s3://example-adapters/adapters/{}/adapter.tar.gz"
-    bad = write_manifest(tmp_path, [
-        {"name": "bulk-v1", "source": source.format("bulk-v1"), "capture": {"sample_rate": 0, "redact": ["images"], "to": "s3"}},
-    ], name="bad.yaml")
+    bad = write_manifest(
+        tmp_path,
+        [
+            {
+                "name": "bulk-v1",
+                "source": source.format("bulk-v1"),
+                "capture": {"sample_rate": 0, "redact": ["images"], "to": "s3"},
+            },
+        ],
+        name="bad.yaml",
+    )
     with pytest.raises(ConfigurationError) as caught:
         load_manifest(bad)
     assert sorted((p.subject, p.field) for p in caught.value.problems) == [
-        ("adapter 'bulk-v1'", "capture.redact.0"), ("adapter 'bulk-v1'", "capture.sample_rate"), ("adapter 'bulk-v1'", "capture.to"),
+        ("adapter 'bulk-v1'", "capture.redact.0"),
+        ("adapter 'bulk-v1'", "capture.sample_rate"),
+        ("adapter 'bulk-v1'", "capture.to"),
     ]
-    good = write_manifest(tmp_path, [
-        {"name": "bulk-v1", "source": source.format("bulk-v1"), "capture": True},
-        {"name": "chat-v1", "source": source.format("chat-v1"), "capture": {"sample_rate": 0.1, "redact": ["prompt", "messages"]}},
-        {"name": "quiet-v1", "source": source.format("quiet-v1"), "capture": False},
-    ], name="good.yaml")
+    good = write_manifest(
+        tmp_path,
+        [
+            {"name": "bulk-v1", "source": source.format("bulk-v1"), "capture": True},
+            {
+                "name": "chat-v1",
+                "source": source.format("chat-v1"),
+                "capture": {"sample_rate": 0.1, "redact": ["prompt", "messages"]},
+            },
+            {"name": "quiet-v1", "source": source.format("quiet-v1"), "capture": False},
+        ],
+        name="good.yaml",
+    )
     rows = {row.name: row.capture for row in load_manifest(good).manifest.adapters}
     assert rows["bulk-v1"].to_settings() == CaptureSettings() and rows["quiet-v1"] is None
     assert rows["chat-v1"].to_settings() == CaptureSettings(sample_rate=0.1, redact=("prompt", "messages"))
@@ -128,7 +147,9 @@ def test_a_reader_is_granted_exactly_its_adapters_streams_and_nothing_group_wide
     endpoint.grant_read_capture(reader, ["Support-V1"])
     policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
     [statement] = [
-        s for p in policies.values() if p["Properties"]["Roles"] == [{"Ref": stack.get_logical_id(reader.node.default_child)}]
+        s
+        for p in policies.values()
+        if p["Properties"]["Roles"] == [{"Ref": stack.get_logical_id(reader.node.default_child)}]
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
     group = f"arn:aws:logs:eu-west-1:123456789012:log-group:/cdk-adapters/capture/{endpoint.endpoint_name}"

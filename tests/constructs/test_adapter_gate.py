@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
-from cdk_adapters.cli import main as cli_main
-from cdk_adapters.gate import Reference, check_adapter_archive
 from cdk_adapters.artifacts.packaging import package_adapter
-from cdk_adapters.problems import ConfigurationError
+from cdk_adapters.cli import main as cli_main
+from cdk_adapters.gate import check_adapter_archive
 from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint
 from tests.support.tiny_models import TINY_BASE_MODEL_ID
 
@@ -82,7 +82,9 @@ def test_messages_equal_cdk_adapters_validate(zoo, tmp_path):
     archive = tmp_path / "support-v1.tar.gz"
     package_adapter(zoo.adapter("dora"), archive)
     out, err = io.StringIO(), io.StringIO()
-    status = cli_main(["validate", str(archive), "--base-model-dir", str(zoo.base_dir), "--max-lora-rank", "16"], stdout=out, stderr=err)
+    status = cli_main(
+        ["validate", str(archive), "--base-model-dir", str(zoo.base_dir), "--max-lora-rank", "16"], stdout=out, stderr=err
+    )
     assert status != 0
     endpoint = build_endpoint(base_model_facts=zoo.base_facts)
     (problem,) = refusal(endpoint, "support-v1", archive).problems
@@ -123,10 +125,10 @@ def test_published_archives_are_not_read_at_synth():
 
 
 def test_the_manifest_gives_the_endpoint_its_base_facts(zoo, tmp_path):
+    import aws_cdk as cdk
+
     from cdk_adapters.manifest import plan_manifest_file
     from cdk_adapters.manifest.wiring import endpoint_props
-
-    import aws_cdk as cdk
 
     plan = plan_manifest_file(Path(__file__).resolve().parents[2] / "manifests" / "example.yaml")
     stack = cdk.Stack(cdk.App(), "Test-Stack")

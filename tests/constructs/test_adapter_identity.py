@@ -23,8 +23,9 @@ from tests.constructs.test_adapter_limits import model_environment, published
 def test_a_component_name_and_an_adapter_name_reach_the_same_limits_and_capture():
     stack = new_stack()
     endpoint = build_endpoint(stack)
-    endpoint.add_adapter("Acme-v1", artifact=published("acme-v1"), limits=AdapterLimits(max_n=2),
-                         capture=CaptureSettings(redact=("prompt",)))
+    endpoint.add_adapter(
+        "Acme-v1", artifact=published("acme-v1"), limits=AdapterLimits(max_n=2), capture=CaptureSettings(redact=("prompt",))
+    )
     endpoint.add_adapter("other-v1", artifact=published("other-v1"))
     environment = model_environment(stack)
     assert environment[adapter_identity.COMPONENT_PREFIX_ENV] == endpoint.component_prefix
@@ -36,7 +37,10 @@ def test_a_component_name_and_an_adapter_name_reach_the_same_limits_and_capture(
         assert key == "acme-v1", given
         assert settings.tenant_limits.for_adapter(key) == AdapterLimits(max_n=2)
         assert settings.capture.for_adapter(key) == CaptureSettings(redact=("prompt",))
-    assert settings.tenant_limits.for_adapter(settings.adapter_key(adapter_component_name(endpoint.component_prefix, "other-v1"))) == AdapterLimits()
+    assert (
+        settings.tenant_limits.for_adapter(settings.adapter_key(adapter_component_name(endpoint.component_prefix, "other-v1")))
+        == AdapterLimits()
+    )
 
 
 def test_request_metrics_query_the_adapter_key_the_container_writes():
@@ -51,6 +55,9 @@ def test_request_metrics_query_the_adapter_key_the_container_writes():
 def test_adapter_key_strips_only_this_endpoints_prefix():
     assert adapter_identity.adapter_key("adapters-dev-69212e86-support-v1", "adapters-dev-69212e86") == "support-v1"
     assert adapter_identity.adapter_key("Support-V1", "adapters-dev-69212e86") == "support-v1"
-    assert adapter_identity.adapter_key("adapters-prod-11111111-support-v1", "adapters-dev-69212e86") == "adapters-prod-11111111-support-v1"
+    assert (
+        adapter_identity.adapter_key("adapters-prod-11111111-support-v1", "adapters-dev-69212e86")
+        == "adapters-prod-11111111-support-v1"
+    )
     assert adapter_identity.adapter_key("adapters-dev-69212e86-", "adapters-dev-69212e86") == "adapters-dev-69212e86-"
     assert adapter_identity.adapter_key("adapters-dev-69212e86-support-v1", None) == "adapters-dev-69212e86-support-v1"

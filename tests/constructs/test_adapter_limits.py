@@ -4,6 +4,7 @@ container decodes, refused at synth with every problem named, and absent when un
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from aws_cdk.assertions import Template
@@ -12,8 +13,8 @@ from adapter_server.settings import ServingSettings
 from cdk_adapters import AdapterLimits
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.contract import tenant_limits
-from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint, model_environment, new_stack
 
 
@@ -34,7 +35,9 @@ def test_no_limits_render_nothing_and_fair_share_is_on_by_default():
 def test_endpoint_defaults_and_an_adapters_own_limits_reach_the_container():
     stack = new_stack()
     endpoint = build_endpoint(stack, adapter_limits=AdapterLimits(max_queue=32), vllm=VllmOptions(max_num_seqs=16))
-    endpoint.add_adapter("bulk-v1", artifact=published("bulk-v1"), limits=AdapterLimits(weight=0.5, max_in_flight=4, max_queue_wait_s=5))
+    endpoint.add_adapter(
+        "bulk-v1", artifact=published("bulk-v1"), limits=AdapterLimits(weight=0.5, max_in_flight=4, max_queue_wait_s=5)
+    )
     endpoint.add_adapter("Priority-v1", artifact=published("priority-v1"), limits=AdapterLimits(weight=3))
     endpoint.add_adapter("other-v1", artifact=published("other-v1"))
     environment = model_environment(stack)
@@ -66,11 +69,17 @@ def test_bad_limits_are_refused_all_at_once_naming_adapter_and_field():
     endpoint = build_endpoint(stack, vllm=VllmOptions(max_num_seqs=8))
     with pytest.raises(ConfigurationError) as raised:
         endpoint.add_adapter(
-            "bulk-v1", artifact=published("bulk-v1"),
+            "bulk-v1",
+            artifact=published("bulk-v1"),
             limits=AdapterLimits(weight=0, max_in_flight=12, max_queue=-1, max_queue_wait_s=90),
         )
     found = {(p.field, p.message.split(",")[0]) for p in raised.value.problems}
-    assert {field for field, _ in found} == {"limits.weight", "limits.max_in_flight", "limits.max_queue", "limits.max_queue_wait_s"}
+    assert {field for field, _ in found} == {
+        "limits.weight",
+        "limits.max_in_flight",
+        "limits.max_queue",
+        "limits.max_queue_wait_s",
+    }
     assert all("adapter 'bulk-v1'" in p.subject for p in raised.value.problems)
     assert any("cannot hold: the engine runs at most vllm.max_num_seqs=8" in p.message for p in raised.value.problems)
     assert endpoint.adapters == {}  # nothing was added
@@ -85,5 +94,7 @@ def test_limits_that_outgrow_one_environment_value_fail_synth_with_the_fix():
     for index in range(40):
         name = f"tenant-{index:02d}-v1"
         endpoint.add_adapter(name, artifact=published(name), limits=AdapterLimits(weight=2, max_queue=10))
-    with pytest.raises(RuntimeError, match="SageMaker allows 1024 per variable. Set common limits once with adapter_limits="):
+    with pytest.raises(
+        RuntimeError, match=re.escape("SageMaker allows 1024 per variable. Set common limits once with adapter_limits=")
+    ):
         Template.from_stack(stack)

@@ -149,7 +149,9 @@ def test_an_object_key_its_location_does_not_declare_is_refused():
     keyed = build_endpoint(
         stack, "Keyed", adapter_locations=[AdapterLocation.from_s3_url("s3://example-adapters/", encryption_key=adapter_key)]
     )
-    keyed.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url("s3://example-adapters/a.tar.gz", encryption_key=adapter_key))
+    keyed.add_adapter(
+        "tenant-a-v1", artifact=AdapterArtifact.from_s3_url("s3://example-adapters/a.tar.gz", encryption_key=adapter_key)
+    )
     keyed.add_adapter("tenant-b-v1", artifact=AdapterArtifact.from_s3_url("s3://example-adapters/b.tar.gz"))
 
 
@@ -178,7 +180,11 @@ def test_local_archives_get_exact_object_grants_in_one_extra_policy(tmp_path, zo
     assert all("*" not in json.dumps(resource) for resource in read["Resource"])
     # Every local component waits for the policy that lets SageMaker read its archive.
     local_policy_id = next(k for k in template.find_resources("AWS::IAM::Policy") if "LocalArchivePolicy" in k)
-    components = [c for c in template.find_resources("AWS::SageMaker::InferenceComponent").values() if "BaseInferenceComponentName" in c["Properties"]["Specification"]]
+    components = [
+        c
+        for c in template.find_resources("AWS::SageMaker::InferenceComponent").values()
+        if "BaseInferenceComponentName" in c["Properties"]["Specification"]
+    ]
     assert all(local_policy_id in component["DependsOn"] for component in components)
 
 

@@ -16,9 +16,9 @@ import yaml
 
 from cdk_adapters.cli import synth_summary
 from cdk_adapters.endpoint.fleet import FleetPlacement
+from tests.constructs.conftest import REPO_ROOT, VENV_BIN, app_environments, run_cdk
 from tests.support import staged_image
 from tests.support.cdk_diff import diff_assemblies
-from tests.constructs.conftest import REPO_ROOT, VENV_BIN, app_environments, run_cdk
 
 pytestmark = pytest.mark.cdk_cli
 
@@ -81,7 +81,9 @@ def test_image_asset_builds_as_staged(cli_dev_assembly: Path, tmp_path):
     # The contract and the gate travel as whole folders; of the rest of cdk_adapters only its marker and error type.
     staged = {name for name in listing if name.startswith("cdk_adapters/")}
     assert {name for name in staged if not name.startswith(("cdk_adapters/contract/", "cdk_adapters/gate/"))} == {
-        "cdk_adapters/__init__.py", "cdk_adapters/problems.py"}
+        "cdk_adapters/__init__.py",
+        "cdk_adapters/problems.py",
+    }
     for folder in ("contract", "gate"):
         checkout = {path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "cdk_adapters" / folder).rglob("*.py")}
         assert checkout <= staged, sorted(checkout - staged)
@@ -117,7 +119,9 @@ def run_app(tmp_path: Path, context: dict) -> subprocess.CompletedProcess[str]:
     """app.py as the CLI runs it, with `context` and an output folder of its own."""
     env = dict(os.environ, CDK_OUTDIR=str(tmp_path / "out"), CDK_CONTEXT_JSON=json.dumps(context))
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env['PATH']}"
-    return subprocess.run([sys.executable, str(REPO_ROOT / "app.py")], env=env, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "app.py")], env=env, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT
+    )
 
 
 def test_bad_environment_and_bad_manifest_fail_together_and_write_no_template(tmp_path):

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from cdk_adapters.cli.synth_summary import main as summary_main
 from cdk_adapters.contract import serving_env
-from cdk_adapters.hosting.container_image import ContainerImage
-from cdk_adapters.hosting.instance_storage import has_local_instance_storage
 from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, SAGEMAKER_NAME_PATTERN, adapter_component_name
 from cdk_adapters.endpoint.names import MAX_ADAPTER_NAME_LENGTH, component_prefix, validate_adapter_name
-from cdk_adapters.cli.synth_summary import main as summary_main
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.hosting.instance_storage import has_local_instance_storage
 from cdk_adapters.hosting.vllm_options import VllmOptions
 
 
@@ -61,8 +61,15 @@ def test_vllm_option_problems_name_the_field(options, field):
 
 @pytest.mark.parametrize(
     ("instance_type", "local"),
-    [("ml.g6.2xlarge", True), ("ml.g5.12xlarge", True), ("ml.p4d.24xlarge", True), ("ml.m5d.large", True),
-     ("ml.p3.2xlarge", False), ("ml.inf2.xlarge", False), ("ml.m5.xlarge", False)],
+    [
+        ("ml.g6.2xlarge", True),
+        ("ml.g5.12xlarge", True),
+        ("ml.p4d.24xlarge", True),
+        ("ml.m5d.large", True),
+        ("ml.p3.2xlarge", False),
+        ("ml.inf2.xlarge", False),
+        ("ml.m5.xlarge", False),
+    ],
 )
 def test_local_instance_storage(instance_type, local):
     assert has_local_instance_storage(instance_type) is local
@@ -99,10 +106,30 @@ def test_summary_fails_without_an_assembly(tmp_path, capsys):
 
 
 def test_summary_fails_on_unacknowledged_findings(tmp_path, capsys):
-    (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {"S": {"type": "aws:cloudformation:stack", "properties": {"templateFile": "S.template.json"}}}}))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({"artifacts": {"S": {"type": "aws:cloudformation:stack", "properties": {"templateFile": "S.template.json"}}}})
+    )
     (tmp_path / "S.template.json").write_text(json.dumps({"Resources": {"B": {"Type": "AWS::S3::Bucket"}}}))
-    (tmp_path / "validation-report.json").write_text(json.dumps({"pluginReports": [{"pluginName": "AwsSolutions", "conclusion": "failure", "violations": [
-        {"ruleName": "AwsSolutions-S1", "severity": "error", "description": "logs off", "violatingConstructs": [{"constructPath": "S/B/Resource"}]}]}]}))
+    (tmp_path / "validation-report.json").write_text(
+        json.dumps(
+            {
+                "pluginReports": [
+                    {
+                        "pluginName": "AwsSolutions",
+                        "conclusion": "failure",
+                        "violations": [
+                            {
+                                "ruleName": "AwsSolutions-S1",
+                                "severity": "error",
+                                "description": "logs off",
+                                "violatingConstructs": [{"constructPath": "S/B/Resource"}],
+                            }
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     assert summary_main([str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "1 unacknowledged finding(s)" in out and "AwsSolutions-S1 at S/B/Resource" in out
@@ -113,4 +140,6 @@ def test_every_top_level_export_resolves():
 
     missing = [name for name in cdk_adapters.__all__ if getattr(cdk_adapters, name, None) is None]
     assert missing == []
-    assert {"AdapterLocation", "FleetPlacement", "ScalableCopyCount", "RollingUpdate", "RequestMetrics"} <= set(cdk_adapters.__all__)
+    assert {"AdapterLocation", "FleetPlacement", "ScalableCopyCount", "RollingUpdate", "RequestMetrics"} <= set(
+        cdk_adapters.__all__
+    )

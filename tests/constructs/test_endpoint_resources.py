@@ -14,19 +14,18 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from cdk_adapters.contract import serving_env
 from cdk_adapters.artifacts.artifact import AdapterArtifact
-from cdk_adapters.hosting.container_image import ContainerImage
-from cdk_adapters.contract import adapter_identity, request_metrics
-from cdk_adapters.contract.discovery import DiscoveryRecord
-from cdk_adapters.endpoint.components import ComputeRequirements
-from cdk_adapters.hosting.model_data import ModelData
-from cdk_adapters.private.nag_acknowledgments import flatten_reference
-from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN
-from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
-from cdk_adapters.hosting.vllm_options import VllmOptions
 from cdk_adapters.artifacts.packaging import package_adapter
+from cdk_adapters.contract import adapter_identity, request_metrics, serving_env
+from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN
+from cdk_adapters.contract.discovery import DiscoveryRecord
+from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
+from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.hosting.model_data import ModelData
+from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.private.nag_acknowledgments import flatten_reference
+from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import DIGEST_IMAGE, build_endpoint, new_stack, real_archives
 
 ADAPTER_URL = "s3://example-adapters/support-en/v1/adapter.tar.gz"
@@ -35,6 +34,12 @@ ADAPTER_URL = "s3://example-adapters/support-en/v1/adapter.tar.gz"
 def only(resources: dict) -> dict:
     assert len(resources) == 1, resources.keys()
     return next(iter(resources.values()))
+
+
+def only_statement(policy: dict) -> dict:
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert len(statements) == 1, statements
+    return statements[0]
 
 
 def test_endpoint_config_can_host_inference_components():
@@ -55,10 +60,12 @@ def test_endpoint_config_can_host_inference_components():
 
 
 def test_scaling_and_instance_settings_are_rendered():
-    endpoint = build_endpoint(instance_type="ml.g6.12xlarge", initial_instance_count=2, min_instance_count=1, max_instance_count=4)
-    variant = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::EndpointConfig"))[
-        "Properties"
-    ]["ProductionVariants"][0]
+    endpoint = build_endpoint(
+        instance_type="ml.g6.12xlarge", initial_instance_count=2, min_instance_count=1, max_instance_count=4
+    )
+    variant = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::EndpointConfig"))["Properties"][
+        "ProductionVariants"
+    ][0]
     assert variant["InstanceType"] == "ml.g6.12xlarge"
     assert variant["InitialInstanceCount"] == 2
     assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 1, "MaxInstanceCount": 4}
@@ -66,7 +73,11 @@ def test_scaling_and_instance_settings_are_rendered():
 
 def volume_keys(template: Template) -> dict:
     """The keys other than the log groups' (which every endpoint creates unless given one)."""
-    return {k: r for k, r in template.find_resources("AWS::KMS::Key").items() if "log groups" not in r["Properties"].get("Description", "")}
+    return {
+        k: r
+        for k, r in template.find_resources("AWS::KMS::Key").items()
+        if "log groups" not in r["Properties"].get("Description", "")
+    }
 
 
 def test_local_nvme_instance_gets_no_kms_key_but_ebs_instance_gets_a_rotating_key():
@@ -94,10 +105,19 @@ def test_given_volume_key_is_used_instead_of_creating_one():
 
 def test_model_container_environment_follows_the_serving_contract():
     endpoint = build_endpoint(
-        vllm=VllmOptions(max_loras=3, max_cpu_loras=6, max_lora_rank=32, max_model_len=4096, gpu_memory_utilization=0.85,
-                         dtype="bfloat16", limit_mm_per_prompt={"image": 2}, enforce_eager=False,
-                         extra_args=("--enable-prefix-caching",)),
-        base_model_id="org/base", base_model_revision="abc123",
+        vllm=VllmOptions(
+            max_loras=3,
+            max_cpu_loras=6,
+            max_lora_rank=32,
+            max_model_len=4096,
+            gpu_memory_utilization=0.85,
+            dtype="bfloat16",
+            limit_mm_per_prompt={"image": 2},
+            enforce_eager=False,
+            extra_args=("--enable-prefix-caching",),
+        ),
+        base_model_id="org/base",
+        base_model_revision="abc123",
     )
     model = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::Model"))["Properties"]
     env = model["PrimaryContainer"]["Environment"]
@@ -151,13 +171,19 @@ def test_model_archive_uses_gzip_object():
     template = Template.from_stack(stack)
     model = only(template.find_resources("AWS::SageMaker::Model"))["Properties"]
     assert model["PrimaryContainer"]["ModelDataSource"]["S3DataSource"] == {
-        "S3Uri": "s3://weights-bucket/tiny/model.tar.gz", "S3DataType": "S3Object", "CompressionType": "Gzip"
+        "S3Uri": "s3://weights-bucket/tiny/model.tar.gz",
+        "S3DataType": "S3Object",
+        "CompressionType": "Gzip",
     }
 
 
 def test_base_component_has_compute_startup_and_copies():
-    endpoint = build_endpoint(compute=ComputeRequirements(min_memory_required_in_mb=20000, accelerator_devices=1, cpu_cores=4),
-                              copy_count=2, vllm=VllmOptions(tensor_parallel_size=1), instance_type="ml.g6.12xlarge")
+    endpoint = build_endpoint(
+        compute=ComputeRequirements(min_memory_required_in_mb=20000, accelerator_devices=1, cpu_cores=4),
+        copy_count=2,
+        vllm=VllmOptions(tensor_parallel_size=1),
+        instance_type="ml.g6.12xlarge",
+    )
     template = Template.from_stack(cdk.Stack.of(endpoint))
     base = template.find_resources("AWS::SageMaker::InferenceComponent", {"Properties": {"VariantName": "AllTraffic"}})
     properties = only(base)["Properties"]
@@ -165,9 +191,14 @@ def test_base_component_has_compute_startup_and_copies():
     assert properties["RuntimeConfig"] == {"CopyCount": 2}
     spec = properties["Specification"]
     assert spec["ComputeResourceRequirements"] == {
-        "MinMemoryRequiredInMb": 20000, "NumberOfAcceleratorDevicesRequired": 1, "NumberOfCpuCoresRequired": 4
+        "MinMemoryRequiredInMb": 20000,
+        "NumberOfAcceleratorDevicesRequired": 1,
+        "NumberOfCpuCoresRequired": 4,
     }
-    assert spec["StartupParameters"] == {"ModelDataDownloadTimeoutInSeconds": 1200, "ContainerStartupHealthCheckTimeoutInSeconds": 1200}
+    assert spec["StartupParameters"] == {
+        "ModelDataDownloadTimeoutInSeconds": 1200,
+        "ContainerStartupHealthCheckTimeoutInSeconds": 1200,
+    }
     assert spec["ModelName"] == {"Fn::GetAtt": [next(iter(template.find_resources("AWS::SageMaker::Model"))), "ModelName"]}
 
 
@@ -177,7 +208,7 @@ def test_adapter_component_carries_only_what_sagemaker_allows_and_depends_on_bas
     template = Template.from_stack(cdk.Stack.of(endpoint))
     components = template.find_resources("AWS::SageMaker::InferenceComponent")
     base_id = next(k for k, v in components.items() if "VariantName" in v["Properties"])
-    adapter_id, adapter = next((k, v) for k, v in components.items() if k != base_id)
+    _adapter_id, adapter = next((k, v) for k, v in components.items() if k != base_id)
     properties = adapter["Properties"]
     assert set(properties) == {"EndpointName", "InferenceComponentName", "Specification"}
     assert properties["Specification"] == {
@@ -208,11 +239,17 @@ def test_execution_role_is_least_privilege():
     role = only(template.find_resources("AWS::IAM::Role"))["Properties"]
     assert "ManagedPolicyArns" not in role
     assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
-    statements = [s for policy in template.find_resources("AWS::IAM::Policy").values() for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        s
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
     star = [s for s in statements if s["Resource"] == "*"]
     assert {json.dumps(s["Action"]) for s in star} == {'"ecr:GetAuthorizationToken"', '"cloudwatch:PutMetricData"'}
     metrics = next(s for s in star if s["Action"] == "cloudwatch:PutMetricData")
-    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents"]}}
+    assert metrics["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents"]}
+    }
     pull = next(s for s in statements if s.get("Sid") == "PullServingImage")
     assert pull["Resource"]["Fn::Join"][1][-1] == ":ecr:us-east-1:123456789012:repository/cdk-adapters-vllm"
     rendered = json.dumps(statements)
@@ -251,8 +288,10 @@ def test_local_archive_adapter_is_uploaded_under_a_tar_gz_key(tmp_path, zoo):
     assert only(entry["destinations"])["objectKey"] == f"{content_hash}.tar.gz"
     assert (tmp_path / "out" / entry["source"]["path"]).read_bytes() == archive.read_bytes()
     template = json.loads((tmp_path / "out" / "Local-Archive.template.json").read_text())
-    read = next(r for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and "localarchivepolicy" in k.lower())
-    statement = only({0: s for s in read["Properties"]["PolicyDocument"]["Statement"]})
+    read = next(
+        r for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and "localarchivepolicy" in k.lower()
+    )
+    statement = only_statement(read)
     assert statement["Action"] == "s3:GetObject"
     assert json.dumps(statement["Resource"]).endswith(f'"/{content_hash}.tar.gz"]]}}'), "the exact object, no wildcard"
 
@@ -277,7 +316,12 @@ def test_image_asset_is_built_from_container_dockerfile_with_repo_root_context(t
     template = Template.from_stack(stack)
     model = only(template.find_resources("AWS::SageMaker::Model"))["Properties"]
     assert "container-assets" in json.dumps(model["PrimaryContainer"]["Image"])
-    pull = next(s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "PullServingImage")
+    pull = next(
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "PullServingImage"
+    )
     assert "container-assets" in json.dumps(pull["Resource"])
     asset = cdk.Stack.of(stack).node.find_all()
     docker_assets = [c for c in asset if c.__class__.__name__ == "DockerImageAsset"]
@@ -301,10 +345,14 @@ def test_discovery_publishes_the_record_and_the_naming_rule_not_a_list():
     assert (record.endpoint_name, record.base_inference_component_name) == (endpoint.endpoint_name, endpoint.base_component_name)
     assert record.allow_base_model is True
     # The rule reproduces every component name the construct created, case-insensitively.
-    assert {name: record.component_name(name) for name in endpoint.adapters} == endpoint.adapter_component_names() == {
-        "support-en-v1": f"{endpoint.prefix}-support-en-v1",
-        "Support-DE-v1": f"{endpoint.prefix}-support-de-v1",
-    }
+    assert (
+        {name: record.component_name(name) for name in endpoint.adapters}
+        == endpoint.adapter_component_names()
+        == {
+            "support-en-v1": f"{endpoint.prefix}-support-en-v1",
+            "Support-DE-v1": f"{endpoint.prefix}-support-de-v1",
+        }
+    )
 
 
 def test_grant_invoke_is_scoped_to_endpoint_and_named_components():
@@ -316,7 +364,7 @@ def test_grant_invoke_is_scoped_to_endpoint_and_named_components():
     endpoint.grant_invoke(caller, adapters=["support-en-v1"])
     template = Template.from_stack(stack)
     policy = next(p for k, p in template.find_resources("AWS::IAM::Policy").items() if k.startswith("CallerDefaultPolicy"))
-    statement = only({0: s for s in policy["Properties"]["PolicyDocument"]["Statement"]})
+    statement = only_statement(policy)
     assert statement["Action"] == ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
     resources = [json.dumps(r) for r in statement["Resource"]]
     assert len(resources) == 2
@@ -334,17 +382,31 @@ def test_grant_invoke_all_uses_this_endpoints_name_pattern_only():
     policy = next(p for k, p in template.find_resources("AWS::IAM::Policy").items() if k.startswith("CallerDefaultPolicy"))
 
     def arn(resource: str) -> dict:
-        return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":sagemaker:", {"Ref": "AWS::Region"}, ":",
-                                  {"Ref": "AWS::AccountId"}, resource]]}
+        return {
+            "Fn::Join": [
+                "",
+                [
+                    "arn:",
+                    {"Ref": "AWS::Partition"},
+                    ":sagemaker:",
+                    {"Ref": "AWS::Region"},
+                    ":",
+                    {"Ref": "AWS::AccountId"},
+                    resource,
+                ],
+            ]
+        }
 
     # Exactly one statement, exactly these two resources: this endpoint and its own components' names.
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     assert [statement.pop("Sid").startswith("InvokeAdapters") for statement in statements] == [True]
-    assert statements == [{
-        "Action": ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
-        "Effect": "Allow",
-        "Resource": [arn(f":endpoint/{endpoint.endpoint_name}"), arn(f":inference-component/{endpoint.prefix}-*")],
-    }]
+    assert statements == [
+        {
+            "Action": ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
+            "Effect": "Allow",
+            "Resource": [arn(f":endpoint/{endpoint.endpoint_name}"), arn(f":inference-component/{endpoint.prefix}-*")],
+        }
+    ]
 
 
 def test_the_published_record_does_not_grow_with_the_adapter_count():
@@ -383,7 +445,9 @@ def test_vpc_places_model_and_config_in_private_subnets_with_a_fresh_security_gr
     assert all("PrivateSubnet" in s["Ref"] for s in model["VpcConfig"]["Subnets"])
     groups = template.find_resources("AWS::EC2::SecurityGroup")
     assert len(groups) == 1 and "SecurityGroupIngress" not in only(groups)["Properties"]
-    statements = [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
     sids = {s.get("Sid") for s in statements}
     assert {"CreateInterfacesInOwnSubnets", "ManageInterfacesInOwnVpc", "DescribeVpc"} <= sids
 
@@ -458,7 +522,9 @@ def test_metric_options_override_the_defaults():
 def test_endpoint_metric_picks_the_component_and_refuses_unknown_adapters():
     endpoint = build_endpoint()
     adapter = endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
-    assert endpoint.metric("ModelLatency", adapter="Support-EN-v1").dimensions == {"InferenceComponentName": adapter.inference_component_name}
+    assert endpoint.metric("ModelLatency", adapter="Support-EN-v1").dimensions == {
+        "InferenceComponentName": adapter.inference_component_name
+    }
     assert endpoint.metric("Invocations").dimensions == {"InferenceComponentName": endpoint.base_component_name}
     with pytest.raises(ConfigurationError, match="'support-de-v1' is not an adapter of this endpoint") as caught:
         endpoint.metric("Invocations", adapter="support-de-v1")
@@ -470,5 +536,3 @@ def test_digest_image_is_pinned_verbatim(uri):
     endpoint = build_endpoint(image=ContainerImage.from_digest_uri(uri))
     model = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::Model"))["Properties"]
     assert model["PrimaryContainer"]["Image"] == uri
-
-

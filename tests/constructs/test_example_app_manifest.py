@@ -51,12 +51,15 @@ def test_the_container_serves_the_manifests_base_model_and_slot_limits(environme
     env = model["Properties"]["PrimaryContainer"]["Environment"]
     serving = MANIFEST["serving"]
     assert (env[serving_env.BASE_MODEL_ID], env[serving_env.BASE_MODEL_REVISION]) == (
-        MANIFEST["base_model"]["id"], MANIFEST["base_model"]["revision"]
+        MANIFEST["base_model"]["id"],
+        MANIFEST["base_model"]["revision"],
     )
     assert env[serving_env.ALLOW_VISION_MODULES] == "false"  # the manifest's base is not vision-language
     flag = serving_env.VLLM_FLAG_PREFIX
     assert (env[flag + "MAX_LORAS"], env[flag + "MAX_CPU_LORAS"], env[flag + "MAX_LORA_RANK"]) == (
-        str(serving["max_loras"]), str(serving["max_cpu_loras"]), str(serving["max_lora_rank"])
+        str(serving["max_loras"]),
+        str(serving["max_cpu_loras"]),
+        str(serving["max_lora_rank"]),
     )
     # cdk.json's own vLLM settings still apply beside the manifest's.
     assert env[flag + "MAX_MODEL_LEN"] == str(app_environments()[name]["vllm"]["max_model_len"])
@@ -91,8 +94,7 @@ def test_alarms_follow_cdk_json_and_each_manifest_rows_overrides(environment):
         if row.get("alarms"):
             override = row["alarms"] if isinstance(row["alarms"], dict) else {}
             component = f"{prefix}-{row['name']}"
-            expected.update({
-                f"{component}/{kind}": value
-                for kind, value in thresholds(block.get("adapters", {}), override).items()
-            })
+            expected.update(
+                {f"{component}/{kind}": value for kind, value in thresholds(block.get("adapters", {}), override).items()}
+            )
     assert alarms == expected

@@ -11,12 +11,12 @@ import aws_cdk as cdk
 import pytest
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.hosting.capacity_reservation import CapacityReservation
 from cdk_adapters.hosting.copy_placement import CopyPlacement
-from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.hosting.instance_access import SsmAccess
-from cdk_adapters.hosting.sagemaker_metrics import Observability
 from cdk_adapters.hosting.routing import Routing
+from cdk_adapters.hosting.sagemaker_metrics import Observability
 from tests.constructs.conftest import build_endpoint
 from tests.support.cdk_diff import diff_assemblies
 

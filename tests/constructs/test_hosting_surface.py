@@ -16,19 +16,18 @@ import botocore
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters.hosting import copy_placement
-from cdk_adapters.hosting import sagemaker_metrics as observability
-from cdk_adapters.hosting import routing
 from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.hosting import copy_placement, routing
+from cdk_adapters.hosting import sagemaker_metrics as observability
 from cdk_adapters.hosting.capacity_reservation import CapacityReservation
 from cdk_adapters.hosting.copy_placement import CopyPlacement
 from cdk_adapters.hosting.data_capture import DataCapture
-from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.hosting.instance_access import SsmAccess
-from cdk_adapters.monitoring import RequestMetrics
-from cdk_adapters.hosting.sagemaker_metrics import Observability
-from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.hosting.routing import Routing
+from cdk_adapters.hosting.sagemaker_metrics import Observability
+from cdk_adapters.monitoring import RequestMetrics
+from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint, endpoint_props, new_stack
 
 SUBJECT = "MultiAdapterEndpoint 'Test-Stack/Serving'"
@@ -49,7 +48,11 @@ def endpoint_config(template: dict) -> dict:
 
 def components(template: dict) -> tuple[dict, list[dict]]:
     """(the base component's Specification, the adapter components' Specifications)."""
-    specs = [r["Properties"]["Specification"] for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
+    specs = [
+        r["Properties"]["Specification"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::SageMaker::InferenceComponent"
+    ]
     [base] = [s for s in specs if "BaseInferenceComponentName" not in s]
     return base, [s for s in specs if "BaseInferenceComponentName" in s]
 
@@ -65,6 +68,7 @@ def refused(**overrides) -> list[tuple[str, str]]:
 
 # ------------------------------------------------------------------ the API model's values
 
+
 def api_shapes() -> dict:
     return json.loads(gzip.decompress(API_MODEL.read_bytes()))["shapes"]
 
@@ -72,7 +76,10 @@ def api_shapes() -> dict:
 def test_allowed_values_are_the_api_models():
     shapes = api_shapes()
     assert tuple(shapes["RoutingStrategy"]["enum"]) == routing.STRATEGIES
-    assert (shapes["PrefixAwareRoutingPrefixLength"]["min"], shapes["PrefixAwareRoutingPrefixLength"]["max"]) == routing.PREFIX_LENGTH_RANGE
+    assert (
+        shapes["PrefixAwareRoutingPrefixLength"]["min"],
+        shapes["PrefixAwareRoutingPrefixLength"]["max"],
+    ) == routing.PREFIX_LENGTH_RANGE
     threshold = shapes["PrefixAwareRoutingConcurrencyThreshold"]
     assert (threshold["min"], threshold["max"]) == routing.CONCURRENCY_THRESHOLD_RANGE
     assert tuple(shapes["InferenceComponentPlacementStrategy"]["enum"]) == copy_placement.STRATEGIES
@@ -89,6 +96,7 @@ def test_allowed_values_are_the_api_models():
 
 
 # ------------------------------------------------------------------ observability (MetricsConfig)
+
 
 def test_default_states_detailed_observability_off_because_emf_carries_the_per_adapter_metrics():
     template = template_of()
@@ -109,7 +117,10 @@ def test_without_emf_sagemaker_scrapes_the_containers_metrics_instead():
 def test_every_observability_setting_is_rendered():
     template = template_of(
         observability=Observability(
-            detailed_observability=True, enhanced_metrics=True, publish_frequency_seconds=30, container_publish_frequency_seconds=10
+            detailed_observability=True,
+            enhanced_metrics=True,
+            publish_frequency_seconds=30,
+            container_publish_frequency_seconds=10,
         )
     )
     assert endpoint_config(template)["MetricsConfig"] == {
@@ -156,6 +167,7 @@ def test_bad_observability_is_refused_with_every_problem():
 
 # ------------------------------------------------------------------ routing
 
+
 def test_routing_default_is_unchanged():
     variant = endpoint_config(template_of())["ProductionVariants"][0]
     assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
@@ -164,9 +176,9 @@ def test_routing_default_is_unchanged():
 def test_random_and_prefix_aware_routing_are_rendered():
     variant = endpoint_config(template_of(routing=Routing(strategy="RANDOM")))["ProductionVariants"][0]
     assert variant["RoutingConfig"] == {"RoutingStrategy": "RANDOM"}
-    variant = endpoint_config(
-        template_of(routing=Routing(strategy="PREFIX_AWARE", prefix_length=4096, concurrency_threshold=8))
-    )["ProductionVariants"][0]
+    variant = endpoint_config(template_of(routing=Routing(strategy="PREFIX_AWARE", prefix_length=4096, concurrency_threshold=8)))[
+        "ProductionVariants"
+    ][0]
     assert variant["RoutingConfig"] == {
         "RoutingStrategy": "PREFIX_AWARE",
         "PrefixAwareRoutingConfig": {"PrefixLength": 4096, "ConcurrencyThreshold": 8},
@@ -183,7 +195,10 @@ def test_kv_aware_only_with_an_acknowledgment():
 
 
 def test_bad_routing_is_refused_with_every_problem():
-    assert [f for f, _ in refused(routing=Routing(strategy="PREFIX_AWARE"))] == ["routing.prefix_length", "routing.concurrency_threshold"]
+    assert [f for f, _ in refused(routing=Routing(strategy="PREFIX_AWARE"))] == [
+        "routing.prefix_length",
+        "routing.concurrency_threshold",
+    ]
     found = refused(routing=Routing(strategy="PREFIX_AWARE", prefix_length=512, concurrency_threshold=2000))
     assert found == [
         ("routing.prefix_length", "must be an integer from 1024 to 65536, got 512"),
@@ -194,6 +209,7 @@ def test_bad_routing_is_refused_with_every_problem():
 
 
 # ------------------------------------------------------------------ copy placement and data cache
+
 
 def test_placement_and_cache_default_to_sagemakers():
     base, _ = components(template_of())
@@ -292,6 +308,7 @@ def test_example_app_names_malformed_hosting_blocks_in_cdk_json():
 
 # ------------------------------------------------------------------ SSM access
 
+
 def test_ssm_access_is_off_unless_a_reason_is_given():
     assert "EnableSSMAccess" not in endpoint_config(template_of())["ProductionVariants"][0]
     template = template_of(ssm_access=SsmAccess("incident response: inspect GPU memory of a stuck copy in place"))
@@ -302,6 +319,7 @@ def test_ssm_access_is_off_unless_a_reason_is_given():
 
 # ------------------------------------------------------------------ data capture
 
+
 def test_data_capture_is_off_by_default_and_rendered_with_its_write_grant():
     assert "DataCaptureConfig" not in endpoint_config(template_of())
     from aws_cdk import aws_kms as kms
@@ -310,7 +328,9 @@ def test_data_capture_is_off_by_default_and_rendered_with_its_write_grant():
     stack = new_stack()
     bucket = s3.Bucket.from_bucket_name(stack, "Capture", "example-capture")
     key = kms.Key.from_key_arn(stack, "CaptureKey", "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab")
-    endpoint = build_endpoint(stack, data_capture=DataCapture(bucket=bucket, sampling_percentage=10, encryption_key=key, mode="Input"))
+    endpoint = build_endpoint(
+        stack, data_capture=DataCapture(bucket=bucket, sampling_percentage=10, encryption_key=key, mode="Input")
+    )
     template = Template.from_stack(cdk.Stack.of(endpoint)).to_json()
     assert endpoint_config(template)["DataCaptureConfig"] == {
         "EnableCapture": True,
@@ -360,6 +380,7 @@ def test_capture_modes_are_the_api_models():
 
 # ------------------------------------------------------------------ capacity reservation
 
+
 def test_capacity_reservation_is_rendered_with_the_only_preference():
     assert "CapacityReservationConfig" not in endpoint_config(template_of())["ProductionVariants"][0]
     variant = endpoint_config(template_of(capacity_reservation=CapacityReservation(RESERVATION_ARN)))["ProductionVariants"][0]
@@ -371,7 +392,9 @@ def test_capacity_reservation_is_rendered_with_the_only_preference():
 
 def test_bad_reservation_arn_is_refused():
     for arn in ("reservation/abc", "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-1", 42):
-        assert [f for f, _ in refused(capacity_reservation=CapacityReservation(arn))] == ["capacity_reservation.ml_reservation_arn"]
+        assert [f for f, _ in refused(capacity_reservation=CapacityReservation(arn))] == [
+            "capacity_reservation.ml_reservation_arn"
+        ]
     assert [f for f, _ in refused(capacity_reservation=RESERVATION_ARN)] == ["capacity_reservation"]
 
 

@@ -17,10 +17,10 @@ import botocore
 import pytest
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.hosting.capacity_reservation import CapacityReservation
 from cdk_adapters.hosting.compute import ComputeRequirements
 from cdk_adapters.hosting.copy_placement import CopyPlacement
-from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.hosting.instance_pools import POOL_COUNT_RANGE, PROVISION_TIMEOUT_RANGE_SECONDS, InstancePool
 from cdk_adapters.hosting.sagemaker_metrics import Observability
 from cdk_adapters.problems import ConfigurationError
@@ -35,7 +35,8 @@ def base_component(template: dict) -> dict:
     [base] = [
         r["Properties"]
         for r in template["Resources"].values()
-        if r["Type"] == "AWS::SageMaker::InferenceComponent" and "BaseInferenceComponentName" not in r["Properties"].get("Specification", {})
+        if r["Type"] == "AWS::SageMaker::InferenceComponent"
+        and "BaseInferenceComponentName" not in r["Properties"].get("Specification", {})
     ]
     return base
 
@@ -92,7 +93,10 @@ def test_pools_render_in_priority_order_with_a_specification_per_type():
 def test_a_pool_may_reserve_its_own_compute_and_each_specification_carries_the_base_options():
     pools = [
         InstancePool("ml.g6.12xlarge"),
-        InstancePool("ml.g5.12xlarge", compute=ComputeRequirements(min_memory_required_in_mb=40960, cpu_cores=8, max_memory_required_in_mb=49152)),
+        InstancePool(
+            "ml.g5.12xlarge",
+            compute=ComputeRequirements(min_memory_required_in_mb=40960, cpu_cores=8, max_memory_required_in_mb=49152),
+        ),
     ]
     template = template_of(
         instance_pools=pools,
@@ -150,7 +154,10 @@ def test_every_pool_problem_is_refused_at_once_naming_the_type_and_field():
     assert "has 6 pool(s); SageMaker takes 2 to 5" in messages["instance_pools"]
     assert "already instance_pools[0]" in messages["instance_pools[1].instance_type"]
     assert "'ml.x9.huge' is not a GPU instance type" in messages["instance_pools[2].instance_type"]
-    assert messages["instance_pools[3].compute"] == "one copy does not fit on a ml.g5.xlarge (instance_pools[3]: 4 vCPUs, 8 per copy)"
+    assert (
+        messages["instance_pools[3].compute"]
+        == "one copy does not fit on a ml.g5.xlarge (instance_pools[3]: 4 vCPUs, 8 per copy)"
+    )
     assert "(2) must equal compute.accelerator_devices (1)" in messages["instance_pools[4].compute.accelerator_devices"]
     assert "is 299 s; must be whole seconds from 300 to 3600" in messages["instance_provisioning_timeout"]
 
@@ -160,15 +167,22 @@ def test_a_derived_reservation_that_does_not_fit_a_pool_names_the_pool():
         compute=ComputeRequirements(min_memory_required_in_mb=40000),
         instance_pools=[InstancePool("ml.g6.12xlarge"), InstancePool("ml.g5.2xlarge")],
     )
-    assert problems == [("compute", "one copy does not fit on a ml.g5.2xlarge (instance_pools[1]: 32 GiB host memory, 40000 MiB per copy)")]
+    assert problems == [
+        ("compute", "one copy does not fit on a ml.g5.2xlarge (instance_pools[1]: 32 GiB host memory, 40000 MiB per copy)")
+    ]
 
 
 def test_one_pool_not_a_list_and_mixed_storage_are_refused():
     assert refused(instance_pools=[InstancePool("ml.g6.2xlarge")]) == [
         ("instance_pools", "has 1 pool(s); SageMaker takes 2 to 5 here; for one instance type use instance_type=")
     ]
-    assert refused(instance_pools=InstancePool("ml.g6.2xlarge")) == [("instance_pools", "must be a list of InstancePool, got InstancePool")]
-    assert [field for field, _ in refused(instance_pools=["ml.g6.2xlarge", "ml.g5.2xlarge"])] == ["instance_pools[0]", "instance_pools[1]"]
+    assert refused(instance_pools=InstancePool("ml.g6.2xlarge")) == [
+        ("instance_pools", "must be a list of InstancePool, got InstancePool")
+    ]
+    assert [field for field, _ in refused(instance_pools=["ml.g6.2xlarge", "ml.g5.2xlarge"])] == [
+        "instance_pools[0]",
+        "instance_pools[1]",
+    ]
 
 
 def test_initial_copies_must_fit_the_pool_that_holds_fewest():
@@ -222,8 +236,8 @@ def test_an_app_with_pools_is_cfn_lint_and_nag_clean(tmp_path):
 
 def test_instance_type_attribute_is_the_first_pool():
     endpoint = build_endpoint(new_stack(), instance_pools=G6_THEN_G5)
-    assert endpoint.instance_type == "ml.g6.2xlarge"
-    assert endpoint.instance_scaling.instance_types == ("ml.g6.2xlarge", "ml.g5.2xlarge")
+    assert endpoint.hosting.instance_type == "ml.g6.2xlarge"
+    assert endpoint.hosting.instance_scaling.instance_types == ("ml.g6.2xlarge", "ml.g5.2xlarge")
     assert SUBJECT.startswith("MultiAdapterEndpoint")
 
 
@@ -247,7 +261,9 @@ def test_example_app_takes_exactly_one_of_instance_type_and_pools():
         return [(p.field, p.message) for p in caught.value.problems]
 
     field = "context.environments.prod"
-    assert problems_of(instance_type="ml.g6.2xlarge") == [(field, "needs exactly one of instance_type and instance_pools; both are set")]
+    assert problems_of(instance_type="ml.g6.2xlarge") == [
+        (field, "needs exactly one of instance_type and instance_pools; both are set")
+    ]
     assert problems_of(instance_pools=None) == [(field, "needs exactly one of instance_type and instance_pools; neither is set")]
     [(where, message)] = problems_of(instance_pools="ml.g6.2xlarge")
     assert where == f"{field}.instance_pools" and "must be a list of instance type names" in message
@@ -260,5 +276,5 @@ def test_the_prod_canary_runs_its_own_single_instance_type():
     from tests.constructs.conftest import app_context
 
     stack = example_app.build(cdk.App(context=dict(app_context("prod"), canary="true")))
-    assert [pool.instance_type for pool in stack.endpoint.instance_pools] == ["ml.g6.2xlarge", "ml.g5.2xlarge"]
-    assert stack.canary.endpoint.instance_pools is None and stack.canary.endpoint.instance_type == "ml.g6.2xlarge"
+    assert [pool.instance_type for pool in stack.endpoint.hosting.instance_pools] == ["ml.g6.2xlarge", "ml.g5.2xlarge"]
+    assert stack.canary.endpoint.hosting.instance_pools is None and stack.canary.endpoint.hosting.instance_type == "ml.g6.2xlarge"

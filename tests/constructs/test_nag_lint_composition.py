@@ -13,8 +13,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
-from cdk_adapters.private import nag_acknowledgments
 from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.private import nag_acknowledgments
 from cdk_adapters.private.nag_acknowledgments import flatten_reference
 from tests.constructs.conftest import VENV_BIN, build_endpoint
 
@@ -46,7 +46,12 @@ def endpoint_stack(name: str, **overrides) -> cdk.Stack:
 CONFIGURATIONS = {
     "nvme-default": {},
     "ebs-with-created-key": {"instance_type": "ml.p3.2xlarge", "volume_size_in_gb": 300},
-    "scale-out": {"instance_type": "ml.g6.12xlarge", "initial_instance_count": 2, "min_instance_count": 1, "max_instance_count": 4},
+    "scale-out": {
+        "instance_type": "ml.g6.12xlarge",
+        "initial_instance_count": 2,
+        "min_instance_count": 1,
+        "max_instance_count": 4,
+    },
 }
 
 
@@ -59,7 +64,10 @@ def test_three_nag_packs_find_nothing_unacknowledged(configuration):
 def test_nag_vpc_configuration_is_clean_for_the_endpoint():
     stack = cdk.Stack(cdk.App(), "Nag-Vpc")
     vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a", "us-east-1b"],
+        stack,
+        "Vpc",
+        vpc_id="vpc-12345678",
+        availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-aaaa1111", "subnet-bbbb2222"],
     )
     endpoint = build_endpoint(stack, vpc=vpc)
@@ -72,7 +80,8 @@ def test_acknowledgments_only_cover_what_was_found(monkeypatch):
     constructs they are attached to: none acknowledges something that was never found."""
     withheld: set[tuple[str, str]] = set()
     monkeypatch.setattr(
-        nag_acknowledgments, "acknowledge",
+        nag_acknowledgments,
+        "acknowledge",
         lambda construct, acknowledgments: withheld.update((a.id, construct.node.path) for a in acknowledgments),
     )
     stack = endpoint_stack("Nag-Ack-Withheld")
@@ -104,7 +113,10 @@ def test_acknowledgments_are_specific_and_give_reasons():
 
 
 def test_flatten_reference_matches_cdk_nag_rendering():
-    assert flatten_reference({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::b/p/*"]]}) == "arn:<AWS::Partition>:s3:::b/p/*"
+    assert (
+        flatten_reference({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::b/p/*"]]})
+        == "arn:<AWS::Partition>:s3:::b/p/*"
+    )
     assert flatten_reference({"Fn::GetAtt": ["Bucket83908E77", "Arn"]}) == "<Bucket83908E77.Arn>"
     assert flatten_reference("arn:${AWS::Partition}:x") == "arn:<AWS::Partition>:x"
 
@@ -133,7 +145,9 @@ def test_two_endpoints_in_one_stack_never_clash(tmp_path):
     for endpoint in (first, second):
         endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a-v1")))
     template = Template.from_stack(stack)
-    names = [r["Properties"]["InferenceComponentName"] for r in template.find_resources("AWS::SageMaker::InferenceComponent").values()]
+    names = [
+        r["Properties"]["InferenceComponentName"] for r in template.find_resources("AWS::SageMaker::InferenceComponent").values()
+    ]
     assert len(names) == 4 and len(set(names)) == 4
     endpoint_names = [r["Properties"]["EndpointName"] for r in template.find_resources("AWS::SageMaker::Endpoint").values()]
     assert len(set(endpoint_names)) == 2
@@ -152,14 +166,19 @@ def test_grant_to_a_lambda_function_in_another_stack(tmp_path):
     endpoint.add_adapter("tenant-b-v1", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-b-v1")))
     client_stack = cdk.Stack(app, "Client-Stack")
     function = lambda_.Function(
-        client_stack, "Caller", runtime=lambda_.Runtime.PYTHON_3_12, handler="index.handler",
+        client_stack,
+        "Caller",
+        runtime=lambda_.Runtime.PYTHON_3_12,
+        handler="index.handler",
         code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
         environment={"ADAPTER_MAP_PARAMETER": endpoint.discovery_parameter_name},
     )
     endpoint.grant_invoke(function, adapters=["tenant-b-v1"])
     endpoint.grant_read_discovery(function)
     client = Template.from_stack(client_stack)
-    statements = [s for p in client.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        s for p in client.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
     invoke = next(s for s in statements if "sagemaker:InvokeEndpoint" in s["Action"])
     rendered = json.dumps(invoke["Resource"])
     assert f"inference-component/{endpoint.prefix}-tenant-b" in rendered and "tenant-a-v1" not in rendered

@@ -10,6 +10,7 @@ groups, and each cdk-nag acknowledgment says what is true of the policy it accep
 from __future__ import annotations
 
 import json
+import re
 
 import aws_cdk as cdk
 import pytest
@@ -19,14 +20,14 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.hosting.container_image import ContainerImage
-from cdk_adapters.hosting.rolling_update import RollingUpdate
 from cdk_adapters.endpoint.logs import EndpointLogs
+from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.hosting.model_data import ModelData
+from cdk_adapters.hosting.rolling_update import RollingUpdate
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms
+from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.private.nag_acknowledgments import flatten_reference
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import MODEL_BUCKET, MODEL_PREFIX, build_endpoint, new_stack
@@ -42,7 +43,9 @@ def template_of(endpoint) -> Template:
 
 
 def role_statements(template: Template) -> list[dict]:
-    return [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    return [
+        s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def flat(value) -> str:
@@ -105,7 +108,9 @@ def endpoint_group_names(endpoint) -> list[str]:
 
 def logs_key_statement(template: Template, key_logical_id: str) -> dict:
     [for_logs] = [
-        s for s in template.to_json()["Resources"][key_logical_id]["Properties"]["KeyPolicy"]["Statement"] if "Service" in s["Principal"]
+        s
+        for s in template.to_json()["Resources"][key_logical_id]["Properties"]["KeyPolicy"]["Statement"]
+        if "Service" in s["Principal"]
     ]
     return for_logs
 
@@ -146,7 +151,7 @@ def test_service_managed_keys_are_an_explicit_choice_and_exclude_a_given_key():
     for group in template.find_resources("AWS::Logs::LogGroup").values():
         assert "KmsKeyId" not in group["Properties"]
     assert not [r for r in template.find_resources("AWS::KMS::Key").values() if "log" in r["Properties"]["Description"]]
-    with pytest.raises(ConfigurationError, match="logs.service_managed_key"):
+    with pytest.raises(ConfigurationError, match=re.escape("logs.service_managed_key")):
         build_endpoint(logs=EndpointLogs(service_managed_key=True, encryption_key=kms.Key(new_stack("K"), "K")))
 
 
@@ -176,7 +181,8 @@ def test_retention_key_and_removal_policy_are_the_callers_to_choose():
     stack = new_stack()
     key = kms.Key(stack, "LogKey", enable_key_rotation=True)
     endpoint = build_endpoint(
-        stack, logs=EndpointLogs(retention=logs.RetentionDays.TEN_YEARS, encryption_key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
+        stack,
+        logs=EndpointLogs(retention=logs.RetentionDays.TEN_YEARS, encryption_key=key, removal_policy=cdk.RemovalPolicy.DESTROY),
     )
     template = template_of(endpoint)
     groups = template.find_resources("AWS::Logs::LogGroup").values()
@@ -199,7 +205,9 @@ def test_an_imported_log_key_warns_that_its_policy_must_allow_cloudwatch_logs():
     stack = new_stack(env=cdk.Environment(account="123456789012", region="us-east-1"))
     key = kms.Key.from_key_arn(stack, "Imported", "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab")
     build_endpoint(stack, logs=EndpointLogs(encryption_key=key))
-    warnings = cdk.assertions.Annotations.from_stack(stack).find_warning("*", cdk.assertions.Match.string_like_regexp("logs.encryption_key is imported"))
+    warnings = cdk.assertions.Annotations.from_stack(stack).find_warning(
+        "*", cdk.assertions.Match.string_like_regexp("logs.encryption_key is imported")
+    )
     assert len(warnings) == 1
 
 
@@ -257,7 +265,9 @@ def test_bucket_owners_can_be_named_per_location_and_for_the_model():
     owners = {}
     for statement in s3_statements(template_of(endpoint)):
         for resource in statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]:
-            owners[flatten_reference(resource).split(":::", 1)[1]] = flat(statement["Condition"]["StringEquals"]["s3:ResourceAccount"])
+            owners[flatten_reference(resource).split(":::", 1)[1]] = flat(
+                statement["Condition"]["StringEquals"]["s3:ResourceAccount"]
+            )
     assert owners == {
         "example-adapters/*": "444455556666",
         "team-adapters/published/*": ACCOUNT,
@@ -324,7 +334,10 @@ def test_the_volume_key_grant_is_limited_to_aws_resources():
 def test_network_interfaces_are_created_only_in_the_endpoints_subnets_and_groups():
     stack = new_stack()
     vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a", "us-east-1b"],
+        stack,
+        "Vpc",
+        vpc_id="vpc-12345678",
+        availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-aaaa1111", "subnet-bbbb2222"],
     )
     group = ec2.SecurityGroup.from_security_group_id(stack, "Group", "sg-0123456789abcdef0")
@@ -334,7 +347,12 @@ def test_network_interfaces_are_created_only_in_the_endpoints_subnets_and_groups
     create = statements["CreateInterfacesInOwnSubnets"]
     assert create["Action"] == "ec2:CreateNetworkInterface"
     assert sorted(flatten_reference(r) for r in create["Resource"]) == sorted(
-        [arn + "network-interface/*", arn + "subnet/subnet-aaaa1111", arn + "subnet/subnet-bbbb2222", arn + "security-group/sg-0123456789abcdef0"]
+        [
+            arn + "network-interface/*",
+            arn + "subnet/subnet-aaaa1111",
+            arn + "subnet/subnet-bbbb2222",
+            arn + "security-group/sg-0123456789abcdef0",
+        ]
     )
     manage = statements["ManageInterfacesInOwnVpc"]
     assert flatten_reference(manage["Resource"]) == arn + "network-interface/*"
@@ -406,7 +424,9 @@ def test_only_alarms_a_rollback_names_are_said_to_be_acted_on():
     adapter_alarms = {path: reason for path, reason in reasons.items() if "/Adapters/" in path}
     assert endpoint_alarms and adapter_alarms
     assert {path.rsplit("/", 1)[1]: reason for path, reason in endpoint_alarms.items()} == {
-        "ErrorRate": rollback, "LatencyP95": idle, "ColdStartShare": idle
+        "ErrorRate": rollback,
+        "LatencyP95": idle,
+        "ColdStartShare": idle,
     }
     assert set(adapter_alarms.values()) == {idle_adapter}
     assert "rolls the update back" in rollback and "no rollback watches it" in idle

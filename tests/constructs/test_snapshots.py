@@ -41,9 +41,7 @@ def test_environment_template_snapshot(environment, snapshot):
 def test_environments_differ_in_size_and_scaling():
     variants = {}
     for name in ("dev", "prod"):
-        config = next(
-            r for r in synth_environment(name)["Resources"].values() if r["Type"] == "AWS::SageMaker::EndpointConfig"
-        )
+        config = next(r for r in synth_environment(name)["Resources"].values() if r["Type"] == "AWS::SageMaker::EndpointConfig")
         variants[name] = config["Properties"]["ProductionVariants"][0]
     assert variants["dev"]["InstanceType"] == "ml.g6.2xlarge" and "InstancePools" not in variants["dev"]
     assert variants["dev"]["ManagedInstanceScaling"] != variants["prod"]["ManagedInstanceScaling"]
@@ -80,7 +78,10 @@ def test_prod_launches_g6_then_g5_and_its_base_component_has_a_specification_per
     assert [spec["InstanceType"] for spec in base["Specifications"]] == ["ml.g6.2xlarge", "ml.g5.2xlarge"]
     for spec in base["Specifications"]:
         assert spec["ComputeResourceRequirements"] == {"MinMemoryRequiredInMb": 24576, "NumberOfAcceleratorDevicesRequired": 1}
-        assert spec["StartupParameters"] == {"ModelDataDownloadTimeoutInSeconds": 1200, "ContainerStartupHealthCheckTimeoutInSeconds": 1200}
+        assert spec["StartupParameters"] == {
+            "ModelDataDownloadTimeoutInSeconds": 1200,
+            "ContainerStartupHealthCheckTimeoutInSeconds": 1200,
+        }
     assert "instance_pools" in app_environments()["prod"]["reasons"]
     dev = base_component(synth_environment("dev")["Resources"].values())
     assert "Specifications" not in dev and "InstanceType" not in dev["Specification"]

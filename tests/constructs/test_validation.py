@@ -12,12 +12,12 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
-from cdk_adapters.hosting.container_image import ContainerImage
-from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.endpoint.components import ComputeRequirements, StartupTimeouts
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.endpoint.names import MAX_ADAPTER_NAME_LENGTH
-from cdk_adapters.problems import ConfigurationError
+from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import TAG_IMAGE, build_endpoint, endpoint_props, new_stack
 
 URL = "s3://example-adapters/a/v1.tar.gz"
@@ -109,14 +109,18 @@ def test_extra_args_may_not_fight_typed_or_managed_flags():
     messages = [p.message for p in error.problems]
     assert fields_of(error) == [(ENDPOINT_SUBJECT, "vllm.extra_args")] * 2
     assert any("set max_loras instead" in m for m in messages)
-    assert any("--port is refused by the serving container (--port: SageMaker always sends requests to port 8080)" in m for m in messages)
+    assert any(
+        "--port is refused by the serving container (--port: SageMaker always sends requests to port 8080)" in m for m in messages
+    )
 
 
 def test_kms_key_on_local_nvme_instance_type():
     stack = new_stack()
     key = kms.Key(stack, "Key", enable_key_rotation=True)
     with pytest.raises(ConfigurationError) as caught:
-        MultiAdapterEndpoint(stack, "Serving", **endpoint_props(stack, instance_type="ml.g5.2xlarge", volume_key=key, volume_size_in_gb=100))
+        MultiAdapterEndpoint(
+            stack, "Serving", **endpoint_props(stack, instance_type="ml.g5.2xlarge", volume_key=key, volume_size_in_gb=100)
+        )
     assert fields_of(caught.value) == [(ENDPOINT_SUBJECT, "volume_key"), (ENDPOINT_SUBJECT, "volume_size_in_gb")]
 
 
@@ -127,7 +131,10 @@ def test_instance_counts_out_of_order():
 
 def test_managed_environment_may_not_be_overridden():
     error, _ = failing_endpoint(environment={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false", "CDK_ADAPTERS_VLLM_PORT": "1"})
-    assert [f for _, f in fields_of(error)] == ["environment.VLLM_ALLOW_RUNTIME_LORA_UPDATING", "environment.CDK_ADAPTERS_VLLM_PORT"]
+    assert [f for _, f in fields_of(error)] == [
+        "environment.VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+        "environment.CDK_ADAPTERS_VLLM_PORT",
+    ]
 
 
 def test_several_problems_are_reported_together():
@@ -272,8 +279,13 @@ def test_more_initial_copies_than_the_instances_hold_is_refused():
 
 def isolated_only_vpc(stack):
     return cdk.aws_ec2.Vpc(
-        stack, "Vpc", nat_gateways=0, max_azs=2,
-        subnet_configuration=[cdk.aws_ec2.SubnetConfiguration(name="isolated", subnet_type=cdk.aws_ec2.SubnetType.PRIVATE_ISOLATED)],
+        stack,
+        "Vpc",
+        nat_gateways=0,
+        max_azs=2,
+        subnet_configuration=[
+            cdk.aws_ec2.SubnetConfiguration(name="isolated", subnet_type=cdk.aws_ec2.SubnetType.PRIVATE_ISOLATED)
+        ],
     )
 
 
@@ -293,7 +305,9 @@ def test_isolated_subnets_chosen_explicitly_are_used():
     vpc.add_gateway_endpoint("S3", service=cdk.aws_ec2.GatewayVpcEndpointAwsService.S3)
     build_endpoint(stack, vpc=vpc, vpc_subnets=cdk.aws_ec2.SubnetSelection(subnet_type=cdk.aws_ec2.SubnetType.PRIVATE_ISOLATED))
     (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
-    assert model["Properties"]["VpcConfig"]["Subnets"] == [{"Ref": stack.get_logical_id(s.node.default_child)} for s in vpc.isolated_subnets]
+    assert model["Properties"]["VpcConfig"]["Subnets"] == [
+        {"Ref": stack.get_logical_id(s.node.default_child)} for s in vpc.isolated_subnets
+    ]
 
 
 def test_a_subnet_selection_that_matches_nothing_is_a_library_error():
@@ -331,7 +345,9 @@ def test_an_unversioned_name_can_be_acknowledged_as_in_a_manifest_row():
 
     endpoint = build_endpoint()
     reason = "the name is fixed by the tenant's contract"
-    endpoint.add_adapter("summary", artifact=AdapterArtifact.from_s3_url(URL), acknowledge=Acknowledgment("version-suffix", reason))
+    endpoint.add_adapter(
+        "summary", artifact=AdapterArtifact.from_s3_url(URL), acknowledge=Acknowledgment("version-suffix", reason)
+    )
     assert list(endpoint.adapters) == ["summary"]
     for bad, text in (
         (Acknowledgment("rank-limit", reason), "'rank-limit' cannot be acknowledged"),

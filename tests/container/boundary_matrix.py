@@ -73,9 +73,7 @@ def references_for(server, *, with_base: bool) -> dict[str, dict[str, tuple[int,
     client = server.client
     found = {}
     for name, path, attributes, make_body in PATHS:
-        found[name] = {
-            who: answer_ids(send(client, path, attributes, make_body, header=who, body_model=None)) for who in (A, B)
-        }
+        found[name] = {who: answer_ids(send(client, path, attributes, make_body, header=who, body_model=None)) for who in (A, B)}
         if with_base:
             found[name]["base"] = answer_ids(send(client, path, attributes, make_body, header=None, body_model=None))
         assert len(set(found[name].values())) == len(found[name]), f"{name}: answers must tell the models apart"

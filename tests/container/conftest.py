@@ -14,18 +14,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
 
-from cdk_adapters.contract import serving_env
+from cdk_adapters.contract import adapter_identity, capture_record, error_kinds, request_metrics, serving_env, tenant_limits
 from cdk_adapters.local.serving import stop_process_group
-from cdk_adapters.contract import adapter_identity, capture_record, error_kinds, request_metrics, tenant_limits
-from tests.gate.zoo import AdapterZoo, session_zoo
 from tests.container.sagemaker_calls import MODEL_CODE_MARKER
+from tests.gate.zoo import AdapterZoo, session_zoo
 from tests.support import tiny_models as tm
 from tests.support import tiny_vlm
 
@@ -72,8 +71,8 @@ METRICS_ENDPOINT_NAME = "tests-endpoint"
 
 
 HERE = Path(__file__).parent
-_STARTED: list["VllmServer"] = []
-_VLM_STARTED: list["VllmServer"] = []
+_STARTED: list[VllmServer] = []
+_VLM_STARTED: list[VllmServer] = []
 
 
 def _is_container_test(item) -> bool:
@@ -96,9 +95,7 @@ def pytest_runtest_teardown(item, nextitem):
         for server in _STARTED:
             server.stop()
     # The VLM server serves one file's tests: stop it as soon as they are done.
-    if "vlm_served" in getattr(item, "fixturenames", ()) and (
-        nextitem is None or "vlm_served" not in nextitem.fixturenames
-    ):
+    if "vlm_served" in getattr(item, "fixturenames", ()) and (nextitem is None or "vlm_served" not in nextitem.fixturenames):
         for server in _VLM_STARTED:
             server.stop()
 
@@ -149,9 +146,13 @@ class VllmServer:
         env.update(request_metrics.environment(namespace=METRICS_NAMESPACE, endpoint_name=METRICS_ENDPOINT_NAME))
         env.update(LIMITS)
         env.update(adapter_identity.environment(COMPONENT_PREFIX))
-        env.update(capture_record.environment(capture_record.CapturePolicy(
-            adapters={name: capture_record.CaptureSettings(redact=("prompt",)) for name in IDENTITY_ADAPTERS}
-        )))
+        env.update(
+            capture_record.environment(
+                capture_record.CapturePolicy(
+                    adapters={name: capture_record.CaptureSettings(redact=("prompt",)) for name in IDENTITY_ADAPTERS}
+                )
+            )
+        )
         env.update(
             {
                 serving_env.VLLM_FLAG_PREFIX + "MODEL": str(self.base_dir),

@@ -13,10 +13,35 @@ import time
 from cdk_adapters.contract import request_metrics as rm
 
 CLOUDWATCH_UNITS = frozenset(
-    "Seconds Microseconds Milliseconds Bytes Kilobytes Megabytes Gigabytes Terabytes Bits Kilobits Megabits "
-    "Gigabits Terabits Percent Count Bytes/Second Kilobytes/Second Megabytes/Second Gigabytes/Second "
-    "Terabytes/Second Bits/Second Kilobits/Second Megabits/Second Gigabits/Second Terabits/Second Count/Second "
-    "None".split()
+    [
+        "Seconds",
+        "Microseconds",
+        "Milliseconds",
+        "Bytes",
+        "Kilobytes",
+        "Megabytes",
+        "Gigabytes",
+        "Terabytes",
+        "Bits",
+        "Kilobits",
+        "Megabits",
+        "Gigabits",
+        "Terabits",
+        "Percent",
+        "Count",
+        "Bytes/Second",
+        "Kilobytes/Second",
+        "Megabytes/Second",
+        "Gigabytes/Second",
+        "Terabytes/Second",
+        "Bits/Second",
+        "Kilobits/Second",
+        "Megabits/Second",
+        "Gigabits/Second",
+        "Terabits/Second",
+        "Count/Second",
+        "None",
+    ]
 )
 MAX_EVENT_BYTES = 1_048_576
 
@@ -38,7 +63,7 @@ def emf_problems(line: str, *, namespace: str, endpoint_name: str) -> list[str]:
     problems = [f"log field {name!r} is missing" for name in rm.LOG_FIELDS if name not in root]
     metadata = root.get("_aws")
     if not isinstance(metadata, dict):
-        return problems + ["no '_aws' object at the root"]
+        return [*problems, "no '_aws' object at the root"]
     timestamp = metadata.get("Timestamp")
     if not _is_number(timestamp):
         problems.append(f"_aws.Timestamp must be a number, got {timestamp!r}")
@@ -46,7 +71,7 @@ def emf_problems(line: str, *, namespace: str, endpoint_name: str) -> list[str]:
         problems.append(f"_aws.Timestamp {timestamp} is not milliseconds since the epoch of about now")
     directives = metadata.get("CloudWatchMetrics")
     if not isinstance(directives, list) or len(directives) != 1:
-        return problems + [f"_aws.CloudWatchMetrics must be a list of one directive, got {directives!r}"]
+        return [*problems, f"_aws.CloudWatchMetrics must be a list of one directive, got {directives!r}"]
     directive = directives[0]
     if set(directive) != {"Namespace", "Dimensions", "Metrics"}:
         problems.append(f"directive members are {sorted(directive)}")
@@ -66,7 +91,7 @@ def emf_problems(line: str, *, namespace: str, endpoint_name: str) -> list[str]:
         problems.append(f"{rm.ENDPOINT_DIMENSION} is {root.get(rm.ENDPOINT_DIMENSION)!r}, not {endpoint_name!r}")
     definitions = directive.get("Metrics")
     if not isinstance(definitions, list) or not 1 <= len(definitions) <= rm.EMF_MAX_METRICS_PER_DIRECTIVE:
-        return problems + [f"Metrics must hold 1-100 definitions, got {definitions!r}"]
+        return [*problems, f"Metrics must hold 1-100 definitions, got {definitions!r}"]
     for definition in definitions:
         name = definition.get("Name")
         spec = rm.METRICS_BY_NAME.get(name)

@@ -16,8 +16,8 @@ from adapter_server.invocation_request import (
     refuse_remote_media,
 )
 from adapter_server.settings import ServingSettings
-from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.contract import serving_env
+from cdk_adapters.contract.runtime_api import is_loopback
 
 BASE = frozenset({"org/base"})
 
@@ -82,8 +82,18 @@ def test_media_inside_the_request_passes():
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.8.0.1", True), ("localhost", True), ("::1", True), ("[::1]", True),
-     ("0.0.0.0", False), ("", False), ("10.0.0.5", False), ("::", False), ("example.com", False)],
+    [
+        ("127.0.0.1", True),
+        ("127.8.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),
+        ("", False),
+        ("10.0.0.5", False),
+        ("::", False),
+        ("example.com", False),
+    ],
 )
 def test_loopback_addresses(host, loopback):
     assert is_loopback(host) is loopback

@@ -11,8 +11,8 @@ import asyncio
 import pytest
 
 from adapter_server.admission import RECENT_S, CallerGone, FairAdmission
-from cdk_adapters.contract import tenant_limits
 from adapter_server.asgi_io import Refusal
+from cdk_adapters.contract import tenant_limits
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from tests.support.fake_clock import FakeClock
 
@@ -145,7 +145,12 @@ def test_over_max_queue_is_429_with_retry_after_and_takes_no_place():
         with pytest.raises(Refusal) as refused:
             await engine.request("t", "t2")
         error = refused.value
-        assert (error.status, error.kind, error.extra["limit"], error.headers) == (429, "adapter_throttled", "max_queue", {"Retry-After": "3"})
+        assert (error.status, error.kind, error.extra["limit"], error.headers) == (
+            429,
+            "adapter_throttled",
+            "max_queue",
+            {"Retry-After": "3"},
+        )
         assert error.message == "adapter 't' is over its max_queue limit (1 request already waits); retry after 3 s"
         engine.release["t0"].set()
         engine.release["t1"].set()
@@ -424,6 +429,7 @@ def test_a_request_with_n_takes_n_places_and_the_rest_stay_for_others():
 def test_a_costly_request_advances_its_adapter_by_its_cost():
     """Stride: a request of cost 3 counts as three turns, so its adapter's next request waits behind
     three single requests of another adapter (counted as one turn, it would go second)."""
+
     async def scenario():
         admission = FairAdmission(3, limits_of({}))
         order: list[str] = []
@@ -466,7 +472,11 @@ def test_more_sequences_than_max_n_or_the_engine_is_400_and_takes_no_place():
         return refusals, admission.in_engine
 
     refusals, in_engine = run(scenario())
-    assert refusals == [(400, "too_many_sequences", "max_n"), (400, "too_many_sequences", "max_n"), (400, "too_many_sequences", "max_n")]
+    assert refusals == [
+        (400, "too_many_sequences", "max_n"),
+        (400, "too_many_sequences", "max_n"),
+        (400, "too_many_sequences", "max_n"),
+    ]
     assert in_engine == 0
     engine_bound = FairAdmission(2, limits_of({"wide": AdapterLimits(max_n=8)})).cost_refusal("wide", 3)
     assert engine_bound is not None and engine_bound.extra["limit"] == "engine"

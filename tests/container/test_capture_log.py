@@ -51,8 +51,13 @@ def test_each_adapters_records_are_in_its_own_stream_whichever_name_was_sent(log
     log = CloudWatchCaptureLog(GROUP, logs_client, flush_interval_s=0.01)
     mw.context.capture_log = log
     for header, prompt in ((f"{PREFIX}-acme-v1", "acme secret"), ("beta-v1", "beta secret"), ("ACME-v1", "acme again")):
-        status, _ = call(mw, "POST", "/invocations", body=json.dumps({"prompt": prompt, "max_tokens": 2}).encode(),
-                         headers={ADAPTER_IDENTIFIER_HEADER: header})
+        status, _ = call(
+            mw,
+            "POST",
+            "/invocations",
+            body=json.dumps({"prompt": prompt, "max_tokens": 2}).encode(),
+            headers={ADAPTER_IDENTIFIER_HEADER: header},
+        )
         assert status == 200
     log.close()
     acme, beta = records_in(logs_client, "acme-v1"), records_in(logs_client, "beta-v1")

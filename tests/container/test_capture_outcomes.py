@@ -6,6 +6,7 @@ for CloudWatch (that path is test_capture_log.py's)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 from adapter_server.admission import FairAdmission
@@ -47,10 +48,8 @@ class FailingApp(RecordingApp):
 def test_a_request_the_engine_fails_is_captured_with_status_500():
     mw, _, kept = captured()
     mw.app = mw.invocations._app = FailingApp()
-    try:
+    with contextlib.suppress(RuntimeError):
         call(mw, "POST", "/invocations", body=completion(), headers=headers())
-    except RuntimeError:
-        pass
     [record] = kept.records()
     assert (record.adapter, record.status, record.response) == ("acme-v1", 500, "")  # no answer came back
     assert record.case == {"prompt": "hi", "max_tokens": 2}
@@ -92,19 +91,25 @@ def test_a_throttled_request_and_a_caller_who_left_while_waiting_are_captured_42
         async def send(message):
             sent.append(message)
 
-        scope = {"type": "http", "method": "POST", "path": "/invocations", "query_string": b"", "server": ("0.0.0.0", 8080),
-                 "headers": [(ADAPTER_IDENTIFIER_HEADER.encode(), b"acme-v1")]}
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/invocations",
+            "query_string": b"",
+            "server": ("0.0.0.0", 8080),
+            "headers": [(ADAPTER_IDENTIFIER_HEADER.encode(), b"acme-v1")],
+        }
         await mw(scope, receive, send)
         return next((m["status"] for m in sent if m["type"] == "http.response.start"), None)
 
     async def scenario() -> list[int]:
-        running = asyncio.create_task(one())          # takes the one place, held in the engine
+        running = asyncio.create_task(one())  # takes the one place, held in the engine
         await asyncio.sleep(0.05)
         leaves = asyncio.Event()
-        waiting = asyncio.create_task(one(leaves))   # queued behind it (max_queue 1)
+        waiting = asyncio.create_task(one(leaves))  # queued behind it (max_queue 1)
         await asyncio.sleep(0.05)
-        throttled = await one()                       # the queue is full: 429 at once
-        leaves.set()                                  # the queued caller disconnects: 499, never sent
+        throttled = await one()  # the queue is full: 429 at once
+        leaves.set()  # the queued caller disconnects: 499, never sent
         await asyncio.sleep(0.05)
         release.set()
         return [throttled, await waiting, await running]

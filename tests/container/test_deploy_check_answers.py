@@ -32,7 +32,9 @@ def test_real_answers_to_the_default_check_request_are_judged_by_who_served_them
         text = index.answer_text(answers["check-a-v1"].json())
         assert text  # greedy tokens of the adapter, which its own expected text can then pin
         assert index.judge(replace(target, expect_text=text), answers["check-a-v1"].json()) is None
-        assert "does not contain the expected text" in index.judge(replace(target, expect_text=text + "#"), answers["check-a-v1"].json())
+        assert "does not contain the expected text" in index.judge(
+            replace(target, expect_text=text + "#"), answers["check-a-v1"].json()
+        )
     finally:
         for name in ("check-a-v1", "check-b-v1"):
             unregister(client, name)

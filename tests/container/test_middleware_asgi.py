@@ -57,8 +57,17 @@ def middleware(*, registered: tuple[str, ...] = ("acme-v1",), **settings: Any) -
     return mw, app
 
 
-def call(mw, method: str, path: str, *, body: bytes = b"", headers: dict[str, str] | None = None,
-         server=("0.0.0.0", 8080), chunks: list[bytes] | None = None, stall: bool = False) -> tuple[int, dict]:
+def call(
+    mw,
+    method: str,
+    path: str,
+    *,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    server=("0.0.0.0", 8080),
+    chunks: list[bytes] | None = None,
+    stall: bool = False,
+) -> tuple[int, dict]:
     """One request through `mw`; the answer's status and JSON body."""
     parts = list(chunks) if chunks is not None else [body]
     sent: list[dict] = []
@@ -116,7 +125,14 @@ def test_the_first_adapter_header_wins():
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/invocations", "headers": raw_headers, "query_string": b"", "server": ("0.0.0.0", 8080)}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/invocations",
+        "headers": raw_headers,
+        "query_string": b"",
+        "server": ("0.0.0.0", 8080),
+    }
     asyncio.run(mw(scope, receive, send))
     assert sent[0]["status"] == 200 and app.seen[-1]["body"]["model"] == "acme-v1"
 
@@ -143,13 +159,20 @@ def test_no_header_with_base_access_off_is_400_before_the_body_is_read():
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/invocations", "headers": [], "query_string": b"", "server": ("0.0.0.0", 8080)}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/invocations",
+        "headers": [],
+        "query_string": b"",
+        "server": ("0.0.0.0", 8080),
+    }
     asyncio.run(mw(scope, receive, send))
     assert sent[0]["status"] == 400 and reads == [] and app.seen == []
 
 
 def test_an_unknown_adapter_is_refused_before_the_body_is_read():
-    mw, app = middleware()
+    mw, _app = middleware()
     reads = []
 
     async def receive():
@@ -162,7 +185,14 @@ def test_an_unknown_adapter_is_refused_before_the_body_is_read():
         sent.append(message)
 
     headers = [(b"x-amzn-sagemaker-adapter-identifier", b"ghost-v1")]
-    scope = {"type": "http", "method": "POST", "path": "/invocations", "headers": headers, "query_string": b"", "server": ("0.0.0.0", 8080)}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/invocations",
+        "headers": headers,
+        "query_string": b"",
+        "server": ("0.0.0.0", 8080),
+    }
     asyncio.run(mw(scope, receive, send))
     assert sent[0]["status"] == 404 and reads == []
 
@@ -180,12 +210,23 @@ def test_the_local_body_names_adapter_switch_is_never_honoured_on_invocations():
     mw, app = middleware(body_names_adapter=True)
     answer = call(mw, "POST", "/invocations", body=completion(model="acme-v1"))
     assert error_type(answer) == (400, error_kinds.ADAPTER_REQUIRED)
-    assert call(mw, "POST", "/v1/completions", body=completion(model="acme-v1"), server=("127.0.0.1", 8080),
-                headers={"host": "127.0.0.1:8080"})[0] == 200
+    assert (
+        call(
+            mw,
+            "POST",
+            "/v1/completions",
+            body=completion(model="acme-v1"),
+            server=("127.0.0.1", 8080),
+            headers={"host": "127.0.0.1:8080"},
+        )[0]
+        == 200
+    )
     assert app.seen[-1]["body"]["model"] == "acme-v1"
 
 
-@pytest.mark.parametrize("route, allowed", [("/v1/chat/completions", True), ("/v1/completions", True), ("/v1/embeddings", False), ("/adapters", False)])
+@pytest.mark.parametrize(
+    "route, allowed", [("/v1/chat/completions", True), ("/v1/completions", True), ("/v1/embeddings", False), ("/adapters", False)]
+)
 def test_route_attribute_is_an_allow_list_and_keeps_the_adapter(route, allowed):
     mw, app = middleware()
     headers = {ADAPTER_IDENTIFIER_HEADER: "acme-v1", sagemaker_contract.CUSTOM_ATTRIBUTES_HEADER: f"route={route}"}
@@ -199,7 +240,7 @@ def test_route_attribute_is_an_allow_list_and_keeps_the_adapter(route, allowed):
 @pytest.mark.parametrize("method, path", [("GET", "/v1/models"), ("POST", "/v1/load_lora_adapter"), ("POST", "/v1/embeddings")])
 def test_other_routes_are_closed(method, path):
     mw, app = middleware()
-    status, document = call(mw, method, path, body=b"{}")
+    status, _document = call(mw, method, path, body=b"{}")
     assert status in (403, 404) and app.seen == []
 
 
@@ -207,8 +248,13 @@ def test_other_routes_are_closed(method, path):
 def test_registration_names_follow_sagemakers_rule(name, fine):
     mw, _ = middleware()
     mw.context.engine = mw.context.base = object()  # never used: the name, or the missing src, stops it first
-    status, document = call(mw, "POST", "/adapters", body=json.dumps({"name": name, "src": "/nowhere"}).encode(),
-                            headers={"content-type": "application/json"})
+    status, document = call(
+        mw,
+        "POST",
+        "/adapters",
+        body=json.dumps({"name": name, "src": "/nowhere"}).encode(),
+        headers={"content-type": "application/json"},
+    )
     if fine:
         assert status == 422  # past the name rule: /nowhere does not exist
     else:
@@ -218,11 +264,18 @@ def test_registration_names_follow_sagemakers_rule(name, fine):
 # --- What one request costs, and bounds that keep one tenant from stalling the server ----------
 
 
-@pytest.mark.parametrize("body, cost", [
-    ({"prompt": "x"}, 1), ({"prompt": "x", "n": 3}, 3), ({"prompt": "x", "best_of": 5, "n": 2}, 5),
-    ({"prompt": ["a", "b", "c"], "n": 2}, 6), ({"prompt": [[1, 2], [3]]}, 2), ({"prompt": [1, 2, 3]}, 1),
-    ({"messages": [{"role": "user", "content": "x"}], "n": 4}, 4),
-])
+@pytest.mark.parametrize(
+    "body, cost",
+    [
+        ({"prompt": "x"}, 1),
+        ({"prompt": "x", "n": 3}, 3),
+        ({"prompt": "x", "best_of": 5, "n": 2}, 5),
+        ({"prompt": ["a", "b", "c"], "n": 2}, 6),
+        ({"prompt": [[1, 2], [3]]}, 2),
+        ({"prompt": [1, 2, 3]}, 1),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 4}, 4),
+    ],
+)
 def test_a_request_costs_its_sequences(body, cost):
     assert sequence_count(body) == cost
 
@@ -264,10 +317,18 @@ def test_a_stalled_body_is_408_after_the_deadline():
 # --- Requests a web page could make --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("host, refused", [
-    ("127.0.0.1:8080", False), ("localhost:8080", False), ("[::1]:8080", False),
-    ("attacker.example:8080", True), ("127.0.0.1:9999", True), ("127.0.0.1", True), (None, True),
-])
+@pytest.mark.parametrize(
+    "host, refused",
+    [
+        ("127.0.0.1:8080", False),
+        ("localhost:8080", False),
+        ("[::1]:8080", False),
+        ("attacker.example:8080", True),
+        ("127.0.0.1:9999", True),
+        ("127.0.0.1", True),
+        (None, True),
+    ],
+)
 def test_a_loopback_server_answers_only_loopback_hosts_at_its_port(host, refused):
     assert refuses_host(("127.0.0.1", 8080), host) is refused
     assert refuses_host(("0.0.0.0", 8080), host) is False  # an endpoint's container: SageMaker picks the Host
@@ -275,8 +336,14 @@ def test_a_loopback_server_answers_only_loopback_hosts_at_its_port(host, refused
 
 def test_the_middleware_refuses_a_rebound_host_before_any_route():
     mw, app = middleware()
-    answer = call(mw, "POST", "/invocations", body=completion(), headers={ADAPTER_IDENTIFIER_HEADER: "acme-v1", "host": "evil.example:8080"},
-                  server=("127.0.0.1", 8080))
+    answer = call(
+        mw,
+        "POST",
+        "/invocations",
+        body=completion(),
+        headers={ADAPTER_IDENTIFIER_HEADER: "acme-v1", "host": "evil.example:8080"},
+        server=("127.0.0.1", 8080),
+    )
     assert error_type(answer) == (403, error_kinds.CROSS_ORIGIN_REFUSED) and app.seen == []
     assert is_loopback_host_header("localhost:8080", 8080)
 
@@ -296,5 +363,7 @@ def test_a_local_run_takes_registration_bodies_as_json_only():
     body = b'{"name": "x-v1", "src": "/nowhere"}'
     answer = call(mw, "POST", "/adapters", body=body, headers={"host": "127.0.0.1:8080", "content-type": "text/plain"}, **local)
     assert error_type(answer) == (403, error_kinds.CROSS_ORIGIN_REFUSED)
-    typed = call(mw, "POST", "/adapters", body=body, headers={"host": "127.0.0.1:8080", "content-type": "application/json"}, **local)
+    typed = call(
+        mw, "POST", "/adapters", body=body, headers={"host": "127.0.0.1:8080", "content-type": "application/json"}, **local
+    )
     assert typed[0] == 422  # past the content-type rule: /nowhere does not exist

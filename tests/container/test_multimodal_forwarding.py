@@ -43,9 +43,15 @@ def test_image_parts_reach_the_engine_unchanged_and_the_body_names_the_adapter()
             (b"x-amzn-sagemaker-adapter-identifier", b"invoices-v1"),
             (b"x-amzn-sagemaker-custom-attributes", f"route={request.route}".encode()),
         ]
-        scope = {"type": "http", "method": "POST", "path": "/invocations", "raw_path": b"/invocations", "headers": headers,
-                 "query_string": b""}
-        chunks = [request.body[i:i + 65536] for i in range(0, len(request.body), 65536)]
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/invocations",
+            "raw_path": b"/invocations",
+            "headers": headers,
+            "query_string": b"",
+        }
+        chunks = [request.body[i : i + 65536] for i in range(0, len(request.body), 65536)]
         incoming = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
         sent: list[dict] = []
 

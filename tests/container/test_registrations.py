@@ -160,7 +160,9 @@ def test_each_registration_serialises_one_entry_not_the_whole_file(tmp_path, mon
     assert len(reloaded) == 49 and [r.name for r in reloaded.all()] == [r.name for r in store.all()]
     document = json.loads((tmp_path / "state" / STATE_FILE_NAME).read_text())
     assert document["version"] == 1 and document["adapters"]["tenant-3-v1"] == {
-        "src": "/opt/ml/3", "sha256": f"{3:064x}", "registered_at": store.get("tenant-3-v1").registered_at,
+        "src": "/opt/ml/3",
+        "sha256": f"{3:064x}",
+        "registered_at": store.get("tenant-3-v1").registered_at,
     }
 
 
@@ -195,8 +197,8 @@ def test_one_more_registration_costs_the_store_the_same_python_work_at_10_and_at
         for index in range(size):
             store.add(f"tenant-{index}-v1", f"/opt/ml/{index}", f"{index:064x}")
         counts[size] = (
-            python_calls_in_registrations_module(lambda: store.add("newcomer-v1", "/opt/ml/new", "e" * 64)),
-            python_calls_in_registrations_module(lambda: store.remove("tenant-3-v1")),
+            python_calls_in_registrations_module(lambda store=store: store.add("newcomer-v1", "/opt/ml/new", "e" * 64)),
+            python_calls_in_registrations_module(lambda store=store: store.remove("tenant-3-v1")),
         )
         assert len(RegistrationStore.load(tmp_path / f"state-{size}")) == size  # +1 added, -1 removed
     assert counts[10] == counts[1000], counts

@@ -8,6 +8,7 @@ gets records the way the invocation handler fills them in.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -20,15 +21,32 @@ from tests.container.emf_rules import CLOUDWATCH_UNITS, declared_metrics, emf_pr
 
 
 def _served(**overrides) -> RequestRecord:
-    values = dict(adapter="tenant-a-v1", route="/invocations", stream=False, status=200, latency_ms=153.8,
-                  ttft_ms=38.0, prompt_tokens=7, output_tokens=8, cold=True, queue_ms=12.5, in_flight=3)
+    values = {
+        "adapter": "tenant-a-v1",
+        "route": "/invocations",
+        "stream": False,
+        "status": 200,
+        "latency_ms": 153.8,
+        "ttft_ms": 38.0,
+        "prompt_tokens": 7,
+        "output_tokens": 8,
+        "cold": True,
+        "queue_ms": 12.5,
+        "in_flight": 3,
+    }
     values.update(overrides)
     return RequestRecord(**values)
 
 
 def _refused_404() -> RequestRecord:
-    return RequestRecord(adapter="nobody-v1", route="/invocations", stream=False, status=404, latency_ms=0.4,
-                         error="adapter 'nobody-v1' is not registered on this endpoint")
+    return RequestRecord(
+        adapter="nobody-v1",
+        route="/invocations",
+        stream=False,
+        status=404,
+        latency_ms=0.4,
+        error="adapter 'nobody-v1' is not registered on this endpoint",
+    )
 
 
 # ------------------------------------------------------------------------------------- schema
@@ -48,20 +66,42 @@ def test_the_schema_stays_within_emf_and_cloudwatch_limits():
 
 def test_error_and_cold_counts_are_always_there_so_their_average_is_a_share():
     assert rm.metric_values({rm.STATUS: 503, rm.LATENCY_MS: 2.0}) == {
-        "Latency": 2.0, "Errors4XX": 0, "Errors5XX": 1, "ColdStarts": 0, "Throttled": 0,
+        "Latency": 2.0,
+        "Errors4XX": 0,
+        "Errors5XX": 1,
+        "ColdStarts": 0,
+        "Throttled": 0,
     }
     assert rm.metric_values({rm.STATUS: 413, rm.COLD: None})["Errors4XX"] == 1
     served = rm.metric_values(_served().fields())
-    assert served == {"Latency": 153.8, "TimeToFirstToken": 38.0, "PromptTokens": 7, "OutputTokens": 8,
-                      "Errors4XX": 0, "Errors5XX": 0, "ColdStarts": 1, "QueueWait": 12.5, "Throttled": 0, "InFlight": 3}
+    assert served == {
+        "Latency": 153.8,
+        "TimeToFirstToken": 38.0,
+        "PromptTokens": 7,
+        "OutputTokens": 8,
+        "Errors4XX": 0,
+        "Errors5XX": 0,
+        "ColdStarts": 1,
+        "QueueWait": 12.5,
+        "Throttled": 0,
+        "InFlight": 3,
+    }
     # Without fair share nothing waited for a place: no queue wait or in-flight, never a 0 that is not a measurement.
     unqueued = rm.metric_values(_served(queue_ms=None, in_flight=None).fields())
     assert "QueueWait" not in unqueued and "InFlight" not in unqueued
 
 
 def test_a_throttled_request_counts_once_as_throttled_and_as_a_client_error():
-    throttled = _served(status=429, latency_ms=0.3, ttft_ms=None, prompt_tokens=None, output_tokens=None,
-                        queue_ms=None, in_flight=None, error="adapter 'tenant-a-v1' is over its max_queue limit")
+    throttled = _served(
+        status=429,
+        latency_ms=0.3,
+        ttft_ms=None,
+        prompt_tokens=None,
+        output_tokens=None,
+        queue_ms=None,
+        in_flight=None,
+        error="adapter 'tenant-a-v1' is over its max_queue limit",
+    )
     values = rm.metric_values(throttled.fields())
     assert (values["Throttled"], values["Errors4XX"], values["Errors5XX"]) == (1, 1, 0)
     assert rm.metric_values(_served(status=404).fields())["Throttled"] == 0
@@ -73,7 +113,9 @@ def test_a_throttled_request_counts_once_as_throttled_and_as_a_client_error():
 def test_environment_round_trips_through_the_container_decoder():
     env = rm.environment(namespace="Acme/Serving", metrics=["Errors5XX", "Latency"], endpoint_name="prod-ep")
     assert env == {
-        rm.EMF_ENV: "true", rm.NAMESPACE_ENV: "Acme/Serving", rm.METRICS_ENV: "Errors5XX,Latency",
+        rm.EMF_ENV: "true",
+        rm.NAMESPACE_ENV: "Acme/Serving",
+        rm.METRICS_ENV: "Errors5XX,Latency",
         rm.ENDPOINT_NAME_ENV: "prod-ep",
     }
     settings = rm.from_environment(env)
@@ -99,8 +141,14 @@ def test_unknown_metric_names_are_refused_with_the_known_names_and_a_suggestion(
 
 
 def test_the_container_names_the_variable_of_every_bad_setting(tmp_path):
-    _, problems = rm.decode({rm.METRICS_ENV: "Latency, ColdStart", rm.EMF_ENV: "on", rm.NAMESPACE_ENV: "AWS/SageMaker",
-                             rm.ENDPOINT_NAME_ENV: "prod\u00e9"})
+    _, problems = rm.decode(
+        {
+            rm.METRICS_ENV: "Latency, ColdStart",
+            rm.EMF_ENV: "on",
+            rm.NAMESPACE_ENV: "AWS/SageMaker",
+            rm.ENDPOINT_NAME_ENV: "prod\u00e9",
+        }
+    )
     assert [p.subject for p in problems] == [rm.EMF_ENV, rm.NAMESPACE_ENV, rm.METRICS_ENV, rm.ENDPOINT_NAME_ENV]
     assert "unknown metric 'ColdStart' (did you mean 'ColdStarts'?)" in problems[2].message
     # The launcher reports them with its other checks (exit 78) before vLLM starts.
@@ -186,7 +234,7 @@ def test_the_container_line_decodes_with_the_contract_to_what_was_recorded():
     assert decoded.namespace == "Acme"
     plain = rm.decode_line(RequestLog(rm.RequestMetricsSettings(emf=False)).line(_served().fields(), "tenant-a-v1"))
     assert (plain.metrics, plain.dimensions, plain.namespace) == ({}, {}, None)
-    with pytest.raises(ValueError, match="not a cdk_adapters.request line"):
+    with pytest.raises(ValueError, match=re.escape("not a cdk_adapters.request line")):
         rm.decode_line('{"event": "cdk_adapters.registration"}')
     forged = RequestLog(settings).line(_served().fields(), "tenant-a-v1").replace('"Throttled": 0', '"Throttled": "no"')
     with pytest.raises(ValueError, match="metric 'Throttled' has no number"):

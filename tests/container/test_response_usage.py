@@ -56,7 +56,7 @@ def test_time_to_first_token_is_measured_when_vllm_reports_none():
 
 def test_unterminated_and_non_json_data_pass_through_untouched():
     observer = StreamObserver(started=0.0, strip_usage_chunk=True)
-    assert _run(observer, [b"data: not json\n\n", b"data: {\"partial"]) == b"data: not json\n\ndata: {\"partial"
+    assert _run(observer, [b"data: not json\n\n", b'data: {"partial']) == b'data: not json\n\ndata: {"partial'
 
 
 def test_non_streaming_usage():

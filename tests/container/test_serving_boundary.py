@@ -35,16 +35,43 @@ def test_no_body_reaches_an_adapter_its_header_did_not_name_with_base_access_off
 
 
 CLOSED_ROUTES = (
-    ("POST", "/v1/responses"), ("POST", "/v1/messages"), ("POST", "/v1/chat/completions/batch"),
-    ("POST", "/generative_scoring"), ("POST", "/inference/v1/generate"), ("POST", "/cohere/v2/chat"),
-    ("POST", "/v1/embeddings"), ("POST", "/pooling"), ("POST", "/classify"), ("POST", "/score"),
-    ("POST", "/v1/score"), ("POST", "/rerank"), ("POST", "/v1/rerank"), ("POST", "/v2/rerank"), ("POST", "/v2/embed"),
-    ("POST", "/v1/audio/transcriptions"), ("POST", "/v1/audio/translations"), ("POST", "/tokenize"),
-    ("POST", "/detokenize"), ("POST", "/v1/completions/render"), ("POST", "/v1/chat/completions/render"),
-    ("POST", "/v1/messages/count_tokens"), ("POST", "/collective_rpc"), ("POST", "/sleep"), ("POST", "/pause"),
-    ("POST", "/reset_prefix_cache"), ("POST", "/start_profile"), ("POST", "/update_weights"),
-    ("GET", "/v1/models"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/server_info"), ("GET", "/load"),
-    ("GET", "/tokenizer_info"), ("PUT", "/invocations"), ("GET", "/invocations"), ("DELETE", "/adapters"),
+    ("POST", "/v1/responses"),
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/chat/completions/batch"),
+    ("POST", "/generative_scoring"),
+    ("POST", "/inference/v1/generate"),
+    ("POST", "/cohere/v2/chat"),
+    ("POST", "/v1/embeddings"),
+    ("POST", "/pooling"),
+    ("POST", "/classify"),
+    ("POST", "/score"),
+    ("POST", "/v1/score"),
+    ("POST", "/rerank"),
+    ("POST", "/v1/rerank"),
+    ("POST", "/v2/rerank"),
+    ("POST", "/v2/embed"),
+    ("POST", "/v1/audio/transcriptions"),
+    ("POST", "/v1/audio/translations"),
+    ("POST", "/tokenize"),
+    ("POST", "/detokenize"),
+    ("POST", "/v1/completions/render"),
+    ("POST", "/v1/chat/completions/render"),
+    ("POST", "/v1/messages/count_tokens"),
+    ("POST", "/collective_rpc"),
+    ("POST", "/sleep"),
+    ("POST", "/pause"),
+    ("POST", "/reset_prefix_cache"),
+    ("POST", "/start_profile"),
+    ("POST", "/update_weights"),
+    ("GET", "/v1/models"),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/server_info"),
+    ("GET", "/load"),
+    ("GET", "/tokenizer_info"),
+    ("PUT", "/invocations"),
+    ("GET", "/invocations"),
+    ("DELETE", "/adapters"),
 )
 
 
@@ -75,10 +102,17 @@ def test_a_websocket_is_refused_before_it_opens(served):
 
 def test_a_media_url_is_refused_before_the_engine_fetches_it(served, zoo):
     register_tenants(served, zoo)
-    body = chat_body(messages=[{"role": "user", "content": [
-        {"type": "text", "text": "what is this"},
-        {"type": "image_url", "image_url": {"url": "http://169.254.169.254/latest/meta-data/"}},
-    ]}])
+    body = chat_body(
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this"},
+                    {"type": "image_url", "image_url": {"url": "http://169.254.169.254/latest/meta-data/"}},
+                ],
+            }
+        ]
+    )
     response = send(served.client, "/invocations", "route=/v1/chat/completions", lambda **kw: body, header=A, body_model=None)
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "media_url_refused"

@@ -44,9 +44,7 @@ def test_lifecycle_register_invoke_unregister_then_404(served, zoo):
 def test_registration_accepts_query_and_json_forms_and_the_alias_header(served, zoo):
     client = served.client
     by_query = register(client, "query-form-v1", zoo.adapter("good"), form="query")
-    by_json = register(
-        client, "json-form-v1", zoo.adapter("good-2"), **{"X-Amzn-SageMaker-Adapter-Alias": "tenant-b"}
-    )
+    by_json = register(client, "json-form-v1", zoo.adapter("good-2"), **{"X-Amzn-SageMaker-Adapter-Alias": "tenant-b"})
     assert (by_query.status_code, by_query.text) == (200, "Adapter query-form-v1 registered")
     assert (by_json.status_code, by_json.text) == (200, "Adapter tenant-b registered")
     assert token_ids(invoke(client, "query-form-v1")) != token_ids(invoke(client, "json-form-v1"))
@@ -111,9 +109,7 @@ def test_unknown_adapter_is_404_naming_it(served):
 
 
 def test_vllm_admin_routes_are_closed(served, zoo):
-    response = served.client.post(
-        "/v1/load_lora_adapter", json={"lora_name": "sneaky", "lora_path": str(zoo.adapter("dora"))}
-    )
+    response = served.client.post("/v1/load_lora_adapter", json={"lora_name": "sneaky", "lora_path": str(zoo.adapter("dora"))})
     assert response.status_code == 403
     assert "POST /adapters" in response.json()["error"]["message"]
     assert invoke(served.client, "sneaky").status_code == 404

@@ -168,9 +168,16 @@ REQUESTS = {
     "a list src": ({"json": {"name": "x-v1", "src": ["/x"]}}, 400, "bad_request", "src must be a string, not list"),
     "query and body disagreeing": (
         {"params": {"name": "x-v1", "src": "/x"}, "json": {"name": "y-v1", "src": "/x"}},
-        400, "bad_request", "POST /adapters gives name in the query string ('x-v1') and in the body ('y-v1')",
+        400,
+        "bad_request",
+        "POST /adapters gives name in the query string ('x-v1') and in the body ('y-v1')",
     ),
-    "a repeated query field": ({"params": [("name", "x-v1"), ("name", "y-v1"), ("src", "/x")]}, 400, "bad_request", "gives name twice"),
+    "a repeated query field": (
+        {"params": [("name", "x-v1"), ("name", "y-v1"), ("src", "/x")]},
+        400,
+        "bad_request",
+        "gives name twice",
+    ),
 }
 
 
@@ -224,8 +231,10 @@ def test_a_link_is_refused_for_a_name_already_registered_too(unharmed, zoo, tmp_
     error_of(response, 422, "adapter_rejected")
     problems = response.json()["error"]["problems"]
     assert [(p["field"], p["rule"]) for p in problems] == [
-        ("source", "linked-files"), ("source", "linked-files"),
-        ("adapter_config.json", "adapter-config"), ("adapter_model.safetensors", "weights-file"),
+        ("source", "linked-files"),
+        ("source", "linked-files"),
+        ("adapter_config.json", "adapter-config"),
+        ("adapter_model.safetensors", "weights-file"),
     ]
     assert all("never followed" in p["message"] for p in problems)
 
@@ -233,7 +242,10 @@ def test_a_link_is_refused_for_a_name_already_registered_too(unharmed, zoo, tmp_
 def test_an_odd_alias_is_only_echoed(doors, zoo):
     served, _ = doors
     response = register(
-        served.client, "alias-v1", zoo.adapter("good"), **{"X-Amzn-SageMaker-Adapter-Alias": "../ Ünicode alias".encode("latin-1")}
+        served.client,
+        "alias-v1",
+        zoo.adapter("good"),
+        **{"X-Amzn-SageMaker-Adapter-Alias": "../ Ünicode alias".encode("latin-1")},
     )
     assert response.status_code == 200 and response.text == "Adapter ../ Ünicode alias registered"
     assert "alias-v1" in [a["name"] for a in served.client.get("/adapters").json()["adapters"]]
@@ -242,7 +254,13 @@ def test_an_odd_alias_is_only_echoed(doors, zoo):
 
 @pytest.mark.parametrize(
     ("path", "shown"),
-    [("a%2Fb-v1", "'a/b-v1'"), ("a%20b-v1", "'a b-v1'"), ("%2e%2e", "'..'"), ("%00", "'\\x00'"), ("a" * 5000, "'" + "a" * 64 + "'…")],
+    [
+        ("a%2Fb-v1", "'a/b-v1'"),
+        ("a%20b-v1", "'a b-v1'"),
+        ("%2e%2e", "'..'"),
+        ("%00", "'\\x00'"),
+        ("a" * 5000, "'" + "a" * 64 + "'…"),
+    ],
     ids=["encoded slash", "encoded space", "encoded parent", "NUL", "5000 characters"],
 )
 def test_unregistering_a_name_no_component_can_have_is_400(unharmed, path, shown):
@@ -292,8 +310,12 @@ def test_an_adapter_with_a_hostile_config_is_422_not_500(unharmed, zoo, tmp_path
 
 @pytest.mark.parametrize(
     ("path", "header"),
-    [("/invocations", CUSTOM_ATTRIBUTES_HEADER), ("/invocations", "X-Padding"), ("/adapters", "X-Amzn-SageMaker-Adapter-Alias"),
-     ("/ping", "X-Padding")],
+    [
+        ("/invocations", CUSTOM_ATTRIBUTES_HEADER),
+        ("/invocations", "X-Padding"),
+        ("/adapters", "X-Amzn-SageMaker-Adapter-Alias"),
+        ("/ping", "X-Padding"),
+    ],
 )
 def test_headers_over_32_kib_are_431(unharmed, path, header):
     headers = {ADAPTER_HEADER: SERVING, header: "a" * 40 * 1024}

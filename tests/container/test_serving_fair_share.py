@@ -14,8 +14,8 @@ How a place is held still, and how the state is read: `tests.support.held_places
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 
@@ -116,8 +116,11 @@ def test_a_queued_request_whose_caller_left_never_reaches_the_engine(served, zoo
         # vLLM counts each of a request's `n` sampled sequences as one finished request; the held
         # stream's are generated (and counted) while its caller still has the rest to read.
         engine_work = HELD_STREAM.get("n", 1)
-        wait_for(client, "the held stream in its one place, its generation done in the engine",
-                 lambda s: s.of(LIMITED) == (1, 0) and s.engine_finished >= before.engine_finished + engine_work)
+        wait_for(
+            client,
+            "the held stream in its one place, its generation done in the engine",
+            lambda s: s.of(LIMITED) == (1, 0) and s.engine_finished >= before.engine_finished + engine_work,
+        )
         gone = Call(served, LIMITED, SHORT)
         calls.append(gone)
         wait_for(client, "a request waiting", lambda s: s.of(LIMITED) == (1, 1))
@@ -161,8 +164,11 @@ def test_a_quiet_adapter_is_admitted_at_the_first_freed_place_ahead_of_a_noisy_b
         held, backlog = calls[:ENGINE_PLACES], calls[ENGINE_PLACES:]
         quiet_call = Call(served, quiet, SHORT)
         calls.append(quiet_call)
-        wait_for(client, "the quiet request waiting behind the backlog",
-                 lambda s: s.of(noisy) == (ENGINE_PLACES, ENGINE_PLACES) and s.of(quiet) == (0, 1))
+        wait_for(
+            client,
+            "the quiet request waiting behind the backlog",
+            lambda s: s.of(noisy) == (ENGINE_PLACES, ENGINE_PLACES) and s.of(quiet) == (0, 1),
+        )
 
         held[0].leave()  # one place frees; the other three stay held
         quiet_line = wait_logged(served, quiet_call)
@@ -210,7 +216,9 @@ def test_with_headroom_a_present_adapter_joins_a_full_batch_at_once_and_the_back
     server = restartable_server
     # Presence lasts 10 min here, not 10 s: the state asserted below cannot lapse on a slow machine
     # (the test used to skip when it took over 9 s to get there).
-    server.restart(allow_base_model=False, extra_env={tenant_limits.ENGINE_HEADROOM_ENV: "1", tenant_limits.HEADROOM_PRESENCE_ENV: "600"})
+    server.restart(
+        allow_base_model=False, extra_env={tenant_limits.ENGINE_HEADROOM_ENV: "1", tenant_limits.HEADROOM_PRESENCE_ENV: "600"}
+    )
     client = server.client
     noisy, quiet = "headroom-noisy-v1", "headroom-quiet-v1"
     with _registered(server, zoo, noisy, quiet) as calls:
@@ -223,8 +231,11 @@ def test_with_headroom_a_present_adapter_joins_a_full_batch_at_once_and_the_back
 
         quiet_call = hold(server, quiet)
         calls.append(quiet_call)
-        wait_for(client, "the quiet request in the kept place at once, the noisy one still waiting",
-                 lambda s: s.of(quiet) == (1, 0) and s.of(noisy) == (ENGINE_PLACES - 1, 1))
+        wait_for(
+            client,
+            "the quiet request in the kept place at once, the noisy one still waiting",
+            lambda s: s.of(quiet) == (1, 0) and s.of(noisy) == (ENGINE_PLACES - 1, 1),
+        )
 
         calls[0].leave()  # a noisy place frees: it goes to the noisy backlog, headroom is not taken from it
         wait_for(client, "the waiting noisy request in the freed place", lambda s: s.of(noisy) == (ENGINE_PLACES - 1, 0))

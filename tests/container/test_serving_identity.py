@@ -58,7 +58,7 @@ def test_every_per_adapter_feature_keys_by_one_identity(served, zoo, hypothesis)
     assert invoke(client, invoked_as[0], completion_body(n=IDENTITY_MAX_N, temperature=1.0)).status_code == 200
 
     lines = _new_lines(served, offset)
-    requests = [e for e in served.events("cdk_adapters.request")][-(2 * len(invoked_as) + 1):]
+    requests = list(served.events("cdk_adapters.request"))[-(2 * len(invoked_as) + 1) :]
     assert {e["adapter"] for e in requests} == {adapter}
     assert {e[request_metrics.ADAPTER_DIMENSION] for e in requests} == {adapter}  # the EMF dimension alarms query
     captured = [decode_line(line)[0] for line in lines if MARKER in line]

@@ -42,10 +42,16 @@ def test_bad_adapters_get_4xx_naming_the_problem_while_good_adapters_keep_servin
         "bad-dora-v1": (zoo.adapter("dora"), "use_dora", "DoRA"),
         "bad-save-v1": (zoo.adapter("modules-to-save"), "modules_to_save", "modules_to_save"),
         "bad-base-v1": (zoo.adapter("other-base"), "base_model_name_or_path", "someone-else/other-model"),
-        "bad-empty-v1": (_without_lora_tensors(zoo.adapter("good"), tmp_path / "empty"), "adapter_model.safetensors",
-                         "no LoRA tensors"),
-        "bad-missing-v1": (_without_weights(zoo.adapter("good"), tmp_path / "missing"), "adapter_model.safetensors",
-                           "is missing"),
+        "bad-empty-v1": (
+            _without_lora_tensors(zoo.adapter("good"), tmp_path / "empty"),
+            "adapter_model.safetensors",
+            "no LoRA tensors",
+        ),
+        "bad-missing-v1": (
+            _without_weights(zoo.adapter("good"), tmp_path / "missing"),
+            "adapter_model.safetensors",
+            "is missing",
+        ),
         "bad-nowhere-v1": (tmp_path / "not-extracted", "src", "does not exist"),
     }
 
@@ -56,12 +62,10 @@ def test_bad_adapters_get_4xx_naming_the_problem_while_good_adapters_keep_servin
                 for _ in range(3)
                 for name in good
             ]
-            registrations = [
-                session.post("/adapters", json={"name": name, "src": str(src)}) for name, (src, _, _) in bad.items()
-            ]
+            registrations = [session.post("/adapters", json={"name": name, "src": str(src)}) for name, (src, _, _) in bad.items()]
             # One gather: registrations and invocations are in flight at the same time.
             answers = await asyncio.gather(*invocations, *registrations)
-            return answers[: len(invocations)], answers[len(invocations):]
+            return answers[: len(invocations)], answers[len(invocations) :]
 
     served_answers, refusals = asyncio.run(storm())
 

@@ -85,8 +85,10 @@ def test_the_kinds_with_differing_target_modules_may_be_co_hosted_only_when_ackn
     # Attention-only is the majority; the others adapt other modules or fewer of them.
     assert differing == {f"adapter '{_name(k)}'" for k in ("all-linear", "mlp", "regex-targets", "q-v-only")}
     acknowledged = frozenset({CO_HOSTED})
-    rows = [CoHostedAdapter(a.name, a.target_modules, acknowledged if f"adapter '{a.name}'" in differing else frozenset())
-            for a in adapters]
+    rows = [
+        CoHostedAdapter(a.name, a.target_modules, acknowledged if f"adapter '{a.name}'" in differing else frozenset())
+        for a in adapters
+    ]
     open_problems, findings = split_acknowledged(
         check_co_hosted(rows), {subject: Acknowledgment(CO_HOSTED, REASON) for subject in differing}
     )

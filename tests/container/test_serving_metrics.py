@@ -39,8 +39,9 @@ def _raw_request_lines(server) -> list[str]:
 
 
 def _counted(metrics_text: str, adapter: str, status: int) -> float:
-    match = re.search(rf'^cdk_adapters_requests_total\{{adapter="{re.escape(adapter)}",status="{status}"\}} (\S+)$',
-                      metrics_text, re.MULTILINE)
+    match = re.search(
+        rf'^cdk_adapters_requests_total\{{adapter="{re.escape(adapter)}",status="{status}"\}} (\S+)$', metrics_text, re.MULTILINE
+    )
     return float(match.group(1)) if match else 0.0
 
 
@@ -78,7 +79,12 @@ def test_request_lines_are_emf_documents_whose_values_match_the_answers(served, 
     # An unregistered name: the shared label, no token metrics, one client error.
     assert missing_line["adapter"] == "emf-missing-v1" and missing_line["Adapter"] == rm.UNREGISTERED_ADAPTER
     assert declared_metrics(lines[2]) == ["Latency", "Errors4XX", "Errors5XX", "ColdStarts", "Throttled"]
-    assert (missing_line["Errors4XX"], missing_line["Errors5XX"], missing_line["ColdStarts"], missing_line["Throttled"]) == (1, 0, 0, 0)
+    assert (missing_line["Errors4XX"], missing_line["Errors5XX"], missing_line["ColdStarts"], missing_line["Throttled"]) == (
+        1,
+        0,
+        0,
+        0,
+    )
     # Admitted through fair share (on by default): the wait for a place and the adapter's requests in the engine.
     for line in (whole_line, stream_line):
         assert line["QueueWait"] == line["queue_ms"] >= 0 and line["InFlight"] == line["in_flight"] >= 1
@@ -95,7 +101,8 @@ def test_refusals_on_a_registered_adapter_count_under_it_in_the_line_and_in_prom
 
     bad_route = invoke(client, "emf-refused-v1", **{CUSTOM_ATTRIBUTES_HEADER: "route=/v1/load_lora_adapter"})
     oversized = client.post(
-        "/invocations", content=b"x" * (INVOCATION_BODY_LIMIT + 1),
+        "/invocations",
+        content=b"x" * (INVOCATION_BODY_LIMIT + 1),
         headers={"X-Amzn-SageMaker-Adapter-Identifier": "emf-refused-v1", "Content-Type": "application/json"},
     )
     assert (bad_route.status_code, oversized.status_code) == (400, 413)
@@ -117,7 +124,10 @@ def test_unregister_lines_say_how_long_it_took(served, zoo):
     assert register(client, "emf-removed-v1", zoo.adapter("good")).status_code == 200
     assert unregister(client, "emf-removed-v1").status_code == 200
     assert unregister(client, "emf-removed-v1").status_code == 404
-    removals = [event for event in served.events("cdk_adapters.registration")
-                if event["action"] == "unregister" and event["adapter"] == "emf-removed-v1"]
+    removals = [
+        event
+        for event in served.events("cdk_adapters.registration")
+        if event["action"] == "unregister" and event["adapter"] == "emf-removed-v1"
+    ]
     assert [event["outcome"] for event in removals] == ["unregistered", "unknown"]
     assert all(isinstance(event["duration_ms"], float) and event["duration_ms"] >= 0 for event in removals)

@@ -22,8 +22,14 @@ def test_launch_line_is_logged_once_with_the_resolved_command(served):
     launches = served.events("cdk_adapters.launch")
     assert len(launches) == 1
     command = launches[0]["command"]
-    for fixed in ("--enable-lora", "--api-server-count 1", "--middleware adapter_server.middleware.SageMakerAdapterMiddleware",
-                  f"--port {served.port}", "--max-lora-rank 16", "--max-loras 2"):
+    for fixed in (
+        "--enable-lora",
+        "--api-server-count 1",
+        "--middleware adapter_server.middleware.SageMakerAdapterMiddleware",
+        f"--port {served.port}",
+        "--max-lora-rank 16",
+        "--max-loras 2",
+    ):
         assert fixed in command
 
 
@@ -48,7 +54,7 @@ def test_each_request_logs_adapter_status_latency_tokens_and_cold(served, zoo):
     assert invoke(client, "obs-missing-v1").status_code == 404
 
     lines = served.events("cdk_adapters.request")[already:]
-    assert [line["adapter"] for line in lines] == sequence + ["obs-v1", "obs-missing-v1"]
+    assert [line["adapter"] for line in lines] == [*sequence, "obs-v1", "obs-missing-v1"]
     assert [line["cold"] for line in lines[:5]] == [True, False, True, True, True]
     for line in lines[:6]:
         assert line["status"] == 200 and line["route"] == "/invocations"
@@ -89,7 +95,9 @@ def test_metrics_is_prometheus_text_with_per_adapter_series(served, zoo):
         return [s for s in families[family].samples if s.labels.get("adapter") == "prom-v1"]
 
     assert families["cdk_adapters_requests"].type == "counter"
-    [requests] = [s for s in adapter_samples("cdk_adapters_requests") if s.name.endswith("_total") and s.labels["status"] == "200"]
+    [requests] = [
+        s for s in adapter_samples("cdk_adapters_requests") if s.name.endswith("_total") and s.labels["status"] == "200"
+    ]
     assert requests.value == 1
     assert families["cdk_adapters_request_latency_seconds"].type == "histogram"
     assert any(s.name.endswith("_count") and s.value == 1 for s in adapter_samples("cdk_adapters_request_latency_seconds"))

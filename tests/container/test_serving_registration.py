@@ -63,7 +63,8 @@ def test_a_retry_racing_the_first_registration_gets_200_too(served, zoo):
     answers = asyncio.run(twice())
     assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
     assert sorted(a.text for a in answers) == [
-        "Adapter racing-v1 registered", "Adapter racing-v1 registered (already registered with the same files)"
+        "Adapter racing-v1 registered",
+        "Adapter racing-v1 registered (already registered with the same files)",
     ]
     assert len(token_ids(invoke(served.client, "racing-v1"))) > 0
 
@@ -104,9 +105,9 @@ def test_src_must_be_the_extracted_directory(served, zoo, tmp_path):
         response = served.client.post("/adapters", json={"name": name, "src": src})
         assert response.status_code == 422, response.text
         error = response.json()["error"]
-        assert error["adapter"] == name and [(p["field"], words in p["message"]) for p in error["problems"]] == [
-            ("src", True)
-        ], error
+        assert error["adapter"] == name and [(p["field"], words in p["message"]) for p in error["problems"]] == [("src", True)], (
+            error
+        )
         assert src in error["message"]
     assert not set(cases) & _listed(served.client)
 
@@ -128,8 +129,7 @@ def test_an_adapter_vllm_cannot_load_is_refused_and_others_keep_serving(served, 
     async def storm():
         async with httpx.AsyncClient(base_url=served.url, timeout=120) as session:
             invocations = [
-                session.post("/invocations", json=completion_body(), headers={ADAPTER_HEADER: "steady-load-v1"})
-                for _ in range(4)
+                session.post("/invocations", json=completion_body(), headers={ADAPTER_HEADER: "steady-load-v1"}) for _ in range(4)
             ]
             registration = session.post("/adapters", json={"name": "truncated-v1", "src": str(broken)})
             answers = await asyncio.gather(registration, *invocations)

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from adapter_server.registrations import remove_copy
 from cdk_adapters.client import AdapterClient, RetryPolicy, local_runtime_client
 from cdk_adapters.contract import error_kinds, request_metrics
 from cdk_adapters.local.front import RuntimeFront
@@ -33,7 +34,6 @@ from tests.container.conftest import COMPONENT_PREFIX
 from tests.container.sagemaker_calls import NEW_TOKENS, PROMPT, invoke, register, token_ids, unregister
 from tests.support import tiny_models as tm
 from tests.support.loopback import Served
-from adapter_server.registrations import remove_copy
 
 pytestmark = pytest.mark.vllm
 
@@ -91,14 +91,20 @@ def test_a_restart_replays_every_registration_before_ping_or_requests_pass_and_b
     try:
         server.spawn(allow_base_model=True, extra_env={request_metrics.EMF_ENV: "false"})
         starting = server.first_answer("/ping")
-        assert (starting.status_code, starting.json()["error"]) == (503, {
-            "type": error_kinds.STARTING, "message": "the server is reading its persisted adapter registrations", "code": 503,
-        })
+        assert (starting.status_code, starting.json()["error"]) == (
+            503,
+            {
+                "type": error_kinds.STARTING,
+                "message": "the server is reading its persisted adapter registrations",
+                "code": 503,
+            },
+        )
         # Local mode's front before this server, with the server's component prefix: the front
         # sends component names, as SageMaker is expected to.
         record = dataclasses.replace(
             local_record(allow_base_model=True, aliases={}),
-            component_prefix=COMPONENT_PREFIX, base_inference_component_name=f"{COMPONENT_PREFIX}-base",
+            component_prefix=COMPONENT_PREFIX,
+            base_inference_component_name=f"{COMPONENT_PREFIX}-base",
         )
         sleeps: list[float] = []
 
@@ -106,20 +112,32 @@ def test_a_restart_replays_every_registration_before_ping_or_requests_pass_and_b
             sleeps.append(seconds)
             time.sleep(seconds)
 
-        with Served(RuntimeFront(record, server.url)) as front, ThreadPoolExecutor(2) as pool, \
-                httpx.Client(base_url=server.url, timeout=120) as direct:
+        with (
+            Served(RuntimeFront(record, server.url)) as front,
+            ThreadPoolExecutor(2) as pool,
+            httpx.Client(base_url=server.url, timeout=120) as direct,
+        ):
             runtime = AdapterClient(record, runtime=local_runtime_client(front), retry=RetryPolicy(jitter=False), sleep=sleep)
             held = pool.submit(invoke, direct, "replay-a-v1")
             retried = pool.submit(
-                runtime.invoke, "replay-a-v1", PROMPT, max_tokens=NEW_TOKENS, temperature=0, ignore_eos=True,
+                runtime.invoke,
+                "replay-a-v1",
+                PROMPT,
+                max_tokens=NEW_TOKENS,
+                temperature=0,
+                ignore_eos=True,
                 return_token_ids=True,
             )
             # A request arriving mid-replay is held for the whole wait, then refused as "starting".
             refused = held.result(timeout=RELEASE_TIMEOUT_S)
-            assert (refused.status_code, refused.json()["error"]) == (503, {
-                "type": error_kinds.STARTING, "code": 503,
-                "message": "the server is reading its persisted adapter registrations; try again shortly",
-            })
+            assert (refused.status_code, refused.json()["error"]) == (
+                503,
+                {
+                    "type": error_kinds.STARTING,
+                    "code": 503,
+                    "message": "the server is reading its persisted adapter registrations; try again shortly",
+                },
+            )
             while not sleeps and not retried.done():  # the client got the same 503 through the front
                 time.sleep(0.2)
             assert server.client.get("/ping").status_code == 503  # still replaying: nothing passes yet
@@ -147,7 +165,8 @@ def test_a_restart_replays_every_registration_before_ping_or_requests_pass_and_b
     # A retried registration after the restart is still recognised as the same adapter.
     retried_registration = register(client, "replay-a-v1", zoo.adapter("good"))
     assert (retried_registration.status_code, retried_registration.text) == (
-        200, "Adapter replay-a-v1 registered (already registered with the same files)"
+        200,
+        "Adapter replay-a-v1 registered (already registered with the same files)",
     )
 
     # Base access is on now: no adapter header reaches the base model, named by its pinned id.

@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from cdk_adapters.contract import error_kinds
-from tests.container.sagemaker_calls import ADAPTER_HEADER, completion_body, invoke, register
+from tests.container.sagemaker_calls import ADAPTER_HEADER, invoke, register
 from tests.support.held_places import CHAT_PATH, HELD_STREAM, Call, release, wait_for
 
 pytestmark = pytest.mark.vllm
@@ -73,7 +73,9 @@ def test_what_cannot_be_served_is_refused_before_its_body_arrives(served):
 def test_a_body_of_a_million_objects_is_refused_by_count(served, zoo):
     assert register(served.client, "storm-v1", zoo.adapter("good")).status_code == 200
     body = b'{"prompt": "hi", "max_tokens": 2, "pad": [' + b"{}," * 1_000_000 + b"{}]}"
-    answer = served.client.post("/invocations", content=body, headers={ADAPTER_HEADER: "storm-v1", "content-type": "application/json"})
+    answer = served.client.post(
+        "/invocations", content=body, headers={ADAPTER_HEADER: "storm-v1", "content-type": "application/json"}
+    )
     assert (answer.status_code, answer.json()["error"]["type"]) == (400, error_kinds.INVALID_JSON)
     assert "1000003 '{' and '[' characters; at most 100000" in answer.json()["error"]["message"]
     assert invoke(served.client, "storm-v1").status_code == 200  # the tenant itself still serves

@@ -56,10 +56,14 @@ def test_a_routed_chat_stream_carries_the_adapters_answer(served, zoo):
 
     (line,) = request_lines(served, already)
     assert (line["adapter"], line["route"], line["stream"], line["status"]) == (
-        "chat-stream-v1", "/v1/chat/completions", True, 200
+        "chat-stream-v1",
+        "/v1/chat/completions",
+        True,
+        200,
     )
     assert (line["prompt_tokens"], line["output_tokens"]) == (
-        direct["usage"]["prompt_tokens"], direct["usage"]["completion_tokens"]
+        direct["usage"]["prompt_tokens"],
+        direct["usage"]["completion_tokens"],
     )
 
 
@@ -82,17 +86,19 @@ def test_deleting_an_adapter_mid_stream_lets_the_stream_finish(served, zoo):
             assert register(client, "leaving-v1", zoo.adapter("good")).status_code == 200
         already = len(served.events())
         requests_before = len(served.events("cdk_adapters.request"))
-        with httpx.Client(base_url=served.url, timeout=120) as streaming:
-            with streaming.stream(
+        with (
+            httpx.Client(base_url=served.url, timeout=120) as streaming,
+            streaming.stream(
                 "POST", "/invocations", json={**body, "stream": True}, headers={ADAPTER_HEADER: "leaving-v1"}
-            ) as stream:
-                assert stream.status_code == 200
-                pieces = stream.iter_bytes()
-                received = next(pieces)
-                removed = unregister(client, "leaving-v1")
-                assert removed.status_code == 200, removed.text
-                assert invoke(client, "leaving-v1").status_code == 404  # new requests: gone at once
-                received += b"".join(pieces)
+            ) as stream,
+        ):
+            assert stream.status_code == 200
+            pieces = stream.iter_bytes()
+            received = next(pieces)
+            removed = unregister(client, "leaving-v1")
+            assert removed.status_code == 200, removed.text
+            assert invoke(client, "leaving-v1").status_code == 404  # new requests: gone at once
+            received += b"".join(pieces)
 
         # Whatever the timing, the stream in flight is never cut short or changed.
         events = server_sent_events(httpx.Response(200, content=received))

@@ -43,14 +43,26 @@ def test_usage_reads_local_metrics_per_adapter_after_real_requests(served, zoo):
 
     # The command itself, as a tenant report: the table and the JSON with a cost split.
     out, err = io.StringIO(), io.StringIO()
-    assert main(["usage", "--prometheus", served.url, "--instance-type", "ml.g5.xlarge", "--instance-hours", "1"],
-                stdout=out, stderr=err) == 0, err.getvalue()
+    assert (
+        main(
+            ["usage", "--prometheus", served.url, "--instance-type", "ml.g5.xlarge", "--instance-hours", "1"],
+            stdout=out,
+            stderr=err,
+        )
+        == 0
+    ), err.getvalue()
     print(f"\ncdk-adapters usage --prometheus {served.url} --instance-type ml.g5.xlarge --instance-hours 1\n{out.getvalue()}")
     assert out.getvalue().startswith(f"Prometheus {served.url}, totals since the server started")
     assert any(line.split()[:1] == [ADAPTER] for line in out.getvalue().splitlines())
     document_out = io.StringIO()
-    assert main(["usage", "--prometheus", served.url, "--json", "--instance-type", "ml.g5.xlarge", "--instance-hours", "1"],
-                stdout=document_out, stderr=io.StringIO()) == 0
+    assert (
+        main(
+            ["usage", "--prometheus", served.url, "--json", "--instance-type", "ml.g5.xlarge", "--instance-hours", "1"],
+            stdout=document_out,
+            stderr=io.StringIO(),
+        )
+        == 0
+    )
     document = json.loads(document_out.getvalue())
     rows = {row["adapter"]: row for row in document["adapters"]}
     assert rows[ADAPTER]["output_tokens"] == after.output_tokens

@@ -15,8 +15,8 @@ import pytest
 from adapter_server import vllm_flags
 from adapter_server.launch import resolve_launch
 from cdk_adapters.contract import serving_env
-from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.contract.serving_image import SERVING_PORT
+from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.hosting.vllm_options import VllmOptions
 
 
@@ -39,11 +39,7 @@ def _parse(parser, env: dict[str, str], tmp_path: Path) -> argparse.Namespace:
 
 
 def test_store_true_only_flags_are_exactly_vllms(parser):
-    store_true = {
-        action.option_strings[0]
-        for action in parser._actions
-        if isinstance(action, argparse._StoreTrueAction)
-    }
+    store_true = {action.option_strings[0] for action in parser._actions if isinstance(action, argparse._StoreTrueAction)}
     assert store_true == vllm_flags.STORE_TRUE_ONLY_FLAGS
 
 
@@ -129,7 +125,10 @@ def test_what_the_construct_renders_is_what_vllm_accepts(parser, tmp_path):
 
 def test_vision_language_options_render_to_what_vllm_accepts(parser, tmp_path):
     bitsandbytes = VllmOptions(
-        enable_tower_connector_lora=True, quantization="bitsandbytes", load_format="bitsandbytes", dtype="bfloat16",
+        enable_tower_connector_lora=True,
+        quantization="bitsandbytes",
+        load_format="bitsandbytes",
+        dtype="bfloat16",
         limit_mm_per_prompt={"image": 1},
     )
     assert bitsandbytes.problems("test") == []
@@ -148,9 +147,14 @@ def test_vision_language_options_render_to_what_vllm_accepts(parser, tmp_path):
 
 
 def test_vision_language_options_are_validated():
-    problems = VllmOptions(enable_tower_connector_lora="yes", quantization="bitsandbytes", load_format="auto", dtype="").problems("ep")
+    problems = VllmOptions(enable_tower_connector_lora="yes", quantization="bitsandbytes", load_format="auto", dtype="").problems(
+        "ep"
+    )
     assert {(p.field, p.message.split(" ")[0]) for p in problems} >= {
-        ("vllm.enable_tower_connector_lora", "must"), ("vllm.load_format", "quantization"), ("vllm.dtype", "must")}
+        ("vllm.enable_tower_connector_lora", "must"),
+        ("vllm.load_format", "quantization"),
+        ("vllm.dtype", "must"),
+    }
 
 
 def test_every_refused_flag_is_one_of_vllms_and_nothing_else_is_refused(parser):

@@ -17,7 +17,11 @@ import pytest
 from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 from tests.container.sagemaker_calls import (
-    ADAPTER_HEADER, CUSTOM_ATTRIBUTES_HEADER, register, request_lines, server_sent_events,
+    ADAPTER_HEADER,
+    CUSTOM_ATTRIBUTES_HEADER,
+    register,
+    request_lines,
+    server_sent_events,
 )
 from tests.support import tiny_vlm
 from tests.support.vlm_reference import greedy_token_ids
@@ -32,7 +36,9 @@ IMAGES = {"image-1": tiny_vlm.png(1), "image-2": tiny_vlm.png(2)}
 def image_chat(image: bytes, *, stream: bool = False) -> dict:
     url = "data:image/png;base64," + base64.b64encode(image).decode()
     return {
-        "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": TEXT}]}],
+        "messages": [
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": TEXT}]}
+        ],
         "max_tokens": NEW_TOKENS,
         "temperature": 0,
         "ignore_eos": True,
@@ -94,8 +100,10 @@ def test_the_container_refuses_the_tower_adapter_vllm_would_half_apply(vlm_serve
     assert 400 <= answer.status_code < 500, answer.text
     assert "vision-tower-layout" in answer.text and "vision_tower.vision_model." in answer.text
     # The server is still serving the correctly keyed tower adapter.
-    assert served_ids(vlm_served, "tower-v1", IMAGES["image-1"], stream=False)[1] == greedy_token_ids(
-        vlm_zoo.base_dir, vlm_zoo.tower, IMAGES["image-1"], TEXT, NEW_TOKENS)[1]
+    assert (
+        served_ids(vlm_served, "tower-v1", IMAGES["image-1"], stream=False)[1]
+        == greedy_token_ids(vlm_zoo.base_dir, vlm_zoo.tower, IMAGES["image-1"], TEXT, NEW_TOKENS)[1]
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
@@ -104,13 +112,20 @@ def test_an_image_body_over_invoke_endpoints_limit_is_413_and_the_adapters_keep_
     big = IMAGES["image-1"] + bytes(4_800_000)
     body = json.dumps(image_chat(big, stream=stream)).encode()
     assert len(body) > INVOKE_ENDPOINT_MAX_BYTES
-    headers = {CUSTOM_ATTRIBUTES_HEADER: "route=/v1/chat/completions", ADAPTER_HEADER: "tower-v1", "content-type": "application/json"}
+    headers = {
+        CUSTOM_ATTRIBUTES_HEADER: "route=/v1/chat/completions",
+        ADAPTER_HEADER: "tower-v1",
+        "content-type": "application/json",
+    }
     already = len(vlm_served.events("cdk_adapters.request"))
     answer = vlm_served.client.post("/invocations", content=body, headers=headers)
     assert answer.status_code == 413, answer.text
     error = answer.json()["error"]
     assert error["type"] == error_kinds.PAYLOAD_TOO_LARGE
-    assert f"the request body is {len(body)} bytes" in error["message"] and f"at most {INVOKE_ENDPOINT_MAX_BYTES} bytes" in error["message"]
+    assert (
+        f"the request body is {len(body)} bytes" in error["message"]
+        and f"at most {INVOKE_ENDPOINT_MAX_BYTES} bytes" in error["message"]
+    )
     assert [line["status"] for line in request_lines(vlm_served, already)] == [413]
     # Refused before vLLM: every adapter (and the base) still answers an image as PEFT computes it.
     for adapter, directory in registered.items():

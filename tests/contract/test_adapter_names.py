@@ -3,11 +3,11 @@ a client reads, and the limits the container enforces."""
 
 from __future__ import annotations
 
-from cdk_adapters.gate.checks.co_hosted import _suggested
 from cdk_adapters.contract import tenant_limits
 from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_name_key, duplicate_adapter_names
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.contract.tenant_limits import AdapterLimits
+from cdk_adapters.gate.checks.co_hosted import _suggested
 
 SPELLINGS = ("Support-EN-v1", "support-en-v1", "SUPPORT-EN-V1")
 
@@ -37,4 +37,3 @@ def test_the_container_finds_an_adapters_limits_by_the_key():
 
 def test_the_gates_suggestion_skips_a_name_taken_in_another_case():
     assert _suggested("support", {adapter_name_key("Support-V1")}) == "support-v2"
-

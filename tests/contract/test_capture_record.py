@@ -14,7 +14,9 @@ def test_off_by_default_and_what_the_construct_renders_the_container_decodes():
     assert cr.environment(cr.CapturePolicy()) == {}
     policy, problems = cr.decode({})
     assert problems == [] and not policy.enabled and policy.for_adapter("any-v1") is None
-    declared = cr.CapturePolicy(default=cr.CaptureSettings(sample_rate=0.05), adapters={"Support-v2": cr.CaptureSettings(redact=("response",))})
+    declared = cr.CapturePolicy(
+        default=cr.CaptureSettings(sample_rate=0.05), adapters={"Support-v2": cr.CaptureSettings(redact=("response",))}
+    )
     decoded, problems = cr.decode(cr.environment(declared))
     assert problems == []
     assert decoded.for_adapter("support-V2") == cr.CaptureSettings(redact=("response",))  # names compare case-insensitively
@@ -23,10 +25,12 @@ def test_off_by_default_and_what_the_construct_renders_the_container_decodes():
 
 def test_bad_settings_name_the_variable_and_every_field():
     raw = json.dumps({"adapters": {"a-v1": {"sample_rate": 0, "max_bytes": 10, "redact": ["images"], "to": "s3"}}})
-    policy, problems = cr.decode({cr.CAPTURE_ENV: raw})
+    _policy, problems = cr.decode({cr.CAPTURE_ENV: raw})
     assert [(p.subject, p.field) for p in problems] == [
-        (cr.CAPTURE_ENV, "adapters.a-v1.to"), (cr.CAPTURE_ENV, "adapters.a-v1.sample_rate"),
-        (cr.CAPTURE_ENV, "adapters.a-v1.max_bytes"), (cr.CAPTURE_ENV, "adapters.a-v1.redact"),
+        (cr.CAPTURE_ENV, "adapters.a-v1.to"),
+        (cr.CAPTURE_ENV, "adapters.a-v1.sample_rate"),
+        (cr.CAPTURE_ENV, "adapters.a-v1.max_bytes"),
+        (cr.CAPTURE_ENV, "adapters.a-v1.redact"),
     ]
     assert cr.decode({cr.CAPTURE_ENV: "{"})[1][0].message.startswith("is not JSON")
 
@@ -41,8 +45,16 @@ def test_sampling_is_drawn_per_request_and_only_for_adapters_with_capture_on():
 
 def exchange(settings: cr.CaptureSettings, request: dict, text: str = "Danke schön") -> cr.CaptureRecord:
     return cr.record_from_exchange(
-        adapter="a-v1", time="2026-12-01T12:00:00.000Z", route="/v1/chat/completions", request=request, answer_text=text,
-        prompt_tokens=7, completion_tokens=3, status=200, request_id="req-1", settings=settings,
+        adapter="a-v1",
+        time="2026-12-01T12:00:00.000Z",
+        route="/v1/chat/completions",
+        request=request,
+        answer_text=text,
+        prompt_tokens=7,
+        completion_tokens=3,
+        status=200,
+        request_id="req-1",
+        settings=settings,
     )
 
 
@@ -65,7 +77,10 @@ def test_a_record_encodes_to_one_marked_line_and_decodes_to_a_replayable_case(tm
 
 
 def test_redaction_happens_before_writing_and_a_redacted_record_is_not_replayed(tmp_path):
-    request = {"messages": [{"role": "system", "content": "secret policy"}, {"role": "user", "content": "my IBAN"}], "max_tokens": 8}
+    request = {
+        "messages": [{"role": "system", "content": "secret policy"}, {"role": "user", "content": "my IBAN"}],
+        "max_tokens": 8,
+    }
     line = cr.encode(exchange(cr.CaptureSettings(redact=("messages", "response")), request))
     assert "secret policy" not in line and "IBAN" not in line and "Danke" not in line
     record, _ = cr.decode_line(line)
@@ -99,17 +114,35 @@ def test_a_replay_counts_skipped_records_and_those_not_answered_greedily(tmp_pat
         {"prompt": "c", "max_tokens": 4},  # the server's default temperature
         {"prompt": "d", "max_tokens": 4, "temperature": 0.0, "top_p": 0.5},  # top_p has no effect on greedy decoding
     ]
-    lines = [cr.encode(cr.record_from_exchange(
-        adapter="a-v1", time="2026-12-01T12:00:00.000Z", route="/v1/completions", request=request, answer_text="x",
-        prompt_tokens=1, completion_tokens=1, status=200, request_id=f"r{index}", settings=cr.CaptureSettings(),
-    )) for index, request in enumerate(requests)]
+    lines = [
+        cr.encode(
+            cr.record_from_exchange(
+                adapter="a-v1",
+                time="2026-12-01T12:00:00.000Z",
+                route="/v1/completions",
+                request=request,
+                answer_text="x",
+                prompt_tokens=1,
+                completion_tokens=1,
+                status=200,
+                request_id=f"r{index}",
+                settings=cr.CaptureSettings(),
+            )
+        )
+        for index, request in enumerate(requests)
+    ]
     lines.append(cr.encode(exchange(cr.CaptureSettings(redact=("prompt",)), {"prompt": "secret", "max_tokens": 4})))
     (tmp_path / "log").write_text("\n".join(lines) + "\n")
     replay, problems = load_replay(tmp_path / "log")
     assert problems == []
     assert (replay.records, len(replay.golden.cases), replay.skipped) == (5, 4, 1)
     assert replay.not_greedy == ("r1", "r2")
-    assert [is_greedy(p) for p in ({"temperature": 0}, {"temperature": 1e-9}, {}, {"temperature": False})] == [True, False, False, False]
+    assert [is_greedy(p) for p in ({"temperature": 0}, {"temperature": 1e-9}, {}, {"temperature": False})] == [
+        True,
+        False,
+        False,
+        False,
+    ]
 
 
 def test_a_redacted_prompt_never_reaches_the_written_line():

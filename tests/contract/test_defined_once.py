@@ -10,18 +10,26 @@ from __future__ import annotations
 
 import ast
 import graphlib
-import sys
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from adapter_server.launch import resolve_launch
-from cdk_adapters.contract import adapter_identity, capture_record, error_kinds, request_metrics, reserved_config, serving_env, tenant_limits
-from cdk_adapters.problems import ConfigurationError
+from cdk_adapters.contract import (
+    adapter_identity,
+    capture_record,
+    error_kinds,
+    request_metrics,
+    reserved_config,
+    serving_env,
+    tenant_limits,
+)
 from cdk_adapters.endpoint.serving_policy import ServingPolicy
 from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.problems import ConfigurationError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = REPO_ROOT / "cdk_adapters" / "contract"
@@ -38,10 +46,13 @@ def _literals(path: Path) -> list[tuple[str, int]]:
         id(node.body[0].value)
         for node in ast.walk(tree)
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
     }
     return [
-        (node.value, node.lineno) for node in ast.walk(tree)
+        (node.value, node.lineno)
+        for node in ast.walk(tree)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
     ]
 
@@ -78,8 +89,10 @@ def test_every_container_variable_is_named_once_in_the_contract():
     assert outside == [], "container variables spelt outside cdk_adapters/contract/"
     assert [name for name, count in inside.items() if count > 1] == [], "a variable defined twice in the contract"
     defined = {
-        value for module in (serving_env, request_metrics, tenant_limits, capture_record, adapter_identity)
-        for name, value in vars(module).items() if name.isupper() and isinstance(value, str) and VARIABLE.match(value)
+        value
+        for module in (serving_env, request_metrics, tenant_limits, capture_record, adapter_identity)
+        for name, value in vars(module).items()
+        if name.isupper() and isinstance(value, str) and VARIABLE.match(value)
     }
     assert defined == set(inside), "every variable the contract spells is a constant of one of its codecs"
     assert {serving_env.ALLOW_BASE_MODEL, request_metrics.EMF_ENV, tenant_limits.LIMITS_ENV} <= defined
@@ -88,7 +101,9 @@ def test_every_container_variable_is_named_once_in_the_contract():
 def test_the_image_sets_only_contract_variables():
     from tests.support.staged_image import environment
 
-    image = {name for name in environment((REPO_ROOT / "container" / "Dockerfile").read_text()) if name.startswith("CDK_ADAPTERS_")}
+    image = {
+        name for name in environment((REPO_ROOT / "container" / "Dockerfile").read_text()) if name.startswith("CDK_ADAPTERS_")
+    }
     assert image and image <= {serving_env.STATE_DIR, serving_env.NO_CUSTOM_CODE_DIR}
 
 
@@ -130,13 +145,14 @@ def test_the_no_forms_and_the_middleware_are_reserved():
 
 @pytest.mark.parametrize(
     "variable",
-    sorted([*reserved_config.CODE_LOADING_VARIABLES, *(prefix + "X" for prefix in reserved_config.CODE_LOADING_VARIABLE_PREFIXES)]),
+    sorted(
+        [*reserved_config.CODE_LOADING_VARIABLES, *(prefix + "X" for prefix in reserved_config.CODE_LOADING_VARIABLE_PREFIXES)]
+    ),
 )
 def test_every_refused_variable_is_refused_by_both_sides(variable, tmp_path):
     _, problems = ServingPolicy(environment={variable: "x"}).render(VllmOptions(), "endpoint")
     assert [problem.field for problem in problems] == [f"environment.{variable}"]
     assert _launcher_refuses({variable: "x"}, tmp_path) == [variable]
-
 
 
 def _imports(path: Path) -> set[str]:
@@ -158,9 +174,11 @@ def test_the_contract_imports_only_the_standard_library_itself_and_the_error_typ
     for module, path in modules.items():
         imported = _imports(path)
         foreign = sorted(
-            name for name in imported
+            name
+            for name in imported
             if name.split(".")[0] not in sys.stdlib_module_names | {"__future__"}
-            and name not in own and name.rsplit(".", 1)[0] not in own
+            and name not in own
+            and name.rsplit(".", 1)[0] not in own
         )
         assert foreign == [], f"{module} imports {foreign}"
         graph[module] = (imported & set(modules)) - {module}

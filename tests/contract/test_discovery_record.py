@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 
+from cdk_adapters.contract.adapter_names import adapter_component_name
 from cdk_adapters.contract.discovery import (
     RECORD_KIND,
     RECORD_VERSION,
@@ -25,7 +26,6 @@ from cdk_adapters.contract.discovery import (
     ServingReference,
     alias_problems,
 )
-from cdk_adapters.contract.adapter_names import adapter_component_name
 
 RECORD = DiscoveryRecord("fleet-1a2b3c4d", "fleet-1a2b3c4d-base", "fleet-1a2b3c4d", allow_base_model=False)
 
@@ -84,8 +84,16 @@ def test_unknown_keys_are_ignored_within_a_version_and_other_versions_refused():
         ('{"adapters": {}}', "not a cdk-adapters/discovery record"),
         (json.dumps({"kind": RECORD_KIND, "version": 1, "endpoint_name": ""}), "'endpoint_name' must be a non-empty string"),
         (
-            json.dumps({"kind": RECORD_KIND, "version": 1, "endpoint_name": "e", "base_inference_component_name": "b",
-                        "component_prefix": "e", "allow_base_model": "yes"}),
+            json.dumps(
+                {
+                    "kind": RECORD_KIND,
+                    "version": 1,
+                    "endpoint_name": "e",
+                    "base_inference_component_name": "b",
+                    "component_prefix": "e",
+                    "allow_base_model": "yes",
+                }
+            ),
             "'allow_base_model' must be true or false",
         ),
     ],
@@ -118,7 +126,7 @@ def test_alias_rules():
         },
         adapters,
     )
-    by_alias = {alias: message for alias, message in found}
+    by_alias = dict(found)
     assert set(by_alias) == {"sum", "zero", "unknown", "Billing-V1", "empty"}
     assert "sum to 100, got 90" in by_alias["sum"]
     assert "integers from 1 to 100" in by_alias["zero"]
@@ -165,7 +173,10 @@ def test_tenant_assignments_round_trip_as_serving_version_2():
     record = DiscoveryRecord(**{**RECORD.__dict__, "serving": TENANTS})
     document = json.loads(record.to_json())
     assert document["serving"]["version"] == SERVING_TENANTS_VERSION == 2
-    assert document["serving"]["tenants"] == {"acme": ["s3://adapters/acme/"], "beta": ["s3://adapters/beta/", "s3://beta-extra/"]}
+    assert document["serving"]["tenants"] == {
+        "acme": ["s3://adapters/acme/"],
+        "beta": ["s3://adapters/beta/", "s3://beta-extra/"],
+    }
     assert DiscoveryRecord.from_json(record.to_json()) == record
     assert TENANTS.tenants == ("acme", "beta") and TENANTS.tenant_of("BETA") == "beta" and TENANTS.tenant_of("gamma") is None
     assert TENANTS.locations_of("beta") == ("s3://adapters/beta/", "s3://beta-extra/")
@@ -195,8 +206,12 @@ def test_the_most_specific_assigned_location_owns_an_object():
     assert TENANTS.owner_of("beta-extra", "x/adapter.tar.gz") == ("beta", "s3://beta-extra/")
     assert TENANTS.owner_of("adapters", "acme-old/adapter.tar.gz") is None  # a prefix is a folder, not a string start
     assert TENANTS.owner_of("adapters", "platform-v1/adapter.tar.gz") is None  # the platform's own location
-    nested = ServingReference(None, 16, adapter_locations=("s3://bkt/", "s3://bkt/beta/"),
-                              tenant_locations=(("acme", "s3://bkt/"), ("beta", "s3://bkt/beta/")))
+    nested = ServingReference(
+        None,
+        16,
+        adapter_locations=("s3://bkt/", "s3://bkt/beta/"),
+        tenant_locations=(("acme", "s3://bkt/"), ("beta", "s3://bkt/beta/")),
+    )
     assert nested.owner_of("bkt", "beta/beta-v1/adapter.tar.gz") == ("beta", "s3://bkt/beta/")
     assert nested.owner_of("bkt", "acme-v1/adapter.tar.gz") == ("acme", "s3://bkt/")
 
@@ -209,8 +224,10 @@ def test_the_most_specific_assigned_location_owns_an_object():
         ({"acme": ["s3://elsewhere/"]}, "serving.tenants.acme: 's3://elsewhere/' is not one of serving.adapter_locations"),
         ({"ac me": ["s3://adapters/acme/"]}, "serving.tenants: tenant 'ac me' must be 1 to 63 letters, digits and inner hyphens"),
         ({"acme": ["s3://adapters/acme/"], "ACME": ["s3://adapters/beta/"]}, "tenant 'ACME' is listed twice"),
-        ({"acme": ["s3://adapters/acme/"], "beta": ["s3://adapters/acme/"]},
-         "serving.tenants: 's3://adapters/acme/' is assigned to 2 tenants ('acme', 'beta'); a location has one"),
+        (
+            {"acme": ["s3://adapters/acme/"], "beta": ["s3://adapters/acme/"]},
+            "serving.tenants: 's3://adapters/acme/' is assigned to 2 tenants ('acme', 'beta'); a location has one",
+        ),
     ],
 )
 def test_malformed_tenant_assignments_say_what_is_wrong(tenants, message):
@@ -235,18 +252,31 @@ def test_the_record_size_grows_with_tenants_never_with_adapters():
     text = record.to_json()
     names = {record.component_name(f"acme-{index}-v1") for index in range(1000)}
     assert len(names) == 1000 and record.to_json() == text
-    more = ServingReference(None, 16, adapter_locations=TENANTS.adapter_locations + ("s3://adapters/gamma/",),
-                            tenant_locations=TENANTS.tenant_locations + (("gamma", "s3://adapters/gamma/"),))
+    more = ServingReference(
+        None,
+        16,
+        adapter_locations=(*TENANTS.adapter_locations, "s3://adapters/gamma/"),
+        tenant_locations=(*TENANTS.tenant_locations, ("gamma", "s3://adapters/gamma/")),
+    )
     assert len(DiscoveryRecord(**{**RECORD.__dict__, "serving": more}).to_json()) > len(text)
 
 
 def test_a_malformed_serving_reference_names_every_field():
     document = json.loads(RECORD.to_json())
-    document["serving"] = {"version": SERVING_VERSION, "max_lora_rank": 0, "adapter_locations": ["http://x"],
-                           "base_model": {"hidden_size": -1, "module_names": []}}
+    document["serving"] = {
+        "version": SERVING_VERSION,
+        "max_lora_rank": 0,
+        "adapter_locations": ["http://x"],
+        "base_model": {"hidden_size": -1, "module_names": []},
+    }
     with pytest.raises(DiscoveryRecordError) as caught:
         DiscoveryRecord.from_json(json.dumps(document))
-    for field in ("serving.max_lora_rank", "serving.adapter_locations", "serving.base_model.hidden_size", "serving.base_model.module_names"):
+    for field in (
+        "serving.max_lora_rank",
+        "serving.adapter_locations",
+        "serving.base_model.hidden_size",
+        "serving.base_model.module_names",
+    ):
         assert field in str(caught.value)
 
 
@@ -255,6 +285,8 @@ def test_a_serving_references_locations_are_read_by_the_one_s3_url_parser():
     document["serving"]["adapter_locations"] = ["s3://adapters/team/", "s3://Team_Bucket/adapters/", "s3://"]
     with pytest.raises(DiscoveryRecordError) as caught:
         DiscoveryRecord.from_json(json.dumps(document))
-    assert "serving.adapter_locations: 's3://Team_Bucket/adapters/': bucket 'Team_Bucket' may hold only lower-case" in str(caught.value)
+    assert "serving.adapter_locations: 's3://Team_Bucket/adapters/': bucket 'Team_Bucket' may hold only lower-case" in str(
+        caught.value
+    )
     assert "serving.adapter_locations: 's3://' names no bucket" in str(caught.value)
     assert "'s3://adapters/team/'" not in str(caught.value)

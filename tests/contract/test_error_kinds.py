@@ -25,7 +25,8 @@ def test_every_refusal_the_container_sends_names_a_contract_kind():
     refusals = _refusal_kinds()
     assert len(refusals) >= 20  # every Refusal(...) in the server was seen, not none
     spelled = [
-        f"{module}:{line}" for module, line, kind in refusals
+        f"{module}:{line}"
+        for module, line, kind in refusals
         if not (isinstance(kind, ast.Attribute) and getattr(kind.value, "id", None) == "error_kinds" and kind.attr in KINDS)
     ]
     assert spelled == [], "refusal kinds spelled out instead of read from cdk_adapters.contract.error_kinds"
@@ -36,8 +37,16 @@ def test_every_refusal_the_container_sends_names_a_contract_kind():
 def test_the_client_reads_the_kinds_it_types_from_the_contract():
     source = CLIENT_ERRORS.read_text()
     compared = {
-        node.attr for node in ast.walk(ast.parse(source))
+        node.attr
+        for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.Attribute) and getattr(node.value, "id", None) == "error_kinds"
     }
-    assert compared == {"ADAPTER_NOT_FOUND", "ADAPTER_REQUIRED", "PAYLOAD_TOO_LARGE", "ADAPTER_LOAD_FAILED", "UNHEALTHY", "ADAPTER_THROTTLED"}
+    assert compared == {
+        "ADAPTER_NOT_FOUND",
+        "ADAPTER_REQUIRED",
+        "PAYLOAD_TOO_LARGE",
+        "ADAPTER_LOAD_FAILED",
+        "UNHEALTHY",
+        "ADAPTER_THROTTLED",
+    }
     assert not [value for value in (getattr(error_kinds, k) for k in KINDS) if f'"{value}"' in source]

@@ -13,19 +13,39 @@ from pathlib import Path
 import pytest
 
 from adapter_server.launch import resolve_launch
-from cdk_adapters.contract import serving_env
-from cdk_adapters.contract import reserved_config
-from cdk_adapters.problems import ConfigurationError
+from cdk_adapters.contract import reserved_config, serving_env
 from cdk_adapters.endpoint.serving_policy import ServingPolicy
 from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.problems import ConfigurationError
 
-REFUSED_ARGS = ["--no-enable-lora", "--no_enable_lora", "--middleware", "--trust-remote-code", "--trust_remote_code", "--config",
-                "--api-server-count=2", "-asc", "--port", "--tool-parser-plugin", "--worker-cls", "--middlew",
-                "--trust-request-chat-template", "--no-trust-request-chat-template"]
-REFUSED_VARIABLES = ["CUSTOM_SCRIPT_FILENAME", "CUSTOM_FASTAPI_PING_HANDLER", "CUSTOM_PRE_PROCESS", "VLLM_SERVER_DEV_MODE",
-                     "VLLM_LORA_RESOLVER_CACHE_DIR", "VLLM_PLUGINS", "SAGEMAKER_TRANSFORMS_X",
-                     # the tenant boundary: a lost adapter answered by the base, one session store for every tenant
-                     "VLLM_SKIP_MODEL_NAME_VALIDATION", "SAGEMAKER_ENABLE_STATEFUL_SESSIONS"]
+REFUSED_ARGS = [
+    "--no-enable-lora",
+    "--no_enable_lora",
+    "--middleware",
+    "--trust-remote-code",
+    "--trust_remote_code",
+    "--config",
+    "--api-server-count=2",
+    "-asc",
+    "--port",
+    "--tool-parser-plugin",
+    "--worker-cls",
+    "--middlew",
+    "--trust-request-chat-template",
+    "--no-trust-request-chat-template",
+]
+REFUSED_VARIABLES = [
+    "CUSTOM_SCRIPT_FILENAME",
+    "CUSTOM_FASTAPI_PING_HANDLER",
+    "CUSTOM_PRE_PROCESS",
+    "VLLM_SERVER_DEV_MODE",
+    "VLLM_LORA_RESOLVER_CACHE_DIR",
+    "VLLM_PLUGINS",
+    "SAGEMAKER_TRANSFORMS_X",
+    # the tenant boundary: a lost adapter answered by the base, one session store for every tenant
+    "VLLM_SKIP_MODEL_NAME_VALIDATION",
+    "SAGEMAKER_ENABLE_STATEFUL_SESSIONS",
+]
 
 
 def launcher_refusals(environ: dict[str, str], tmp_path: Path) -> set[str]:
@@ -46,7 +66,9 @@ def test_an_extra_argument_is_refused_at_synth_and_at_start(arg, tmp_path):
 @pytest.mark.parametrize("variable", REFUSED_VARIABLES)
 def test_a_code_loading_variable_is_refused_at_synth_and_at_start(variable, tmp_path):
     _, problems = ServingPolicy(environment={variable: "x"}).render(VllmOptions(), "endpoint")
-    assert [(p.field, "is refused by the serving container" in p.message) for p in problems] == [(f"environment.{variable}", True)]
+    assert [(p.field, "is refused by the serving container" in p.message) for p in problems] == [
+        (f"environment.{variable}", True)
+    ]
     assert launcher_refusals({variable: "x"}, tmp_path) == {variable}
 
 

@@ -32,7 +32,10 @@ def test_what_the_construct_renders_the_container_reads_back(policy):
     settings, decode_problems = ServingSettings.from_environ(env)
     assert decode_problems == []
     assert (settings.allow_base_model, settings.allow_vision_modules, settings.base_model_id, settings.base_model_revision) == (
-        policy.allow_base_model, policy.allow_vision_modules, policy.base_model_id, policy.base_model_revision,
+        policy.allow_base_model,
+        policy.allow_vision_modules,
+        policy.base_model_id,
+        policy.base_model_revision,
     )
 
 
@@ -59,13 +62,14 @@ def test_every_typed_option_has_one_variable_and_the_launcher_reads_it_as_its_fl
         flag = "--" + option.name.replace("_", "-")
         assert (variable.startswith(serving_env.VLLM_FLAG_PREFIX), serving_env.variable_flag(variable)) == (True, flag)
     (tmp_path / "empty").mkdir()
-    options = VllmOptions(max_loras=2, max_cpu_loras=6, enforce_eager=True, limit_mm_per_prompt={"image": 1},
-                          extra_args=("--seed", "7"))
+    options = VllmOptions(
+        max_loras=2, max_cpu_loras=6, enforce_eager=True, limit_mm_per_prompt={"image": 1}, extra_args=("--seed", "7")
+    )
     plan = resolve_launch(options.environment(), python="python", no_custom_code_dir=tmp_path / "empty", model_dir=tmp_path)
     command = list(plan.command)
     for tokens in (["--max-loras", "2"], ["--max-cpu-loras", "6"], ["--limit-mm-per-prompt", '{"image":1}'], ["--seed", "7"]):
         start = command.index(tokens[0])
-        assert command[start:start + len(tokens)] == tokens
+        assert command[start : start + len(tokens)] == tokens
     assert "--enforce-eager" in command
 
 

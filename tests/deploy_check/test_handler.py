@@ -41,8 +41,13 @@ def runtime():
 
 
 def properties(adapters: dict[str, str], checks: dict[str, dict] | None = None, endpoint: str = ENDPOINT) -> dict:
-    found = {"ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:framework", "EndpointName": endpoint,
-             "ComponentPrefix": PREFIX, "Request": json.dumps(REQUEST, sort_keys=True), "Adapters": adapters}
+    found = {
+        "ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:framework",
+        "EndpointName": endpoint,
+        "ComponentPrefix": PREFIX,
+        "Request": json.dumps(REQUEST, sort_keys=True),
+        "Adapters": adapters,
+    }
     if checks:
         found["Checks"] = {name: json.dumps(check) for name, check in checks.items()}
     return found
@@ -51,9 +56,13 @@ def properties(adapters: dict[str, str], checks: dict[str, dict] | None = None, 
 def event(request_type: str, props: dict, old: dict | None = None) -> dict:
     """A CloudFormation custom-resource request as the provider framework hands it to onEvent."""
     found = {
-        "RequestType": request_type, "ServiceToken": props["ServiceToken"], "ResponseURL": "https://example.invalid/response",
-        "StackId": "arn:aws:cloudformation:us-east-1:111122223333:stack/Adapters-prod/guid", "RequestId": "request-1",
-        "LogicalResourceId": "ServingDeployCheck8D2BBA44", "ResourceType": "Custom::AdapterDeployCheck",
+        "RequestType": request_type,
+        "ServiceToken": props["ServiceToken"],
+        "ResponseURL": "https://example.invalid/response",
+        "StackId": "arn:aws:cloudformation:us-east-1:111122223333:stack/Adapters-prod/guid",
+        "RequestId": "request-1",
+        "LogicalResourceId": "ServingDeployCheck8D2BBA44",
+        "ResourceType": "Custom::AdapterDeployCheck",
         "ResourceProperties": props,
     }
     if request_type != "Create":
@@ -65,9 +74,14 @@ def event(request_type: str, props: dict, old: dict | None = None) -> dict:
 
 def answer(model: str, text: str = " thirty days") -> dict:
     """A completions answer as vLLM writes it behind /invocations."""
-    return {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": model,
-            "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 2, "completion_tokens": 8, "total_tokens": 10}}
+    return {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 2, "completion_tokens": 8, "total_tokens": 10},
+    }
 
 
 def body_of(document: dict) -> StreamingBody:
@@ -79,15 +93,22 @@ def expect_invoke(stubber: Stubber, adapter: str, document: dict, request: dict 
     stubber.add_response(
         "invoke_endpoint",
         {"Body": body_of(document), "ContentType": "application/json"},
-        {"EndpointName": ENDPOINT, "InferenceComponentName": index.component_name(PREFIX, adapter),
-         "Body": json.dumps(request).encode(), "ContentType": "application/json", "Accept": "application/json"},
+        {
+            "EndpointName": ENDPOINT,
+            "InferenceComponentName": index.component_name(PREFIX, adapter),
+            "Body": json.dumps(request).encode(),
+            "ContentType": "application/json",
+            "Accept": "application/json",
+        },
     )
 
 
 def model_error(stubber: Stubber, status: int, container_body: dict) -> None:
     original = json.dumps(container_body)
     stubber.add_client_error(
-        "invoke_endpoint", service_error_code="ModelError", http_status_code=424,
+        "invoke_endpoint",
+        service_error_code="ModelError",
+        http_status_code=424,
         service_message=f'Received client error ({status}) from primary with message "{original}".',
         modeled_fields={"OriginalStatusCode": status, "OriginalMessage": original},
     )
@@ -177,7 +198,9 @@ def test_an_adapter_that_does_not_answer_within_the_timeout_fails_the_deployment
     clock = FakeClock()
     try:
         with pytest.raises(index.DeployCheckFailed) as raised:
-            index.handle(event("Create", properties({"support-en-v1": "a" * 16})), client, settings, 600, clock=clock, sleep=clock.sleep)
+            index.handle(
+                event("Create", properties({"support-en-v1": "a" * 16})), client, settings, 600, clock=clock, sleep=clock.sleep
+            )
     finally:
         server.close()
     assert "support-en-v1: did not answer within 0.5 s" in str(raised.value)
@@ -186,7 +209,9 @@ def test_an_adapter_that_does_not_answer_within_the_timeout_fails_the_deployment
 
 def test_a_scaled_to_zero_component_waking_up_is_retried_until_it_answers():
     client, stubber = runtime()
-    stubber.add_client_error("invoke_endpoint", service_error_code="ValidationError", service_message=NO_CAPACITY, http_status_code=400)
+    stubber.add_client_error(
+        "invoke_endpoint", service_error_code="ValidationError", service_message=NO_CAPACITY, http_status_code=400
+    )
     status, replaying = held_while_replaying(pending=2)
     model_error(stubber, status, replaying)
     expect_invoke(stubber, "support-en-v1", answer("support-en-v1"))
@@ -201,7 +226,9 @@ def test_a_scaled_to_zero_component_waking_up_is_retried_until_it_answers():
 def test_a_component_that_stays_without_capacity_fails_after_its_attempts():
     client, stubber = runtime()
     for _ in range(SETTINGS.wake_attempts):
-        stubber.add_client_error("invoke_endpoint", service_error_code="ValidationError", service_message=NO_CAPACITY, http_status_code=400)
+        stubber.add_client_error(
+            "invoke_endpoint", service_error_code="ValidationError", service_message=NO_CAPACITY, http_status_code=400
+        )
     clock = FakeClock()
     with stubber, pytest.raises(index.DeployCheckFailed) as raised:
         handle(client, event("Create", properties({"support-en-v1": "a" * 16})), clock)
@@ -259,7 +286,9 @@ def test_an_adapters_own_request_and_expected_answer_are_used():
     }
     client, stubber = runtime()
     expect_invoke(stubber, "extract-v1", answer("extract-v1", text='{"name": "x"}'))
-    expect_invoke(stubber, "support-de-v1", answer("support-de-v1", text=" dreissig Tage"), request={"prompt": "Hallo", "max_tokens": 4})
+    expect_invoke(
+        stubber, "support-de-v1", answer("support-de-v1", text=" dreissig Tage"), request={"prompt": "Hallo", "max_tokens": 4}
+    )
     with stubber, pytest.raises(index.DeployCheckFailed) as raised:
         handle(client, event("Create", properties({"support-de-v1": "a" * 16, "extract-v1": "b" * 16}, checks)))
     message = str(raised.value)
@@ -279,9 +308,15 @@ def test_the_handler_keeps_the_rules_it_shares_with_the_library():
     assert index.UNHEALTHY_KIND == error_kinds.UNHEALTHY
     assert index.component_name("p-1", "Support-EN-v1") == adapter_component_name("p-1", "Support-EN-v1")
     client, stubber = runtime()
-    stubber.add_client_error("invoke_endpoint", service_error_code="ValidationError", service_message=NO_CAPACITY, http_status_code=400)
-    stubber.add_client_error("invoke_endpoint", service_error_code="ModelNotReadyException", service_message="not ready", http_status_code=429)
-    stubber.add_client_error("invoke_endpoint", service_error_code="ValidationError", service_message="Endpoint x not found.", http_status_code=400)
+    stubber.add_client_error(
+        "invoke_endpoint", service_error_code="ValidationError", service_message=NO_CAPACITY, http_status_code=400
+    )
+    stubber.add_client_error(
+        "invoke_endpoint", service_error_code="ModelNotReadyException", service_message="not ready", http_status_code=429
+    )
+    stubber.add_client_error(
+        "invoke_endpoint", service_error_code="ValidationError", service_message="Endpoint x not found.", http_status_code=400
+    )
     model_error(stubber, *start_up_failed("boom"))
     model_error(stubber, *held_while_replaying(pending=1))
     seen = []
@@ -289,7 +324,7 @@ def test_the_handler_keeps_the_rules_it_shares_with_the_library():
         for _ in range(5):
             try:
                 client.invoke_endpoint(EndpointName=ENDPOINT, InferenceComponentName="c", Body=b"{}")
-            except Exception as error:  # noqa: BLE001 - every stubbed error is compared
+            except Exception as error:
                 seen.append((index.is_waking(error), client_errors.is_waking(error)))
     assert seen == [(True, True), (True, True), (False, False), (False, False), (True, True)]
 
@@ -317,7 +352,11 @@ def cloudformation_reporting(status: str):
     stack_id = "arn:aws:cloudformation:us-east-1:111122223333:stack/Adapters-prod/guid"
     stubber.add_response(
         "describe_stacks",
-        {"Stacks": [{"StackName": "Adapters-prod", "StackId": stack_id, "CreationTime": "2026-01-01T00:00:00Z", "StackStatus": status}]},
+        {
+            "Stacks": [
+                {"StackName": "Adapters-prod", "StackId": stack_id, "CreationTime": "2026-01-01T00:00:00Z", "StackStatus": status}
+            ]
+        },
         {"StackName": stack_id},
     )
     return client, stubber
@@ -326,12 +365,23 @@ def cloudformation_reporting(status: str):
 def test_the_update_a_rollback_sends_checks_nothing():
     # The failed deploy added tenant-b; rolling back, CloudFormation reverts the components and then
     # updates this resource back to the old properties. Failing now would leave UPDATE_ROLLBACK_FAILED.
-    good, failed = properties({"tenant-a-v1": "a" * 16, "tenant-c-v1": "1" * 16}), properties({"tenant-a-v1": "a" * 16, "tenant-c-v1": "2" * 16})
+    good, failed = (
+        properties({"tenant-a-v1": "a" * 16, "tenant-c-v1": "1" * 16}),
+        properties({"tenant-a-v1": "a" * 16, "tenant-c-v1": "2" * 16}),
+    )
     client, stubber = runtime()
     cloudformation, cfn_stubber = cloudformation_reporting("UPDATE_ROLLBACK_IN_PROGRESS")
     clock = FakeClock()
     with stubber, cfn_stubber:
-        response = index.handle(event("Update", good, old=failed), client, SETTINGS, 600, cloudformation=cloudformation, clock=clock, sleep=clock.sleep)
+        response = index.handle(
+            event("Update", good, old=failed),
+            client,
+            SETTINGS,
+            600,
+            cloudformation=cloudformation,
+            clock=clock,
+            sleep=clock.sleep,
+        )
     cfn_stubber.assert_no_pending_responses()
     assert response == {"PhysicalResourceId": f"deploy-check-{ENDPOINT}", "Data": {"Checked": "0"}}
 
@@ -343,7 +393,9 @@ def test_an_ordinary_update_reads_the_stack_status_and_checks_the_change():
     clock = FakeClock()
     old, new = properties({"tenant-c-v1": "1" * 16}), properties({"tenant-c-v1": "2" * 16})
     with stubber, cfn_stubber:
-        response = index.handle(event("Update", new, old=old), client, SETTINGS, 600, cloudformation=cloudformation, clock=clock, sleep=clock.sleep)
+        response = index.handle(
+            event("Update", new, old=old), client, SETTINGS, 600, cloudformation=cloudformation, clock=clock, sleep=clock.sleep
+        )
     stubber.assert_no_pending_responses()
     assert response["Data"] == {"Checked": "1"}
 
@@ -352,7 +404,9 @@ def test_an_answer_without_the_expected_text_fails_the_deployment_naming_the_ada
     """The failing side of expect_text, without a server (until now only a vLLM test had one)."""
     checks = {"support-de-v1": {"body": {"prompt": "Hallo", "max_tokens": 4}, "expect_text": "Tage"}}
     client, stubber = runtime()
-    expect_invoke(stubber, "support-de-v1", answer("support-de-v1", text=" thirty days"), request={"prompt": "Hallo", "max_tokens": 4})
+    expect_invoke(
+        stubber, "support-de-v1", answer("support-de-v1", text=" thirty days"), request={"prompt": "Hallo", "max_tokens": 4}
+    )
     with stubber, pytest.raises(index.DeployCheckFailed) as raised:
         handle(client, event("Create", properties({"support-de-v1": "a" * 16}, checks)))
     message = str(raised.value)

@@ -42,7 +42,11 @@ def only(template: dict, resource_type: str) -> tuple[str, dict]:
 
 
 def check_policy(template: dict) -> dict:
-    [policy] = [r for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and k.startswith("ServingDeployCheckPolicy")]
+    [policy] = [
+        r
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::IAM::Policy" and k.startswith("ServingDeployCheckPolicy")
+    ]
     return policy["Properties"]["PolicyDocument"]
 
 
@@ -51,8 +55,9 @@ def test_one_adapter_gets_a_custom_resource_after_its_component_with_a_least_pri
     endpoint = endpoint_with_check(stack)
     template = Template.from_stack(stack).to_json()
     _, check = only(template, RESOURCE_TYPE)
-    [component_id] = [k for k, r in template["Resources"].items()
-                      if r["Type"] == "AWS::SageMaker::InferenceComponent" and "Adapters" in k]
+    [component_id] = [
+        k for k, r in template["Resources"].items() if r["Type"] == "AWS::SageMaker::InferenceComponent" and "Adapters" in k
+    ]
     base_id = stack.get_logical_id(endpoint.base_component.resource)
     properties = check["Properties"]
     assert properties["ComponentPrefix"] == endpoint.prefix
@@ -61,11 +66,16 @@ def test_one_adapter_gets_a_custom_resource_after_its_component_with_a_least_pri
     assert "Checks" not in properties
     assert properties["ServiceTimeout"] == "1200"  # CloudFormation stops waiting after 20 minutes, not an hour
     assert {component_id, base_id} <= set(check["DependsOn"])
-    _, function = only({"Resources": {k: r for k, r in template["Resources"].items() if "DeployCheckFunction" in k}}, "AWS::Lambda::Function")
+    _, function = only(
+        {"Resources": {k: r for k, r in template["Resources"].items() if "DeployCheckFunction" in k}}, "AWS::Lambda::Function"
+    )
     assert function["Properties"]["Runtime"] == "python3.14" and function["Properties"]["Handler"] == "index.on_event"
     assert function["Properties"]["Timeout"] == 840 and "VpcConfig" not in function["Properties"]
     assert function["Properties"]["Environment"]["Variables"] == {
-        "CHECK_TIMEOUT_SECONDS": "60", "CHECK_WAKE_ATTEMPTS": "20", "CHECK_RETRY_INTERVAL_SECONDS": "30", "CHECK_CONCURRENCY": "4",
+        "CHECK_TIMEOUT_SECONDS": "60",
+        "CHECK_WAKE_ATTEMPTS": "20",
+        "CHECK_RETRY_INTERVAL_SECONDS": "30",
+        "CHECK_CONCURRENCY": "4",
     }
     groups = [r for k, r in template["Resources"].items() if r["Type"] == "AWS::Logs::LogGroup" and "DeployCheck" in k]
     assert len(groups) == 2 and all(g["Properties"]["RetentionInDays"] == 365 for g in groups)
@@ -84,7 +94,10 @@ def test_the_policy_invokes_only_this_endpoints_adapter_components_never_the_bas
 
     invoke = statements["InvokeAdapterComponents"]
     assert invoke["Effect"] == "Allow" and invoke["Action"] == "sagemaker:InvokeEndpoint"
-    assert [arn_tail(r) for r in invoke["Resource"]] == [f":endpoint/{endpoint.prefix}", f":inference-component/{endpoint.prefix}-*"]
+    assert [arn_tail(r) for r in invoke["Resource"]] == [
+        f":endpoint/{endpoint.prefix}",
+        f":inference-component/{endpoint.prefix}-*",
+    ]
     deny = statements["NeverTheBaseComponent"]
     assert deny["Effect"] == "Deny" and arn_tail(deny["Resource"]) == f":inference-component/{endpoint.base_component_name}"
     assert statements["WriteOwnLogs"]["Action"] == ["logs:CreateLogStream", "logs:PutLogEvents"]
@@ -107,7 +120,10 @@ def test_adding_one_adapter_changes_only_its_entry_and_the_handler_checks_only_i
         endpoint_with_check(stack, adapters=names)
         return Template.from_stack(stack).to_json()
 
-    before, after = synthesized(["support-en-v1", "support-de-v1"]), synthesized(["support-en-v1", "support-de-v1", "support-fr-v1"])
+    before, after = (
+        synthesized(["support-en-v1", "support-de-v1"]),
+        synthesized(["support-en-v1", "support-de-v1", "support-fr-v1"]),
+    )
     old, new = only(before, RESOURCE_TYPE)[1]["Properties"], only(after, RESOURCE_TYPE)[1]["Properties"]
     assert {k: v for k, v in new["Adapters"].items() if k != "support-fr-v1"} == old["Adapters"]
     assert index.changed_adapters(new, old) == ["support-fr-v1"]
@@ -129,8 +145,11 @@ def test_a_new_artifact_or_check_request_makes_the_adapter_changed():
 def test_an_adapters_own_check_is_rendered_for_the_handler():
     stack = cdk.Stack(cdk.App(), "Check-Own")
     endpoint = build_endpoint(stack, deploy_check=DeployCheck())
-    endpoint.add_adapter("extract-v1", artifact=artifact("extract-v1"),
-                         check=AdapterCheck(body={"messages": [{"role": "user", "content": "Extract"}]}, expect_json_keys=["name"]))
+    endpoint.add_adapter(
+        "extract-v1",
+        artifact=artifact("extract-v1"),
+        check=AdapterCheck(body={"messages": [{"role": "user", "content": "Extract"}]}, expect_json_keys=["name"]),
+    )
     _, check = only(Template.from_stack(stack).to_json(), RESOURCE_TYPE)
     [target] = index.targets(check["Properties"], ["extract-v1"])
     assert target.body == {"messages": [{"role": "user", "content": "Extract"}]} and target.expect_json_keys == ("name",)
@@ -140,7 +159,10 @@ def test_an_adapters_own_check_is_rendered_for_the_handler():
 def test_in_a_vpc_the_check_function_runs_in_the_endpoints_subnets_with_https_egress_only():
     stack = cdk.Stack(cdk.App(), "Check-Vpc")
     vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a", "us-east-1b"],
+        stack,
+        "Vpc",
+        vpc_id="vpc-12345678",
+        availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-aaaa1111", "subnet-bbbb2222"],
     )
     endpoint_with_check(stack, vpc=vpc)
@@ -149,7 +171,13 @@ def test_in_a_vpc_the_check_function_runs_in_the_endpoints_subnets_with_https_eg
     assert function["Properties"]["VpcConfig"]["SubnetIds"] == ["subnet-aaaa1111", "subnet-bbbb2222"]
     [group] = [r for k, r in template["Resources"].items() if k.startswith("ServingDeployCheckSecurityGroup")]
     assert group["Properties"]["SecurityGroupEgress"] == [
-        {"CidrIp": "0.0.0.0/0", "Description": "HTTPS to the SageMaker runtime (VPC endpoint or NAT)", "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
+        {
+            "CidrIp": "0.0.0.0/0",
+            "Description": "HTTPS to the SageMaker runtime (VPC endpoint or NAT)",
+            "FromPort": 443,
+            "IpProtocol": "tcp",
+            "ToPort": 443,
+        }
     ]
     assert "SecurityGroupIngress" not in group["Properties"]
     statements = {s["Sid"] for s in check_policy(template)["Statement"]}
@@ -171,25 +199,41 @@ def test_bad_settings_are_refused_with_every_problem_at_once():
     with pytest.raises(ConfigurationError) as raised:
         build_endpoint(
             cdk.Stack(cdk.App(), "Check-Bad"),
-            deploy_check=DeployCheck(body={"model": "x", "stream": True}, timeout=cdk.Duration.minutes(20), wake_attempts=0, concurrency=99),
+            deploy_check=DeployCheck(
+                body={"model": "x", "stream": True}, timeout=cdk.Duration.minutes(20), wake_attempts=0, concurrency=99
+            ),
         )
     text = str(raised.value)
-    for field in ("deploy_check.body: needs \"prompt\"", "deploy_check.body.model: must be left out", "deploy_check.body.stream",
-                  "deploy_check.timeout", "deploy_check.wake_attempts: must be an integer from 1 to 100", "deploy_check.concurrency"):
+    for field in (
+        'deploy_check.body: needs "prompt"',
+        "deploy_check.body.model: must be left out",
+        "deploy_check.body.stream",
+        "deploy_check.timeout",
+        "deploy_check.wake_attempts: must be an integer from 1 to 100",
+        "deploy_check.concurrency",
+    ):
         assert field in text, field
 
 
 def test_a_wait_that_cannot_fit_in_one_lambda_run_is_refused():
-    with pytest.raises(ConfigurationError, match=r"deploy_check.wake_attempts: \(30\) x retry_interval \(60 s\) plus timeout \(60 s\) is 1800 s"):
-        build_endpoint(cdk.Stack(cdk.App(), "Check-Long"), deploy_check=DeployCheck(wake_attempts=30, retry_interval=cdk.Duration.seconds(60)))
+    with pytest.raises(
+        ConfigurationError, match=r"deploy_check.wake_attempts: \(30\) x retry_interval \(60 s\) plus timeout \(60 s\) is 1800 s"
+    ):
+        build_endpoint(
+            cdk.Stack(cdk.App(), "Check-Long"),
+            deploy_check=DeployCheck(wake_attempts=30, retry_interval=cdk.Duration.seconds(60)),
+        )
 
 
 def test_an_adapter_check_is_refused_naming_the_adapter_and_field_and_nothing_is_added():
     stack = cdk.Stack(cdk.App(), "Check-Row")
     endpoint = build_endpoint(stack, deploy_check=DeployCheck())
     with pytest.raises(ConfigurationError) as raised:
-        endpoint.add_adapter("support-en-v1", artifact=artifact("support-en-v1"),
-                             check=AdapterCheck(body={"prompt": "x" * 3000}, expect_text="", expect_json_keys="name"))
+        endpoint.add_adapter(
+            "support-en-v1",
+            artifact=artifact("support-en-v1"),
+            check=AdapterCheck(body={"prompt": "x" * 3000}, expect_text="", expect_json_keys="name"),
+        )
     text = str(raised.value)
     assert "adapter 'support-en-v1'" in text
     for field in ("check.body: is 3", "check.expect_text", "check.expect_json_keys"):
@@ -199,7 +243,9 @@ def test_an_adapter_check_is_refused_naming_the_adapter_and_field_and_nothing_is
 
 def test_an_adapter_check_without_the_endpoints_deploy_check_is_refused():
     endpoint = build_endpoint(cdk.Stack(cdk.App(), "Check-Off"))
-    with pytest.raises(ConfigurationError, match=r"check: needs the endpoint's deploy check: MultiAdapterEndpoint\(deploy_check=DeployCheck"):
+    with pytest.raises(
+        ConfigurationError, match=r"check: needs the endpoint's deploy check: MultiAdapterEndpoint\(deploy_check=DeployCheck"
+    ):
         endpoint.add_adapter("support-en-v1", artifact=artifact("support-en-v1"), check=AdapterCheck(expect_text="ok"))
 
 

@@ -69,7 +69,9 @@ class _Checker(ast.NodeVisitor):
                 except ImportError:
                     self.problems.append(f"line {node.lineno}: {node.module} has no {alias.name}")
                     continue
-            self.known[alias.asname or alias.name] = getattr(module, alias.name, None) or importlib.import_module(f"{node.module}.{alias.name}")
+            self.known[alias.asname or alias.name] = getattr(module, alias.name, None) or importlib.import_module(
+                f"{node.module}.{alias.name}"
+            )
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -93,9 +95,11 @@ class _Checker(ast.NodeVisitor):
             signature = inspect.signature(target)
         except (TypeError, ValueError):
             return
-        if isinstance(node.func, ast.Attribute) and isinstance(self._resolve(node.func.value, node.lineno, report=False), _Instance):
-            if inspect.isfunction(target):
-                signature = _without_self(signature)
+        on_instance = isinstance(node.func, ast.Attribute) and isinstance(
+            self._resolve(node.func.value, node.lineno, report=False), _Instance
+        )
+        if on_instance and inspect.isfunction(target):
+            signature = _without_self(signature)
         keywords = {keyword.arg: None for keyword in node.keywords if keyword.arg is not None}
         positional = [None] * sum(1 for arg in node.args if not isinstance(arg, ast.Starred))
         if any(isinstance(arg, ast.Starred) for arg in node.args) or any(keyword.arg is None for keyword in node.keywords):
@@ -108,7 +112,9 @@ class _Checker(ast.NodeVisitor):
         except TypeError as error:
             self.problems.append(f"line {node.lineno}: {ast.unparse(node.func)}(...): {error}")
 
-    def _forwarded_to(self, func: ast.expr, signature: inspect.Signature, keywords: dict) -> tuple[inspect.Signature, dict] | None:
+    def _forwarded_to(
+        self, func: ast.expr, signature: inspect.Signature, keywords: dict
+    ) -> tuple[inspect.Signature, dict] | None:
         """A classmethod's ``**options`` go to the class: its keywords beyond the named ones,
         and the class's own signature they must bind to."""
         if not isinstance(func, ast.Attribute) or not any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):

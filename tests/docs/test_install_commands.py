@@ -20,13 +20,21 @@ def user_facing_files() -> list[Path]:
 def test_no_install_command_names_the_project_by_name():
     found = [
         f"{path.relative_to(REPO_ROOT)}: {match.group(0)!r}"
-        for path in user_facing_files() for match in BY_NAME.finditer(path.read_text())
+        for path in user_facing_files()
+        for match in BY_NAME.finditer(path.read_text())
     ]
     assert found == []
 
 
 def test_the_pattern_sees_the_commands_it_refuses():
-    for bad in ("pip install 'cdk-adapters[local]'", "pip install cdk-adapters", "pip install --extra-index-url X 'cdk-adapters[chart]'"):
+    for bad in (
+        "pip install 'cdk-adapters[local]'",
+        "pip install cdk-adapters",
+        "pip install --extra-index-url X 'cdk-adapters[chart]'",
+    ):
         assert BY_NAME.search(bad), bad
-    for fine in ("pip install '/path/to/dist/cdk_adapters-0.1.0-py3-none-any.whl[local]'", "pip install -e '/work/cdk-adapters[local]'"):
+    for fine in (
+        "pip install '/path/to/dist/cdk_adapters-0.1.0-py3-none-any.whl[local]'",
+        "pip install -e '/work/cdk-adapters[local]'",
+    ):
         assert not BY_NAME.search(fine), fine

@@ -57,15 +57,22 @@ def test_every_bad_line_and_field_is_named_at_once(tmp_path):
 
 
 def test_a_schema_that_does_not_parse_is_refused_by_jsonschemas_own_check(tmp_path):
-    golden = write(tmp_path / "g.jsonl", {"prompt": "p", "json_schema": {"type": "object", "properties": {"a": {"minLength": "three"}}}})
+    golden = write(
+        tmp_path / "g.jsonl", {"prompt": "p", "json_schema": {"type": "object", "properties": {"a": {"minLength": "three"}}}}
+    )
     status, _, err = run("eval", str(golden), "v1", "--local", UNREACHABLE)
     assert status == 1
-    assert f"golden set '{golden}:1': json_schema: not a valid JSON Schema at properties/a/minLength: 'three' is not of type 'integer'" in err
+    assert (
+        f"golden set '{golden}:1': json_schema: not a valid JSON Schema at properties/a/minLength: 'three' is not of type 'integer'"
+        in err
+    )
 
 
 def test_an_image_is_resolved_beside_the_golden_set(tmp_path):
     (tmp_path / "cat.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
-    golden, problems = load_golden(write(tmp_path / "g.jsonl", {"prompt": "what is it?", "image": "cat.png", "contains": ["cat"]}))
+    golden, problems = load_golden(
+        write(tmp_path / "g.jsonl", {"prompt": "what is it?", "image": "cat.png", "contains": ["cat"]})
+    )
     assert problems == [] and golden is not None
     (case,) = golden.cases
     assert case.image == tmp_path / "cat.png" and case.contains == ("cat",) and case.checks == ("contains",)
@@ -94,8 +101,17 @@ def test_min_match_gates_only_a_replay_and_must_be_a_share(tmp_path):
     golden = write(tmp_path / "g.jsonl", {"prompt": "p"})
     status, _, err = run("eval", str(golden), "v1", "--min-match", "0.9", "--local", UNREACHABLE)
     assert status == 2 and "--min-match: gates a replay: use it with --from-capture" in err
-    capture = write(tmp_path / "capture.log", {"cdk_adapters_capture": 1, "adapter": "v1", "time": "t", "status": 200,
-                                                "case": {"prompt": "p", "max_tokens": 4}, "response": "x"})
+    capture = write(
+        tmp_path / "capture.log",
+        {
+            "cdk_adapters_capture": 1,
+            "adapter": "v1",
+            "time": "t",
+            "status": 200,
+            "case": {"prompt": "p", "max_tokens": 4},
+            "response": "x",
+        },
+    )
     status, _, err = run("eval", "--from-capture", str(capture), "--target", "v1", "--min-match", "95", "--local", UNREACHABLE)
     assert status == 2 and "--min-match: must be between 0 and 1, got 95.0" in err
 
@@ -103,8 +119,17 @@ def test_min_match_gates_only_a_replay_and_must_be_a_share(tmp_path):
 def test_a_golden_file_beside_from_capture_is_a_usage_error_not_a_target(tmp_path):
     """It was taken as a target ("adapter 'golden.jsonl' is not served") after the capture was read."""
     golden = write(tmp_path / "golden.jsonl", {"prompt": "p"})
-    capture = write(tmp_path / "capture.log", {"cdk_adapters_capture": 1, "adapter": "v1", "time": "t", "status": 200,
-                                                "case": {"prompt": "p", "max_tokens": 4}, "response": "x"})
+    capture = write(
+        tmp_path / "capture.log",
+        {
+            "cdk_adapters_capture": 1,
+            "adapter": "v1",
+            "time": "t",
+            "status": 200,
+            "case": {"prompt": "p", "max_tokens": 4},
+            "response": "x",
+        },
+    )
     status, out, err = run("eval", str(golden), "--from-capture", str(capture), "--target", "v1", "--local", UNREACHABLE)
     assert status == 2 and out == ""
     assert f"GOLDEN: '{golden}' is a file, but --from-capture already gives the cases" in err

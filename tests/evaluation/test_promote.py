@@ -59,18 +59,25 @@ def record(project: Path, candidate: str, reference: str, *, passed: bool) -> No
         for name, ok in ((candidate, passed), (reference, True))
     }
     worse = {} if passed else {"contains": (0.0, 1.0), "all": (0.0, 1.0)}
-    write_verdicts(record_path_for(project), golden_set="golden.jsonl", digest=golden.digest,
-                   verdicts=[Verdict(candidate, reference, 0.05, worse)], results=results)
+    write_verdicts(
+        record_path_for(project),
+        golden_set="golden.jsonl",
+        digest=golden.digest,
+        verdicts=[Verdict(candidate, reference, 0.05, worse)],
+        results=results,
+    )
 
 
 def changed_lines(before: str, after: str) -> list[str]:
-    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    return [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
 
 
 def promote(project: Path, *extra: str) -> tuple[int, str, str]:
-    return run("promote", "support-en", "--to", "support-en-v2", "--from", "support-en-v1",
-               "--manifest", str(project), *extra)
+    return run("promote", "support-en", "--to", "support-en-v2", "--from", "support-en-v1", "--manifest", str(project), *extra)
 
 
 def test_without_an_evaluation_the_promotion_is_refused_and_nothing_changes(project):
@@ -88,7 +95,10 @@ def test_a_failed_evaluation_refuses_the_promotion(project):
     before = project.read_text()
     status, _, err = promote(project, "--weights", "10,90", "--golden", str(project.parent / "golden.jsonl"))
     assert status == 1 and project.read_text() == before
-    assert "the last evaluation of support-en-v2 against support-en-v1" in err and "failed: all 0.00 < 1.00, contains 0.00 < 1.00;" in err
+    assert (
+        "the last evaluation of support-en-v2 against support-en-v1" in err
+        and "failed: all 0.00 < 1.00, contains 0.00 < 1.00;" in err
+    )
 
 
 def test_an_evaluation_on_another_golden_set_does_not_count(project):
@@ -114,7 +124,10 @@ def test_a_passed_evaluation_moves_exactly_the_alias_row(project):
         "-  support-en: support-en-v1   # owned by support-ml",
         "+  support-en: {support-en-v2: 10, support-en-v1: 90}  # owned by support-ml",
     ]
-    assert out == "- support-en: support-en-v1   # owned by support-ml\n+ support-en: {support-en-v2: 10, support-en-v1: 90}  # owned by support-ml\n"
+    assert (
+        out
+        == "- support-en: support-en-v1   # owned by support-ml\n+ support-en: {support-en-v2: 10, support-en-v1: 90}  # owned by support-ml\n"
+    )
     assert "evaluation of support-en-v2 against support-en-v1 passed" in err
     assert (project.parent / "example.lock.json").read_bytes() == lock
     # The same evaluation lets the whole alias move; 0 drops the old version from the row.
@@ -144,18 +157,42 @@ def test_rollback_needs_no_evaluation(project):
 def test_a_block_style_alias_becomes_one_line_and_the_rest_stays(project):
     record(project, "support-de-v2", "support-de-v1", passed=True)
     before = project.read_text()
-    status, _, err = run("promote", "support-de", "--to", "support-de-v2", "--from", "support-de-v1", "--weights", "25,75",
-                         "--golden", str(project.parent / "golden.jsonl"), "--manifest", str(project))
+    status, _, err = run(
+        "promote",
+        "support-de",
+        "--to",
+        "support-de-v2",
+        "--from",
+        "support-de-v1",
+        "--weights",
+        "25,75",
+        "--golden",
+        str(project.parent / "golden.jsonl"),
+        "--manifest",
+        str(project),
+    )
     assert status == 0, err
     assert changed_lines(before, project.read_text()) == [
-        "-  support-de:", "-    support-de-v1: 100", "+  support-de: {support-de-v2: 25, support-de-v1: 75}",
+        "-  support-de:",
+        "-    support-de-v1: 100",
+        "+  support-de: {support-de-v2: 25, support-de-v1: 75}",
     ]
     assert project.read_text().endswith("\n# trailing comment stays\n")
 
 
 def test_bad_promotions_name_every_problem(project):
-    status, _, err = run("promote", "support-fr", "--to", "support-fr-v2", "--from", "support-en-v1", "--weights", "10,90",
-                         "--manifest", str(project))
+    status, _, err = run(
+        "promote",
+        "support-fr",
+        "--to",
+        "support-fr-v2",
+        "--from",
+        "support-en-v1",
+        "--weights",
+        "10,90",
+        "--manifest",
+        str(project),
+    )
     assert status == 1
     assert "alias 'support-fr': aliases.support-fr: is not an alias of" in err
     assert "alias 'support-fr': --to: 'support-fr-v2' is not an adapter row of" in err

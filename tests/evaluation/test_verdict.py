@@ -58,10 +58,10 @@ def test_a_check_the_candidate_never_scored_counts_as_lost():
     [
         ([], 50, 0.0),
         ([7.0], 95, 7.0),
-        ([1.0, 2.0], 50, 1.0),           # ceil(2 * 0.5) = 1st
-        ([1.0, 2.0, 3.0], 50, 2.0),      # ceil(1.5) = 2nd
-        ([float(i) for i in range(1, 21)], 95, 19.0),   # ceil(19) = 19th, not the 20th
-        ([float(i) for i in range(1, 22)], 95, 20.0),   # ceil(19.95) = 20th
+        ([1.0, 2.0], 50, 1.0),  # ceil(2 * 0.5) = 1st
+        ([1.0, 2.0, 3.0], 50, 2.0),  # ceil(1.5) = 2nd
+        ([float(i) for i in range(1, 21)], 95, 19.0),  # ceil(19) = 19th, not the 20th
+        ([float(i) for i in range(1, 22)], 95, 20.0),  # ceil(19.95) = 20th
         ([float(i) for i in range(1, 101)], 50, 50.0),
     ],
 )

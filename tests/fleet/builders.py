@@ -8,15 +8,15 @@ milliseconds to write and passes the real gate.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import aws_cdk as cdk
 import yaml
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
-from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.manifest import endpoint_from_manifest
 from tests.constructs.conftest import DIGEST_IMAGE, REPO_ROOT
 
@@ -54,9 +54,7 @@ def synth_fleet(manifest: Path, outdir: Path, *, nag: bool = False, **props) -> 
     Asset and path metadata are on, as the CDK CLI sets them: nested templates are findable from
     the parent, and diffs name each resource's construct path.
     """
-    app = cdk.App(
-        outdir=str(outdir), context={"aws:cdk:enable-asset-metadata": True, "aws:cdk:enable-path-metadata": True}
-    )
+    app = cdk.App(outdir=str(outdir), context={"aws:cdk:enable-asset-metadata": True, "aws:cdk:enable-path-metadata": True})
     stack = cdk.Stack(app, STACK)
     endpoint_from_manifest(
         stack,

@@ -102,12 +102,13 @@ def test_bad_placement_is_refused_before_anything_is_created(placement, field, t
 def dependencies_between_components(template: Template) -> dict[str, list[str]]:
     components = components_of(template)
     return {
-        logical_id: [d for d in resource.get("DependsOn", []) if d in components]
-        for logical_id, resource in components.items()
+        logical_id: [d for d in resource.get("DependsOn", []) if d in components] for logical_id, resource in components.items()
     }
 
 
-@pytest.mark.parametrize("placement", [FleetPlacement(shards=2, creation_width=3), FleetPlacement.in_endpoint_stack(creation_width=3)])
+@pytest.mark.parametrize(
+    "placement", [FleetPlacement(shards=2, creation_width=3), FleetPlacement.in_endpoint_stack(creation_width=3)]
+)
 def test_pacing_chains_each_stacks_components_into_width_lanes(placement):
     stack = new_stack()
     endpoint = build_endpoint(stack, placement=placement)

@@ -14,10 +14,8 @@ ATTENTION = ("k_proj", "o_proj", "q_proj", "v_proj")
 
 def fleet(count: int) -> list[CoHostedAdapter]:
     """`count` adapters; every third targets only q_proj/v_proj, one name is given twice in another case."""
-    adapters = [
-        CoHostedAdapter(f"tenant-{i:05d}-v1", ATTENTION if i % 3 else ("q_proj", "v_proj")) for i in range(count)
-    ]
-    return adapters + [CoHostedAdapter("TENANT-00001-v1", ATTENTION)]
+    adapters = [CoHostedAdapter(f"tenant-{i:05d}-v1", ATTENTION if i % 3 else ("q_proj", "v_proj")) for i in range(count)]
+    return [*adapters, CoHostedAdapter("TENANT-00001-v1", ATTENTION)]
 
 
 def test_a_thousand_adapters_get_every_finding_in_messages_of_bounded_size():

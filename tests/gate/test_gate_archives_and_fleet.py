@@ -7,10 +7,11 @@ import os
 import tarfile
 from pathlib import Path
 
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.gate import (
+    Acknowledgment,
     AdapterContents,
     AdapterFacts,
-    Acknowledgment,
     CoHostedAdapter,
     Reference,
     check_adapter_archive,
@@ -19,7 +20,6 @@ from cdk_adapters.gate import (
     covering_max_lora_rank,
     split_acknowledged,
 )
-from cdk_adapters.artifacts.packaging import package_adapter
 
 
 def tar_of(path: Path, files: dict[str, bytes], *, symlink: tuple[str, str] | None = None) -> Path:
@@ -154,7 +154,12 @@ def test_names_that_differ_only_in_case_are_one_name():
 def test_the_version_suffix_compares_ignoring_case_and_its_advice_names_a_free_name():
     assert check_co_hosted([CoHostedAdapter("Support-V2", ())]) == [], "-V2 is -v2 to SageMaker"
     problems = check_co_hosted(
-        [CoHostedAdapter("support-v1", ()), CoHostedAdapter("Support-V2", ()), CoHostedAdapter("SUPPORT", ()), CoHostedAdapter("billing-v", ())]
+        [
+            CoHostedAdapter("support-v1", ()),
+            CoHostedAdapter("Support-V2", ()),
+            CoHostedAdapter("SUPPORT", ()),
+            CoHostedAdapter("billing-v", ()),
+        ]
     )
     messages = {p.subject: p.message for p in problems}
     assert [p.rule for p in problems] == ["version-suffix", "version-suffix"]
@@ -185,7 +190,9 @@ def test_an_archive_larger_than_its_lora_shapes_allow_is_refused_just_past_the_b
     from cdk_adapters.gate.checks.size_bound import ARCHIVE_SLACK_BYTES, ARCHIVE_SLACK_RATIO
 
     reference = Reference(zoo.base_facts, 16)
-    far = check_adapter_archive("tenant-v1", _archive_with_hidden_tail(tmp_path / "far.tar.gz", zoo.adapter("good"), 4_000_000), reference)
+    far = check_adapter_archive(
+        "tenant-v1", _archive_with_hidden_tail(tmp_path / "far.tar.gz", zoo.adapter("good"), 4_000_000), reference
+    )
     [problem] = [p for p in far if p.rule == "size-bound"]
     needed = int(re.search(r"needs at most about (\d+)", problem.message).group(1))
     allowance = int(needed * ARCHIVE_SLACK_RATIO) + ARCHIVE_SLACK_BYTES

@@ -62,12 +62,21 @@ def test_full_attention_adapter_on_a_gqa_base_is_refused(zoo):
 
 
 def test_mlp_width_is_checked_against_intermediate_size(zoo):
-    wider_mlp = {(leaf, 256 if (leaf, out) == ("up_proj", 128) or (leaf, out) == ("gate_proj", 128) else out,
-                  256 if leaf == "down_proj" else in_) for leaf, out, in_ in zoo.base_facts.module_shapes}
+    wider_mlp = {
+        (
+            leaf,
+            256 if (leaf, out) == ("up_proj", 128) or (leaf, out) == ("gate_proj", 128) else out,
+            256 if leaf == "down_proj" else in_,
+        )
+        for leaf, out, in_ in zoo.base_facts.module_shapes
+    }
     base = replace(zoo.base_facts, module_shapes=frozenset(wider_mlp))
     problems = check(zoo, zoo.adapter("mlp"), base=base)
     assert [p.field for p in problems] == ["adapter_model.safetensors"]
-    assert "model.layers.*.mlp.down_proj: A [8, 128], B [64, 8] adapt a 64x128 layer but the base's down_proj is 64x256" in problems[0].message
+    assert (
+        "model.layers.*.mlp.down_proj: A [8, 128], B [64, 8] adapt a 64x128 layer but the base's down_proj is 64x256"
+        in problems[0].message
+    )
     assert check(zoo, zoo.adapter("mlp")) == []
 
 
@@ -111,7 +120,10 @@ def test_malformed_patterns_are_reported_not_crashed_on(zoo, tmp_path):
     edit_config(adapter, rank_pattern={"q_proj[": 16}, alpha_pattern=["q_proj", 32])
     problems = check(zoo, adapter)
     fields = {(p.field, p.message.split(";")[0]) for p in problems}
-    assert ("rank_pattern", "key 'q_proj[' is not a valid regular expression (unterminated character set at position 6)") in fields
+    assert (
+        "rank_pattern",
+        "key 'q_proj[' is not a valid regular expression (unterminated character set at position 6)",
+    ) in fields
     assert ("alpha_pattern", "must map module-name patterns to a alpha (got ['q_proj', 32])") in fields
 
 
@@ -133,7 +145,9 @@ def test_all_linear_targets_are_read_from_the_tensors(zoo):
 
 
 def test_regex_target_modules_are_read_from_the_tensors(zoo):
-    assert json.loads((zoo.adapter("regex-targets") / "adapter_config.json").read_text())["target_modules"] == r".*\.(q_proj|v_proj)"
+    assert (
+        json.loads((zoo.adapter("regex-targets") / "adapter_config.json").read_text())["target_modules"] == r".*\.(q_proj|v_proj)"
+    )
     assert facts_of(zoo.adapter("regex-targets")).target_modules == ("q_proj", "v_proj")
     assert check(zoo, zoo.adapter("regex-targets")) == []
 

@@ -51,7 +51,10 @@ def test_only_rules_nothing_rechecks_can_be_acknowledged():
 @pytest.mark.parametrize(
     ("rule", "says"),
     [
-        ("rank-limits", "'rank-limits' is not a rule of the gate; rules that can be acknowledged: identical-target-modules, version-suffix"),
+        (
+            "rank-limits",
+            "'rank-limits' is not a rule of the gate; rules that can be acknowledged: identical-target-modules, version-suffix",
+        ),
         ("rank-limit", "'rank-limit' cannot be acknowledged: the adapter would still fail later"),
         ("unique-names", "'unique-names' cannot be acknowledged"),
     ],

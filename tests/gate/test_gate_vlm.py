@@ -14,8 +14,8 @@ import pytest
 
 from cdk_adapters.contract import serving_image
 from cdk_adapters.gate import BaseModelFacts, vlm_traps
-from cdk_adapters.gate.checks import RULES
 from cdk_adapters.gate.check import check_adapter_dir
+from cdk_adapters.gate.checks import RULES
 from cdk_adapters.gate.reference import Reference
 from tests.support import tiny_vlm
 
@@ -52,7 +52,11 @@ def test_every_trap_names_the_pinned_vllm_and_a_rule():
 def test_base_facts_record_the_vision_tower_and_strategy(vlm):
     base = facts(vlm["base"])
     assert (base.vision_language, base.architecture, base.vision_tower_type, base.vision_feature_select_strategy) == (
-        True, "LlavaForConditionalGeneration", "clip_vision_model", "full")
+        True,
+        "LlavaForConditionalGeneration",
+        "clip_vision_model",
+        "full",
+    )
 
 
 def test_correctly_keyed_adapters_pass_with_tower_lora_on(vlm):
@@ -122,8 +126,14 @@ def test_a_vlm_base_directory_missing_what_serving_needs_is_refused_all_at_once(
     with pytest.raises(ValueError) as refused:
         facts(base_dir)
     message = str(refused.value)
-    for expected in ("no image processor", "no tokenizer", "no chat template", "transformers 5's layout",
-                     "vision_tower.vision_model.embeddings", serving_image.VLLM_VERSION):
+    for expected in (
+        "no image processor",
+        "no tokenizer",
+        "no chat template",
+        "transformers 5's layout",
+        "vision_tower.vision_model.embeddings",
+        serving_image.VLLM_VERSION,
+    ):
         assert expected in message
 
 
@@ -132,6 +142,8 @@ def test_a_vlm_base_with_only_language_model_weights_is_refused(vlm):
 
     base_dir = Path(shutil.copytree(vlm["base"], vlm["root"] / "base-text-only"))
     weights = base_dir / "model.safetensors"
-    save_file({k: v for k, v in load_file(weights).items() if k.startswith("language_model.")}, weights, metadata={"format": "pt"})
+    save_file(
+        {k: v for k, v in load_file(weights).items() if k.startswith("language_model.")}, weights, metadata={"format": "pt"}
+    )
     with pytest.raises(ValueError, match="package the whole model"):
         facts(base_dir)

@@ -8,8 +8,8 @@ Tests that damage an adapter call `zoo.copy(kind, dest)` and change the copy.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from cdk_adapters.gate import BaseModelFacts
 from tests.support import tiny_models as tm
@@ -84,7 +84,9 @@ KINDS: dict[str, Callable[[AdapterZoo, Path], Path]] = {
     # Issue 27 point 13: LoraConfig options vLLM's PEFTHelper drops (built by real PEFT, any option).
     "lora-bias": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=30, lora_bias=True),
     "bias-all": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=31, bias="all"),
-    "layer-replication": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=32, layer_replication=[[0, 2], [1, 2]]),
+    "layer-replication": lambda zoo, out: tm.build_lora_adapter_with(
+        zoo.base_dir, out, seed=32, layer_replication=[[0, 2], [1, 2]]
+    ),
     "alora": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=33, alora_invocation_tokens=[5, 6]),
     "pissa": lambda zoo, out: tm.build_lora_adapter_with(zoo.base_dir, out, seed=34, init_lora_weights="pissa"),
     "target-parameters": lambda zoo, out: tm.build_lora_adapter_with(

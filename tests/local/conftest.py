@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.contract.request_metrics import REQUEST_EVENT
 from cdk_adapters.local.demo_model import build_lora_adapter
 from cdk_adapters.local.serving import free_port
-from cdk_adapters.artifacts.packaging import package_adapter
 from tests.support.local_mode import start_local_mode, stop_local_mode
 
 ARCHIVED_ADAPTER = "support-en-v3"
@@ -106,10 +106,22 @@ def local_mode(demo_dir, tmp_path_factory):
     limited = f"  - name: {LIMITED_ADAPTER}\n    source: adapters/support-en-v1\n    limits: {LIMITED_ROW_LIMITS}\n"
     served_manifest.write_text(demo.replace("aliases:\n", limited + "aliases:\n"))
     process, seconds = start_local_mode(
-        ["--manifest", str(served_manifest), "--base-model-dir", str(demo_dir / "base"),
-         "--work-dir", str(root / "work"), "--adapter", f"{ARCHIVED_ADAPTER}={archive}",
-         "--max-model-len", "256", "--dtype", "float32"],
-        port, output,
+        [
+            "--manifest",
+            str(served_manifest),
+            "--base-model-dir",
+            str(demo_dir / "base"),
+            "--work-dir",
+            str(root / "work"),
+            "--adapter",
+            f"{ARCHIVED_ADAPTER}={archive}",
+            "--max-model-len",
+            "256",
+            "--dtype",
+            "float32",
+        ],
+        port,
+        output,
     )
     _RUNNING.append(process)
     try:

@@ -45,7 +45,10 @@ def test_captured_records_decode_and_replay_to_the_same_text_and_tokens(local_mo
     assert [r.adapter for r in records] == [CAPTURED_ADAPTER] * 4  # nothing from support-en-v1
     for record, request, answer in zip(records, REQUESTS, answers):
         assert record.response == answer.text and record.status == 200 and record.replayable
-        assert (record.prompt_tokens, record.completion_tokens) == (answer.usage["prompt_tokens"], answer.usage["completion_tokens"])
+        assert (record.prompt_tokens, record.completion_tokens) == (
+            answer.usage["prompt_tokens"],
+            answer.usage["completion_tokens"],
+        )
         asked = {k: v for k, v in request.items() if k in ("prompt", "messages", "max_tokens")}
         assert record.case == asked and record.parameters == {"temperature": 0}
     assert records[3].response == streamed == answers[0].text  # a stream is captured as the text it carried
@@ -59,8 +62,11 @@ def test_captured_records_decode_and_replay_to_the_same_text_and_tokens(local_mo
     status, out, _ = run("eval", "--from-capture", str(mine), "--target", "support-en-v1", "--local", local_mode.url)
     assert status == 0 and out.splitlines()[1].split()[0] == "exact" and "4/4" not in out.splitlines()[1]
     # The replayed requests were captured again: the log holds marked lines only for the captured row.
-    assert all(json.loads(line[line.index("{"):])["adapter"] == CAPTURED_ADAPTER
-               for line in log.read_text().splitlines() if MARKER in line)
+    assert all(
+        json.loads(line[line.index("{") :])["adapter"] == CAPTURED_ADAPTER
+        for line in log.read_text().splitlines()
+        if MARKER in line
+    )
 
 
 def test_the_replay_gate_refuses_a_candidate_that_reproduces_too_few_captured_answers(local_mode, tmp_path):
@@ -78,14 +84,25 @@ def test_the_replay_gate_refuses_a_candidate_that_reproduces_too_few_captured_an
     mixed.write_bytes(log.read_bytes()[offset:])
 
     # The version that served the traffic reproduces all of it; the gate lets it through.
-    status, out, err = run("eval", "--from-capture", str(greedy), "--target", CAPTURED_ADAPTER, "--local", local_mode.url,
-                           "--min-match", "0.95")
+    status, out, err = run(
+        "eval", "--from-capture", str(greedy), "--target", CAPTURED_ADAPTER, "--local", local_mode.url, "--min-match", "0.95"
+    )
     assert status == 0, err
     assert f"{CAPTURED_ADAPTER}: reproduces 3/3 captured answers (1.00), at least --min-match 0.95" in out
     assert "replayed 3 of 3 capture record(s); 0 skipped" in out and "not answered greedily" not in out
     # Another version does not: exit 1, naming the target, its count and the threshold.
-    status, out, err = run("eval", "--from-capture", str(greedy), "--target", "support-en-v1", "--local", local_mode.url,
-                           "--min-match", "0.95", "--json")
+    status, out, err = run(
+        "eval",
+        "--from-capture",
+        str(greedy),
+        "--target",
+        "support-en-v1",
+        "--local",
+        local_mode.url,
+        "--min-match",
+        "0.95",
+        "--json",
+    )
     assert status == 1
     assert "1 target(s) reproduce fewer than 0.95 of the captured answers" in err
     (gate,) = json.loads(out)["replay"]["min_match"]
@@ -96,7 +113,9 @@ def test_the_replay_gate_refuses_a_candidate_that_reproduces_too_few_captured_an
     assert status == 0, err
 
     # Records captured with sampling are counted, so a reader knows why they may differ.
-    status, out, err = run("eval", "--from-capture", str(mixed), "--target", CAPTURED_ADAPTER, "--local", local_mode.url, "--json")
+    status, out, err = run(
+        "eval", "--from-capture", str(mixed), "--target", CAPTURED_ADAPTER, "--local", local_mode.url, "--json"
+    )
     assert status == 0, err
     replay = json.loads(out)["replay"]
     assert (replay["records"], replay["replayed"], replay["not_greedy"], replay["temperature"]) == (5, 5, 2, 0.0)

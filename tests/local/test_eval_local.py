@@ -41,7 +41,11 @@ def client(local_mode) -> AdapterClient:
 def manifest(local_mode, tmp_path) -> Path:
     """A copy of the served demo manifest, so each test's evaluation record and edits are its own."""
     copy = tmp_path / "manifest.yaml"
-    copy.write_text((local_mode.demo_dir / "manifest.yaml").read_text().replace("source: adapters/", f"source: {local_mode.demo_dir}/adapters/"))
+    copy.write_text(
+        (local_mode.demo_dir / "manifest.yaml")
+        .read_text()
+        .replace("source: adapters/", f"source: {local_mode.demo_dir}/adapters/")
+    )
     return copy
 
 
@@ -75,8 +79,19 @@ def test_eval_scores_two_versions_side_by_side_and_gates_on_the_reference(local_
     cases = [{"id": f"p{i}", "prompt": p, "max_tokens": 6, "expected": text} for i, (p, text) in enumerate(zip(PROMPTS, v1))]
     cases.append({"id": "ticket", "prompt": "Ticket:", "max_tokens": 16, "json": True, "json_schema": URGENCY})
     golden = write_golden(tmp_path / "golden.jsonl", cases)
-    status, out, err = run("eval", str(golden), "support-en-v1", "support-en-v2", "--local", local_mode.url,
-                           "--reference", "support-en-v1", "--json", "--manifest", str(manifest))
+    status, out, err = run(
+        "eval",
+        str(golden),
+        "support-en-v1",
+        "support-en-v2",
+        "--local",
+        local_mode.url,
+        "--reference",
+        "support-en-v1",
+        "--json",
+        "--manifest",
+        str(manifest),
+    )
     assert status == 1, err
     assert "candidate(s) worse than 'support-en-v1' by more than 0.05" in err
     result = json.loads(out)
@@ -95,21 +110,56 @@ def test_eval_scores_two_versions_side_by_side_and_gates_on_the_reference(local_
 
     # The failed evaluation refuses the promotion; the manifest is untouched.
     before = manifest.read_text()
-    status, _, err = run("promote", "support-en", "--to", "support-en-v2", "--from", "support-en-v1", "--weights", "50,50",
-                         "--golden", str(golden), "--manifest", str(manifest))
+    status, _, err = run(
+        "promote",
+        "support-en",
+        "--to",
+        "support-en-v2",
+        "--from",
+        "support-en-v1",
+        "--weights",
+        "50,50",
+        "--golden",
+        str(golden),
+        "--manifest",
+        str(manifest),
+    )
     assert status == 1 and "failed: all 0.25 < 1.00, exact" in err and manifest.read_text() == before
 
     # On a golden set both versions pass (the schema cases), v2 is not worse: exit 0, promotion accepted.
-    schema_only = write_golden(tmp_path / "schema.jsonl", [
-        {"id": f"s{i}", "prompt": p, "max_tokens": 16, "json_schema": URGENCY} for i, p in enumerate(PROMPTS)
-    ])
-    status, out, err = run("eval", str(schema_only), "support-en-v1", "support-en-v2", "--local", local_mode.url,
-                           "--reference", "support-en-v1", "--manifest", str(manifest))
+    schema_only = write_golden(
+        tmp_path / "schema.jsonl",
+        [{"id": f"s{i}", "prompt": p, "max_tokens": 16, "json_schema": URGENCY} for i, p in enumerate(PROMPTS)],
+    )
+    status, out, err = run(
+        "eval",
+        str(schema_only),
+        "support-en-v1",
+        "support-en-v2",
+        "--local",
+        local_mode.url,
+        "--reference",
+        "support-en-v1",
+        "--manifest",
+        str(manifest),
+    )
     assert status == 0, err
     assert "support-en-v2: not worse than support-en-v1 by more than 0.05" in out
     assert out.splitlines()[1].split() == ["schema", "3/3", "100%", "3/3", "100%"]
-    status, out, err = run("promote", "support-en", "--to", "support-en-v2", "--from", "support-en-v1", "--weights", "50,50",
-                           "--golden", str(schema_only), "--manifest", str(manifest))
+    status, out, err = run(
+        "promote",
+        "support-en",
+        "--to",
+        "support-en-v2",
+        "--from",
+        "support-en-v1",
+        "--weights",
+        "50,50",
+        "--golden",
+        str(schema_only),
+        "--manifest",
+        str(manifest),
+    )
     assert status == 0, err
     assert out == "- support-en: {support-en-v1: 90, support-en-v2: 10}\n+ support-en: {support-en-v2: 50, support-en-v1: 50}\n"
 

@@ -22,7 +22,9 @@ def test_payload_parts_parse_as_sagemaker_events_with_their_bytes():
     assert [m["body"] for m in messages] == pieces
     assert all(m["status_code"] == 200 for m in messages)
     assert messages[0]["headers"] == {
-        ":event-type": "PayloadPart", ":content-type": "application/octet-stream", ":message-type": "event"
+        ":event-type": "PayloadPart",
+        ":content-type": "application/octet-stream",
+        ":message-type": "event",
     }
 
 
@@ -31,7 +33,7 @@ def test_a_message_split_across_reads_is_reassembled():
     buffer = EventStreamBuffer()
     bodies = []
     for start in range(0, len(whole), 7):
-        buffer.add_data(whole[start:start + 7])
+        buffer.add_data(whole[start : start + 7])
         bodies += [message.payload for message in buffer]
     assert bodies == [b"x" * 1000, b"y"]
 

@@ -49,7 +49,9 @@ def test_an_adapter_server_that_is_not_there_is_an_internal_failure(record):
         with pytest.raises(InvocationFailed, match="InternalFailure: the local adapter server did not answer"):
             client.invoke("invoices-v1", "x")
         with pytest.raises(runtime.exceptions.InternalFailure):
-            runtime.invoke_endpoint_with_response_stream(EndpointName="local", InferenceComponentName="local-invoices-v1", Body=b"{}")
+            runtime.invoke_endpoint_with_response_stream(
+                EndpointName="local", InferenceComponentName="local-invoices-v1", Body=b"{}"
+            )
 
 
 def _raw(port: int, head: str, body: bytes = b"") -> int:
@@ -77,6 +79,8 @@ def test_a_body_that_stalls_is_408_and_frees_the_connection(record, monkeypatch)
     monkeypatch.setattr(front_module._read_body, "__defaults__", (0.5,))
     with Served(RuntimeFront(record, "http://127.0.0.1:9")) as front:
         port = int(front.rsplit(":", 1)[1])
-        head = (f"POST /endpoints/local/invocations HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                "X-Amzn-SageMaker-Inference-Component: local-a-v1\r\nContent-Length: 1000\r\n\r\n")
+        head = (
+            f"POST /endpoints/local/invocations HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "X-Amzn-SageMaker-Inference-Component: local-a-v1\r\nContent-Length: 1000\r\n\r\n"
+        )
         assert _raw(port, head, b'{"prompt": ') == 408

@@ -63,8 +63,10 @@ def test_a_stated_length_over_the_limit_is_refused_before_the_body_is_read(front
     address, backend = front
     status, body = _post(address, {"content-length": str(INVOKE_ENDPOINT_MAX_BYTES + 1)}, [b"{}"])
     assert status == 413
-    assert body["message"] == (f"Request payload of {INVOKE_ENDPOINT_MAX_BYTES + 1} bytes exceeds the "
-                               f"{INVOKE_ENDPOINT_MAX_BYTES}-byte InvokeEndpoint limit.")
+    assert body["message"] == (
+        f"Request payload of {INVOKE_ENDPOINT_MAX_BYTES + 1} bytes exceeds the "
+        f"{INVOKE_ENDPOINT_MAX_BYTES}-byte InvokeEndpoint limit."
+    )
     assert backend.calls == 0
 
 
@@ -79,8 +81,10 @@ def test_a_chunked_body_is_cut_off_once_it_passes_the_limit(front):
 
     status, body = _post(address, {"transfer-encoding": "chunked"}, chunked())
     assert status == 413
-    assert body["message"] == (f"Request payload of more than {INVOKE_ENDPOINT_MAX_BYTES} bytes exceeds the "
-                               f"{INVOKE_ENDPOINT_MAX_BYTES}-byte InvokeEndpoint limit.")
+    assert body["message"] == (
+        f"Request payload of more than {INVOKE_ENDPOINT_MAX_BYTES} bytes exceeds the "
+        f"{INVOKE_ENDPOINT_MAX_BYTES}-byte InvokeEndpoint limit."
+    )
     assert backend.calls == 0
 
 
@@ -99,8 +103,7 @@ def test_the_adapter_server_listens_on_loopback_only(tmp_path, monkeypatch):
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    server = AdapterServer(LocalSettings(base_model_dir=model, base_model_id="x/y", base_model_revision=None,
-                                         work_dir=tmp_path))
+    server = AdapterServer(LocalSettings(base_model_dir=model, base_model_id="x/y", base_model_revision=None, work_dir=tmp_path))
     environment = server.environment()
     assert environment["CDK_ADAPTERS_LISTEN_HOST"] == "127.0.0.1" and "SM_VLLM_HOST" not in environment
     (tmp_path / "state").mkdir()
@@ -117,8 +120,11 @@ def test_a_manifest_admitting_vision_modules_serves_them_with_tower_lora(tmp_pat
     model.mkdir()
     (tmp_path / "state").mkdir()
     for allow in (False, True):
-        server = AdapterServer(LocalSettings(base_model_dir=model, base_model_id="x/y", base_model_revision=None,
-                                             work_dir=tmp_path, allow_vision_modules=allow))
+        server = AdapterServer(
+            LocalSettings(
+                base_model_dir=model, base_model_id="x/y", base_model_revision=None, work_dir=tmp_path, allow_vision_modules=allow
+            )
+        )
         environment = server.environment()
         assert environment["CDK_ADAPTERS_ALLOW_VISION_MODULES"] == ("true" if allow else "false")
         command = list(resolve_launch(environment, no_custom_code_dir=None, model_dir=Path(os.devnull)).command)

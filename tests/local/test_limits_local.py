@@ -43,8 +43,13 @@ def test_a_rows_limits_throttle_its_tenant_through_the_front_and_others_keep_ans
     assert f"adapter '{LIMITED_ADAPTER}': InferenceComponentName=local-{LIMITED_ADAPTER}" in printed
     assert '"max_in_flight": 1, "max_queue": 0, "max_queue_wait_s": 5' in printed
     adapter_server_port = int(re.search(r"OpenAI-compatible API \(.*\): http://127\.0\.0\.1:(\d+)/v1", printed).group(1))
-    runtime = boto3.client("sagemaker-runtime", endpoint_url=local_mode.url, region_name="us-east-1",
-                           aws_access_key_id="local", aws_secret_access_key="local")
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=local_mode.url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
     client = AdapterClient.from_local(local_mode.url, retry=RetryPolicy(deadline_s=1))
     metrics = httpx.Client(base_url=local_mode.url, timeout=30)
     throttled_before = throttled_count(local_mode.url)
@@ -54,19 +59,33 @@ def test_a_rows_limits_throttle_its_tenant_through_the_front_and_others_keep_ans
         wait_for(metrics, "the held stream in the limited row's one place", lambda s: s.of(LIMITED_ADAPTER) == (1, 0))
 
         with pytest.raises(botocore.exceptions.ClientError) as raised:
-            runtime.invoke_endpoint(EndpointName="local", InferenceComponentName=f"local-{LIMITED_ADAPTER}",
-                                    ContentType="application/json", Body=json.dumps(BODY))
+            runtime.invoke_endpoint(
+                EndpointName="local",
+                InferenceComponentName=f"local-{LIMITED_ADAPTER}",
+                ContentType="application/json",
+                Body=json.dumps(BODY),
+            )
         response = raised.value.response
         assert (response["Error"]["Code"], response["OriginalStatusCode"]) == ("ModelError", 429)
         error = json.loads(response["OriginalMessage"])["error"]
         assert (error["type"], error["adapter"], error["limit"], error["retry_after"]) == (
-            error_kinds.ADAPTER_THROTTLED, LIMITED_ADAPTER, "max_queue", 5)
-        assert error["message"] == f"adapter '{LIMITED_ADAPTER}' is over its max_queue limit (no request may wait); retry after 5 s"
+            error_kinds.ADAPTER_THROTTLED,
+            LIMITED_ADAPTER,
+            "max_queue",
+            5,
+        )
+        assert (
+            error["message"] == f"adapter '{LIMITED_ADAPTER}' is over its max_queue limit (no request may wait); retry after 5 s"
+        )
 
         # Retry-After (5 s) is past the client's deadline (1 s): it gives up at once, typed.
         with pytest.raises(AdapterThrottled) as throttled:
             client.invoke(LIMITED_ADAPTER, BODY["prompt"], max_tokens=2)
-        assert (throttled.value.adapter, throttled.value.limit, throttled.value.retry_after_s) == (LIMITED_ADAPTER, "max_queue", 5)
+        assert (throttled.value.adapter, throttled.value.limit, throttled.value.retry_after_s) == (
+            LIMITED_ADAPTER,
+            "max_queue",
+            5,
+        )
 
         assert served(client, "support-en-v1")  # another tenant is not held up
         assert state(metrics).of(LIMITED_ADAPTER) == (1, 0), "refusals change neither the engine nor the queue"

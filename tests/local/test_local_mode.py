@@ -18,6 +18,7 @@ import boto3
 import botocore.exceptions
 import pytest
 
+from cdk_adapters.cli.terminal import printable
 from cdk_adapters.client import (
     AdapterClient,
     AdapterNotFound,
@@ -27,7 +28,6 @@ from cdk_adapters.client import (
     PayloadTooLarge,
     local_runtime_client,
 )
-from cdk_adapters.cli.terminal import printable
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 from tests.local.conftest import ARCHIVED_ADAPTER
 
@@ -49,7 +49,7 @@ def runtime(local_mode):
     configuration at all (written as the README had it, it failed with NoRegionError, then
     NoCredentialsError)."""
     [line] = [line for line in local_mode.printed.splitlines() if "plain boto3" in line]
-    call = ast.parse(line[line.index("boto3.client("):].strip(), mode="eval").body
+    call = ast.parse(line[line.index("boto3.client(") :].strip(), mode="eval").body
     assert isinstance(call, ast.Call) and ast.unparse(call.func) == "boto3.client"
     arguments = [ast.literal_eval(arg) for arg in call.args]
     keywords = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
@@ -79,8 +79,11 @@ def test_it_prints_what_it_serves_and_where(local_mode):
 
 def test_plain_boto3_and_the_client_get_the_same_adapter_answer(client, runtime):
     raw = runtime.invoke_endpoint(
-        EndpointName="local", InferenceComponentName="local-support-en-v1", ContentType="application/json",
-        CustomAttributes="route=/v1/completions", Body=json.dumps({"prompt": PROMPT, **GREEDY}),
+        EndpointName="local",
+        InferenceComponentName="local-support-en-v1",
+        ContentType="application/json",
+        CustomAttributes="route=/v1/completions",
+        Body=json.dumps({"prompt": PROMPT, **GREEDY}),
     )
     raw_answer = json.loads(raw["Body"].read())
     assert raw["InvokedProductionVariant"] == "AllTraffic"
@@ -100,7 +103,9 @@ def test_a_stream_carries_the_same_text_as_the_whole_answer(client, runtime):
     assert "".join(stream.text()) == whole
 
     raw = runtime.invoke_endpoint_with_response_stream(
-        EndpointName="local", InferenceComponentName="local-support-en-v2", ContentType="application/json",
+        EndpointName="local",
+        InferenceComponentName="local-support-en-v2",
+        ContentType="application/json",
         Body=json.dumps({"prompt": PROMPT, "stream": True, **GREEDY}),
     )
     assert raw["ContentType"].startswith("text/event-stream")
@@ -190,9 +195,23 @@ def test_an_image_reaches_vllm_through_client_front_and_middleware(client, local
 
 def test_the_invoke_command_streams_an_alias_answer_to_the_terminal(local_mode, client):
     done = subprocess.run(
-        [sys.executable, "-m", "cdk_adapters.cli", "invoke", "--local", local_mode.url, "support-en-v1", PROMPT,
-         "--max-tokens", "6", "--temperature", "0"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "cdk_adapters.cli",
+            "invoke",
+            "--local",
+            local_mode.url,
+            "support-en-v1",
+            PROMPT,
+            "--max-tokens",
+            "6",
+            "--temperature",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "support-en-v1 (InferenceComponentName=local-support-en-v1)" in done.stderr
@@ -202,13 +221,17 @@ def test_the_invoke_command_streams_an_alias_answer_to_the_terminal(local_mode, 
 
     alias = subprocess.run(
         [sys.executable, "-m", "cdk_adapters.cli", "invoke", "--local", local_mode.url, "support-en", "Hi", "--chat"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert alias.returncode == 0 and "support-en -> support-en-v" in alias.stderr
 
     missing = subprocess.run(
         [sys.executable, "-m", "cdk_adapters.cli", "invoke", "--local", local_mode.url, "support-en-v9", "Hi"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert missing.returncode == 1 and "adapter 'support-en-v9': invoke:" in missing.stderr
 
@@ -239,7 +262,8 @@ def test_an_openai_client_names_the_adapter_in_model_on_this_machine_only(local_
     # and with base access off it is refused before its body is read.
     with pytest.raises(runtime.exceptions.ModelError) as raw:
         runtime.invoke_endpoint(
-            EndpointName="local", InferenceComponentName="local-base",
+            EndpointName="local",
+            InferenceComponentName="local-base",
             Body=json.dumps({"model": "support-en-v1", "prompt": PROMPT}).encode(),
         )
     assert raw.value.response["OriginalStatusCode"] == 400
@@ -258,9 +282,15 @@ def test_a_web_page_cannot_register_or_invoke_on_the_local_servers(local_mode, d
     with httpx.Client(base_url=server, timeout=60) as direct:
         before = direct.get("/adapters").json()["adapters"]
         page = direct.post("/adapters", json={"name": "page-v1", "src": src}, headers={"Origin": "http://attacker.example"})
-        form = direct.post("/adapters", content=json.dumps({"name": "page-v1", "src": src}), headers={"Content-Type": "text/plain"})
+        form = direct.post(
+            "/adapters", content=json.dumps({"name": "page-v1", "src": src}), headers={"Content-Type": "text/plain"}
+        )
         query = direct.post("/adapters", params={"name": "page-v1", "src": src}, headers={"Origin": "null"})
-        rebound = direct.post("/invocations", json={"prompt": "x"}, headers={"Host": "attacker.example", "X-Amzn-SageMaker-Adapter-Identifier": "support-en-v1"})
+        rebound = direct.post(
+            "/invocations",
+            json={"prompt": "x"},
+            headers={"Host": "attacker.example", "X-Amzn-SageMaker-Adapter-Identifier": "support-en-v1"},
+        )
         assert [r.status_code for r in (page, form, query, rebound)] == [403] * 4
         assert {r.json()["error"]["type"] for r in (page, form, query, rebound)} == {"cross_origin_refused"}
         assert direct.get("/adapters").json()["adapters"] == before

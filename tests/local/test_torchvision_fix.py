@@ -38,8 +38,9 @@ def unpacked(tmp_path) -> tuple[Layout, dict[str, str]]:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cdk_adapters.cli", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO_ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "cdk_adapters.cli", *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300
+    )
 
 
 VISION_AT_WORK = """
@@ -61,8 +62,13 @@ def test_pypi_torchvision_is_broken_beside_cpu_torch_and_the_fix_makes_it_work(u
     layout, env = unpacked
     before = check(env=env)
     assert not before.ok and BROKEN_MESSAGE in before.detail
-    assert {"_C.so: libc10_cuda.so", "_C.so: libtorch_cuda.so", "_C.so: libcudart.so.13",
-            "image.so: libc10_cuda.so", "image.so: libtorch_cuda.so"} == set(missing_libraries(layout))
+    assert {
+        "_C.so: libc10_cuda.so",
+        "_C.so: libtorch_cuda.so",
+        "_C.so: libcudart.so.13",
+        "image.so: libc10_cuda.so",
+        "image.so: libtorch_cuda.so",
+    } == set(missing_libraries(layout))
 
     fixed = cli(env, "fix-torchvision")
     assert fixed.returncode == 0, fixed.stderr
@@ -74,7 +80,7 @@ def test_pypi_torchvision_is_broken_beside_cpu_torch_and_the_fix_makes_it_work(u
     assert working.returncode == 0, working.stderr
     assert working.stdout.strip() == str(layout.package_dir / "__init__.py")  # the copy, not an installed one
 
-    files = sorted(layout.libs_dir.iterdir()) + [layout.package_dir / "_C.so", layout.package_dir / "image.so"]
+    files = [*sorted(layout.libs_dir.iterdir()), layout.package_dir / "_C.so", layout.package_dir / "image.so"]
     stamps = {path: path.stat().st_mtime_ns for path in files}
     again = cli(env, "fix-torchvision")
     assert again.returncode == 0 and again.stderr == ""
@@ -85,25 +91,35 @@ def test_pypi_torchvision_is_broken_beside_cpu_torch_and_the_fix_makes_it_work(u
 def test_a_stub_stops_loudly_if_anything_ever_calls_cuda(unpacked):
     layout, env = unpacked
     assert cli(env, "fix-torchvision").returncode == 0
-    call = (f"import ctypes; ctypes.CDLL({str(layout.libs_dir / 'libc10_cuda.so')!r})"
-            f"._ZN3c104cuda12device_countEv()")
+    call = f"import ctypes; ctypes.CDLL({str(layout.libs_dir / 'libc10_cuda.so')!r})._ZN3c104cuda12device_countEv()"
     done = subprocess.run([sys.executable, "-c", call], capture_output=True, text=True, timeout=60)
     assert done.returncode == -signal.SIGABRT
-    assert ("torchvision called _ZN3c104cuda12device_countEv from the libc10_cuda.so stub, but this torch has no CUDA"
-            in done.stderr)
+    assert (
+        "torchvision called _ZN3c104cuda12device_countEv from the libc10_cuda.so stub, but this torch has no CUDA" in done.stderr
+    )
 
 
 def test_demo_model_and_local_with_the_broken_torchvision_name_the_fix(unpacked, demo_dir, tmp_path):
     _, env = unpacked
     demo = cli(env, "demo-model", str(tmp_path / "demo"))
     assert demo.returncode == 1 and demo.stdout == ""
-    assert ("demo-model: torchvision cannot load beside this CPU-only torch (operator torchvision::nms does not exist): "
-            "run `cdk-adapters fix-torchvision`") in demo.stderr
+    assert (
+        "demo-model: torchvision cannot load beside this CPU-only torch (operator torchvision::nms does not exist): "
+        "run `cdk-adapters fix-torchvision`"
+    ) in demo.stderr
     assert "make serve-stack" not in demo.stderr and "requirements-serve" not in demo.stderr  # not back to the install
     assert not (tmp_path / "demo").exists()
 
-    local = cli(env, "local", "--manifest", str(demo_dir / "manifest.yaml"), "--base-model-dir", str(demo_dir / "base"),
-                "--work-dir", str(tmp_path / "work"))
+    local = cli(
+        env,
+        "local",
+        "--manifest",
+        str(demo_dir / "manifest.yaml"),
+        "--base-model-dir",
+        str(demo_dir / "base"),
+        "--work-dir",
+        str(tmp_path / "work"),
+    )
     assert local.returncode == 1 and local.stdout == ""
     assert "serving stack: torchvision cannot load beside this CPU-only torch" in local.stderr
     assert "`cdk-adapters fix-torchvision`" in local.stderr and "nothing was started" in local.stderr

@@ -21,14 +21,23 @@ BODY = {"prompt": "Invoices are due", "max_tokens": 5, "temperature": 0, "ignore
 
 
 def test_usage_reads_local_mode_metrics_at_the_address_it_serves(local_mode):
-    runtime = boto3.client("sagemaker-runtime", endpoint_url=local_mode.url, region_name="us-east-1",
-                           aws_access_key_id="local", aws_secret_access_key="local")
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=local_mode.url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
     before = usage_rows(local_mode.url).get(ADAPTER, {"requests": 0, "input_tokens": 0, "output_tokens": 0, "throttled": 0})
 
     told = []
     for max_tokens in (5, 3):
-        answer = runtime.invoke_endpoint(EndpointName="local", InferenceComponentName=f"local-{ADAPTER}",
-                                         ContentType="application/json", Body=json.dumps({**BODY, "max_tokens": max_tokens}))
+        answer = runtime.invoke_endpoint(
+            EndpointName="local",
+            InferenceComponentName=f"local-{ADAPTER}",
+            ContentType="application/json",
+            Body=json.dumps({**BODY, "max_tokens": max_tokens}),
+        )
         told.append(json.loads(answer["Body"].read())["usage"])
 
     after = usage_rows(local_mode.url)[ADAPTER]
@@ -39,6 +48,8 @@ def test_usage_reads_local_mode_metrics_at_the_address_it_serves(local_mode):
 
     table = cli("usage", "--prometheus", f"{local_mode.url}/metrics", "--instance-type", "ml.g5.xlarge", "--instance-hours", "1")
     assert table.returncode == 0, table.stderr
-    print(f"\n$ cdk-adapters usage --prometheus {local_mode.url}/metrics --instance-type ml.g5.xlarge --instance-hours 1\n{table.stdout}")
+    print(
+        f"\n$ cdk-adapters usage --prometheus {local_mode.url}/metrics --instance-type ml.g5.xlarge --instance-hours 1\n{table.stdout}"
+    )
     assert table.stdout.startswith(f"Prometheus {local_mode.url}/metrics, totals since the server started")
     assert any(line.split()[:2] == [ADAPTER, str(after["requests"])] for line in table.stdout.splitlines())

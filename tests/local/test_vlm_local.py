@@ -42,9 +42,21 @@ def vlm_local(tmp_path_factory):
     assert list(adapters) == ["describe-v1", "describe-tower-v1"]
     port = free_port()
     process, seconds = start_local_mode(
-        ["--manifest", str(manifest), "--base-model-dir", str(base), "--work-dir", str(root / "work"),
-         "--max-model-len", "256", "--dtype", "float32", "--allow-base-model"],
-        port, root / "local.out",
+        [
+            "--manifest",
+            str(manifest),
+            "--base-model-dir",
+            str(base),
+            "--work-dir",
+            str(root / "work"),
+            "--max-model-len",
+            "256",
+            "--dtype",
+            "float32",
+            "--allow-base-model",
+        ],
+        port,
+        root / "local.out",
     )
     print(f"\ncdk-adapters local (tiny LLaVA) serving after {seconds:.1f} s", file=sys.stderr)
     try:
@@ -62,10 +74,14 @@ def test_the_client_sends_images_and_each_adapter_answers_as_peft_computes(vlm_l
     for name, directory in adapters.items():
         for image_name, image in (("bytes", tiny_vlm.png(1)), ("path", path)):
             raw = image if isinstance(image, bytes) else image.read_bytes()
-            parameters = dict(max_tokens=NEW_TOKENS, temperature=0, ignore_eos=True, return_token_ids=True)
+            parameters = {"max_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
             whole = client.invoke(name, TEXT, images=[image], **parameters).body["choices"][0]["token_ids"]
-            streamed = [t for chunk in client.stream(name, TEXT, images=[image], **parameters)
-                        for choice in chunk.get("choices", []) for t in choice.get("token_ids") or []]
+            streamed = [
+                t
+                for chunk in client.stream(name, TEXT, images=[image], **parameters)
+                for choice in chunk.get("choices", [])
+                for t in choice.get("token_ids") or []
+            ]
             _, expected = greedy_token_ids(base, directory, raw, TEXT, NEW_TOKENS, image_first=False)
             assert whole == expected and streamed == expected, f"{name} on {image_name}: {whole} / {streamed} != {expected}"
             answers[name, image_name] = whole
@@ -79,22 +95,40 @@ IMAGES = {"image-1": tiny_vlm.png(1), "image-2": tiny_vlm.png(2)}
 @pytest.fixture(scope="module")
 def runtime(vlm_local):
     """Plain boto3, as an application that never heard of cdk-adapters would build it."""
-    return boto3.client("sagemaker-runtime", endpoint_url=vlm_local[0], region_name="us-east-1",
-                        aws_access_key_id="local", aws_secret_access_key="local")
+    return boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=vlm_local[0],
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
 
 
 def image_chat(image: bytes, *, stream: bool) -> str:
     """The body an application writes itself: an OpenAI chat, the image first, as a data URL."""
     url = "data:image/png;base64," + base64.b64encode(image).decode()
     content = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": TEXT}]
-    return json.dumps({"messages": [{"role": "user", "content": content}], "max_tokens": NEW_TOKENS, "temperature": 0,
-                       "ignore_eos": True, "return_token_ids": True, "stream": stream})
+    return json.dumps(
+        {
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": NEW_TOKENS,
+            "temperature": 0,
+            "ignore_eos": True,
+            "return_token_ids": True,
+            "stream": stream,
+        }
+    )
 
 
 def boto3_answer(runtime, component: str, image: bytes, *, stream: bool) -> tuple[list[int], list[int], str]:
     """``(prompt ids, new ids, text)`` of one image chat sent with plain boto3."""
-    call = dict(EndpointName="local", InferenceComponentName=component, ContentType="application/json",
-                CustomAttributes="route=/v1/chat/completions", Body=image_chat(image, stream=stream))
+    call = {
+        "EndpointName": "local",
+        "InferenceComponentName": component,
+        "ContentType": "application/json",
+        "CustomAttributes": "route=/v1/chat/completions",
+        "Body": image_chat(image, stream=stream),
+    }
     if not stream:
         answer = json.loads(runtime.invoke_endpoint(**call)["Body"].read())
         return answer["prompt_token_ids"], answer["choices"][0]["token_ids"], answer["choices"][0]["message"]["content"]
@@ -131,9 +165,10 @@ def test_plain_boto3_image_chats_equal_peft_whole_and_streamed(vlm_local, runtim
             # vLLM's detokenizer holds back trailing tokens that end inside a UTF-8 character (it waits
             # for the rest); a plain decode shows them as U+FFFD. Otherwise the text is the decode.
             full = decoded(base, expected)
-            held_back = full[len(texts[0]):]
+            held_back = full[len(texts[0]) :]
             assert texts[0] == texts[1] and full.startswith(texts[0]) and set(held_back) <= {"\ufffd"}, (
-                f"{target} on {image_name}: {texts} / {full!r}")
+                f"{target} on {image_name}: {texts} / {full!r}"
+            )
             answers[target, image_name] = expected
     print("\nboto3 parity (target, image, mode, equal to PEFT):", *table, sep="\n  ", file=sys.stderr)
     for target in targets:
@@ -149,8 +184,13 @@ def test_plain_boto3_with_an_image_body_over_the_limit_gets_413_and_the_adapters
     body = image_chat(big, stream=False)
     assert len(body) > INVOKE_ENDPOINT_MAX_BYTES
     with pytest.raises(botocore.exceptions.ClientError) as refused:
-        runtime.invoke_endpoint(EndpointName="local", InferenceComponentName="local-describe-tower-v1", ContentType="application/json",
-                                CustomAttributes="route=/v1/chat/completions", Body=body)
+        runtime.invoke_endpoint(
+            EndpointName="local",
+            InferenceComponentName="local-describe-tower-v1",
+            ContentType="application/json",
+            CustomAttributes="route=/v1/chat/completions",
+            Body=body,
+        )
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 413
     assert f"{INVOKE_ENDPOINT_MAX_BYTES}-byte InvokeEndpoint limit" in str(refused.value)
     for name, directory in adapters.items():
@@ -185,17 +225,34 @@ def test_eval_runs_image_cases_and_only_the_adapter_whose_answers_they_hold_pass
         for target, directory in {"base": None, **adapters}.items()
     }
     golden = tmp_path / "golden.jsonl"
-    golden.write_text("".join(
-        json.dumps({"id": name, "prompt": TEXT, "image": f"{name}.png", "max_tokens": NEW_TOKENS, "expected": reference["describe-tower-v1"][name]}) + "\n"
-        for name in IMAGES
-    ))
+    golden.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": name,
+                    "prompt": TEXT,
+                    "image": f"{name}.png",
+                    "max_tokens": NEW_TOKENS,
+                    "expected": reference["describe-tower-v1"][name],
+                }
+            )
+            + "\n"
+            for name in IMAGES
+        )
+    )
     out, err = io.StringIO(), io.StringIO()
-    status = main(["eval", str(golden), "describe-tower-v1", "describe-v1", "base", "--local", url, "--json"], stdout=out, stderr=err)
+    status = main(
+        ["eval", str(golden), "describe-tower-v1", "describe-v1", "base", "--local", url, "--json"], stdout=out, stderr=err
+    )
     assert status == 0, err.getvalue()
     result = json.loads(out.getvalue())
     targets = result["targets"]
-    print("\neval on image cases (target: exact passed/asked):",
-          *(f"{t}: {targets[t]['passed']['exact']}" for t in targets), sep="\n  ", file=sys.stderr)
+    print(
+        "\neval on image cases (target: exact passed/asked):",
+        *(f"{t}: {targets[t]['passed']['exact']}" for t in targets),
+        sep="\n  ",
+        file=sys.stderr,
+    )
     assert targets["describe-tower-v1"]["passed"] == {"exact": [2, 2], "all": [2, 2]}
     for target in ("describe-v1", "base"):
         assert targets[target]["passed"]["exact"] == [0, 2], f"{target} answers as the tower adapter"

@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.manifest import LockFile, lock_path_for, write_lock
 from cdk_adapters.manifest.refresh import lock_entry_for_archive
-from cdk_adapters.artifacts.packaging import package_adapter
 from tests.support import tiny_models as tm
 
 TINY_BASE = {

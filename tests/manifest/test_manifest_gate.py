@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from cdk_adapters.manifest import check_manifest, load_manifest, plan_manifest, plan_manifest_file
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.hosting.vllm_options import VllmOptions
 from tests.manifest.builders import lock_adapters, s3_uri, write_manifest
 
 
@@ -43,7 +43,9 @@ def test_good_manifest_plans_and_derives_the_rank(published_manifest, zoo):
 
 
 def test_explicit_max_lora_rank_is_enforced(published_manifest):
-    published_manifest.write_text(published_manifest.read_text().replace("max_cpu_loras: 6", "max_cpu_loras: 6\n  max_lora_rank: 16"))
+    published_manifest.write_text(
+        published_manifest.read_text().replace("max_cpu_loras: 6", "max_cpu_loras: 6\n  max_lora_rank: 16")
+    )
     problems, plan = check_manifest(load_manifest(published_manifest))
     assert plan is None
     assert fields(problems) == [("adapter 'legal-v1'", "rank_pattern")]
@@ -137,10 +139,15 @@ def test_target_modules_differ_unless_the_row_acknowledges_the_rule(zoo, tmp_pat
     assert fields(problems) == [("adapter 'style-v1'", "target_modules")]
     assert "adds down_proj, gate_proj, up_proj" in problems[0].message
     assert problems[0].rule == "identical-target-modules"
-    rows[2]["acknowledge"] = {"rule": "identical-target-modules", "reason": "style adapter adapts MLPs only; measured equal latency"}
+    rows[2]["acknowledge"] = {
+        "rule": "identical-target-modules",
+        "reason": "style adapter adapts MLPs only; measured equal latency",
+    }
     problems, plan = check_manifest(load_manifest(write_manifest(tmp_path, rows)))
     assert problems == [] and plan is not None
-    assert [(f.problem.subject, f.problem.rule) for f in plan.acknowledged] == [("adapter 'style-v1'", "identical-target-modules")]
+    assert [(f.problem.subject, f.problem.rule) for f in plan.acknowledged] == [
+        ("adapter 'style-v1'", "identical-target-modules")
+    ]
 
 
 def test_missing_local_directory(tmp_path):

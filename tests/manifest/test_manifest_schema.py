@@ -19,7 +19,12 @@ def test_a_complete_manifest_parses(tmp_path):
     path = write_manifest(
         tmp_path,
         [
-            {"name": "triage-v3", "source": "s3://bucket/adapters/triage-v3/adapter.tar.gz", "owner": "support", "tags": {"tenant": "acme"}},
+            {
+                "name": "triage-v3",
+                "source": "s3://bucket/adapters/triage-v3/adapter.tar.gz",
+                "owner": "support",
+                "tags": {"tenant": "acme"},
+            },
             {"name": "billing-v1", "source": "./billing", "include_tokenizer": True},
         ],
         serving={"max_loras": 2, "max_cpu_loras": 8, "max_lora_rank": 16},
@@ -37,8 +42,9 @@ def test_defaults(tmp_path):
 
 
 def test_unknown_keys_are_errors_everywhere_and_name_the_adapter(tmp_path):
-    text = (write_manifest(tmp_path, [{"name": "triage-v1", "source": "./a", "ownr": "x"}]).read_text()
-            + "servng:\n  max_loras: 2\n").replace("hidden_size:", "hiden_size: 64\n  hidden_size:")
+    text = (
+        write_manifest(tmp_path, [{"name": "triage-v1", "source": "./a", "ownr": "x"}]).read_text() + "servng:\n  max_loras: 2\n"
+    ).replace("hidden_size:", "hiden_size: 64\n  hidden_size:")
     with pytest.raises(ConfigurationError) as caught:
         parse_manifest(text)
     assert set(problems_of(caught.value)) == {
@@ -88,8 +94,11 @@ def test_s3_urls_are_read_by_the_one_parser_and_say_what_is_wrong(tmp_path):
     assert "bucket 'Adapters_Bucket' may hold only lower-case letters" in found[("adapter 'triage-v1'", "source")]
     assert "the key contains white space" in found[("adapter 'billing-v1'", "source")]
     assert "names no object key after the bucket" in found[("adapter 'legal-v1'", "source")]
-    assert all(message.startswith("an S3 source must be s3://<bucket>/<key>.tar.gz")
-               for (subject, _), message in found.items() if subject.startswith("adapter"))
+    assert all(
+        message.startswith("an S3 source must be s3://<bucket>/<key>.tar.gz")
+        for (subject, _), message in found.items()
+        if subject.startswith("adapter")
+    )
     artifact = found[(f"manifest '{path}'", "base_model.artifact")]
     assert "bucket 'mo' is 2 character(s); S3 bucket names are 3 to 63" in artifact
 
@@ -99,10 +108,17 @@ def test_a_lock_entry_uri_is_read_by_the_same_parser(tmp_path):
 
     lock = tmp_path / "adapters.lock.json"
     facts = {"rank": 8}
-    lock.write_text(json.dumps({"version": 2, "adapters": {
-        "triage-v1": {"uri": "s3://Bad_Bucket/a.tar.gz", "sha256": "0" * 64, "size": 1, "facts": facts},
-        "billing-v1": {"uri": "s3://adapters/billing-v1/", "sha256": "0" * 64, "size": 1, "facts": facts},
-    }}))
+    lock.write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "adapters": {
+                    "triage-v1": {"uri": "s3://Bad_Bucket/a.tar.gz", "sha256": "0" * 64, "size": 1, "facts": facts},
+                    "billing-v1": {"uri": "s3://adapters/billing-v1/", "sha256": "0" * 64, "size": 1, "facts": facts},
+                },
+            }
+        )
+    )
     with pytest.raises(ConfigurationError) as caught:
         load_lock(lock)
     found = {p.field: p.message for p in caught.value.problems if p.field.endswith(".uri")}
@@ -139,17 +155,31 @@ def test_unknown_version(tmp_path):
 
 
 def test_a_rows_limits_parse_and_bad_ones_name_the_adapter_and_field(tmp_path):
-    good = write_manifest(tmp_path, [
-        {"name": "bulk-v1", "source": "s3://example-adapters/adapters/bulk-v1/adapter.tar.gz",
-         "limits": {"weight": 0.5, "max_in_flight": 4, "max_queue": 32, "max_queue_wait_s": 10, "max_n": 2}},
-    ], name="good.yaml")
+    good = write_manifest(
+        tmp_path,
+        [
+            {
+                "name": "bulk-v1",
+                "source": "s3://example-adapters/adapters/bulk-v1/adapter.tar.gz",
+                "limits": {"weight": 0.5, "max_in_flight": 4, "max_queue": 32, "max_queue_wait_s": 10, "max_n": 2},
+            },
+        ],
+        name="good.yaml",
+    )
     (row,) = load_manifest(good).manifest.adapters
     assert row.limits.model_dump() == {"weight": 0.5, "max_in_flight": 4, "max_queue": 32, "max_queue_wait_s": 10.0, "max_n": 2}
     assert row.limits.to_limits().max_n == 2
-    bad = write_manifest(tmp_path, [
-        {"name": "bulk-v1", "source": "s3://example-adapters/adapters/bulk-v1/adapter.tar.gz",
-         "limits": {"weight": 0, "max_in_flight": 0, "max_queue_wait_s": 120, "burst": 3, "max_n": 0}},
-    ], name="bad.yaml")
+    bad = write_manifest(
+        tmp_path,
+        [
+            {
+                "name": "bulk-v1",
+                "source": "s3://example-adapters/adapters/bulk-v1/adapter.tar.gz",
+                "limits": {"weight": 0, "max_in_flight": 0, "max_queue_wait_s": 120, "burst": 3, "max_n": 0},
+            },
+        ],
+        name="bad.yaml",
+    )
     with pytest.raises(ConfigurationError) as caught:
         load_manifest(bad)
     assert sorted(problems_of(caught.value)) == [

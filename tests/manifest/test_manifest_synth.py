@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.artifacts.packaging import package_adapter
+from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.endpoint.fleet import FleetPlacement
-from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.manifest import add_manifest_adapters, endpoint_from_manifest, endpoint_props, load_manifest, plan_manifest
-from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.problems import ConfigurationError
 from tests.manifest.builders import lock_adapters, s3_uri, write_manifest
 
@@ -131,9 +132,7 @@ def test_from_manifest_builds_what_the_explicit_wiring_builds(manifest, tmp_path
 
 
 def test_two_manifests_make_two_endpoints_in_one_stack(manifest, zoo, tmp_path):
-    other = write_manifest(
-        tmp_path, [{"name": "billing-v1", "source": str(zoo.adapter("good"))}], name="other.yaml"
-    )
+    other = write_manifest(tmp_path, [{"name": "billing-v1", "source": str(zoo.adapter("good"))}], name="other.yaml")
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out")), "Adapters-Test")
     common = {
         "image": ContainerImage.from_digest_uri(IMAGE),

@@ -19,14 +19,14 @@ import yaml
 from aws_cdk.assertions import Template
 
 import app as example_app
-from cdk_adapters.contract import serving_env, serving_image
 from cdk_adapters.cli import main as cli_main
-from cdk_adapters.hosting.container_image import ContainerImage
-from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.contract import serving_env, serving_image
 from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.endpoint.fleet import FleetPlacement
+from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.hosting.vllm_options import VllmOptions
 from cdk_adapters.manifest import endpoint_from_manifest, load_manifest, plan_manifest_file
 from cdk_adapters.problems import ConfigurationError
-from cdk_adapters.hosting.vllm_options import VllmOptions
 from tests.constructs.conftest import app_context
 from tests.manifest.builders import write_manifest
 from tests.support import tiny_vlm
@@ -61,8 +61,12 @@ def printed_base_facts(base_dir: Path) -> dict:
 def vlm_manifest(directory: Path, base_dir: Path, rows: dict[str, Path], *, allow_vision_modules: bool = True, **base) -> Path:
     facts = printed_base_facts(base_dir)
     base_model = {
-        "id": tiny_vlm.TINY_VLM_MODEL_ID, "revision": tiny_vlm.TINY_VLM_REVISION,
-        "artifact": "s3://example-models/base/tiny-llava/", **facts, "allow_vision_modules": allow_vision_modules, **base,
+        "id": tiny_vlm.TINY_VLM_MODEL_ID,
+        "revision": tiny_vlm.TINY_VLM_REVISION,
+        "artifact": "s3://example-models/base/tiny-llava/",
+        **facts,
+        "allow_vision_modules": allow_vision_modules,
+        **base,
     }
     adapters = [{"name": name, "source": str(source)} for name, source in rows.items()]
     for row in adapters[1:]:  # a tower adapter's targets differ from a language-model adapter's, on purpose
@@ -78,9 +82,13 @@ def synth_app(manifest: Path) -> cdk.Stack:
 
 def test_base_facts_prints_the_vision_language_facts(vlm):
     facts = printed_base_facts(vlm["default"]["base"])
-    assert {key: facts[key] for key in ("vision_language", "architecture", "vision_tower_type", "vision_feature_select_strategy")} == {
-        "vision_language": True, "architecture": "LlavaForConditionalGeneration",
-        "vision_tower_type": "clip_vision_model", "vision_feature_select_strategy": "default",
+    assert {
+        key: facts[key] for key in ("vision_language", "architecture", "vision_tower_type", "vision_feature_select_strategy")
+    } == {
+        "vision_language": True,
+        "architecture": "LlavaForConditionalGeneration",
+        "vision_tower_type": "clip_vision_model",
+        "vision_feature_select_strategy": "default",
     }
 
 
@@ -92,7 +100,8 @@ def test_a_tower_adapter_on_a_llava_default_base_fails_cdk_synth_naming_adapter_
     problems = {(p.subject, p.field, p.rule) for p in refused.value.problems}
     # The engine dies on the first image request with tower LoRA on, whatever the adapter targets.
     assert problems == {
-        (f"adapter '{name}'", "base_model.vision_feature_select_strategy", "vlm-engine-traps") for name in ("tables-v1", "describe-v1")
+        (f"adapter '{name}'", "base_model.vision_feature_select_strategy", "vlm-engine-traps")
+        for name in ("tables-v1", "describe-v1")
     }
     text = str(refused.value)
     assert f"crashes vLLM {serving_image.VLLM_VERSION}" in text and "'default'" in text
@@ -124,8 +133,12 @@ def test_a_transformers5_tower_adapter_fails_synth_naming_the_modules(vlm, tmp_p
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out")), "Vlm-Test")
     with pytest.raises(ConfigurationError) as refused:
         endpoint_from_manifest(
-            stack, "Vlm", manifest=manifest, image=ContainerImage.from_digest_uri(IMAGE),
-            compute=ComputeRequirements(min_memory_required_in_mb=16384), placement=FleetPlacement.in_endpoint_stack(),
+            stack,
+            "Vlm",
+            manifest=manifest,
+            image=ContainerImage.from_digest_uri(IMAGE),
+            compute=ComputeRequirements(min_memory_required_in_mb=16384),
+            placement=FleetPlacement.in_endpoint_stack(),
         )
     [problem] = refused.value.problems
     assert (problem.subject, problem.rule) == ("adapter 'describe-v1'", "vision-tower-layout")
@@ -153,9 +166,17 @@ def test_a_vlm_manifest_without_its_facts_is_refused_naming_each(vlm, tmp_path):
 @pytest.mark.parametrize(
     ("base", "field", "text"),
     [
-        ({"vision_feature_select_strategy": None}, "base_model.vision_feature_select_strategy", "required for a LlavaForConditionalGeneration base"),
+        (
+            {"vision_feature_select_strategy": None},
+            "base_model.vision_feature_select_strategy",
+            "required for a LlavaForConditionalGeneration base",
+        ),
         ({"vision_feature_select_strategy": "cls"}, "base_model.vision_feature_select_strategy", "must be 'default' or 'full'"),
-        ({"vision_language": False, "allow_vision_modules": False}, "base_model.architecture", "describes a vision-language base"),
+        (
+            {"vision_language": False, "allow_vision_modules": False},
+            "base_model.architecture",
+            "describes a vision-language base",
+        ),
     ],
     ids=["strategy-missing", "strategy-unknown", "facts-on-a-text-base"],
 )
@@ -177,8 +198,13 @@ def test_bad_vlm_facts_are_refused_naming_the_field(vlm, tmp_path, base, field, 
 def endpoint_for(tmp_path, manifest, **props):
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "out")), "Vlm-Test")
     endpoint = endpoint_from_manifest(
-        stack, "Vlm", manifest=manifest, image=ContainerImage.from_digest_uri(IMAGE),
-        compute=ComputeRequirements(min_memory_required_in_mb=16384), placement=FleetPlacement.in_endpoint_stack(), **props,
+        stack,
+        "Vlm",
+        manifest=manifest,
+        image=ContainerImage.from_digest_uri(IMAGE),
+        compute=ComputeRequirements(min_memory_required_in_mb=16384),
+        placement=FleetPlacement.in_endpoint_stack(),
+        **props,
     )
     return stack, endpoint
 
@@ -227,5 +253,8 @@ def test_tower_lora_turned_on_explicitly_on_a_full_base_serves_the_tower_adapter
     manifest = vlm_manifest(tmp_path, made["base"], {"tables-v1": made["language"], "describe-v1": made["tower"]})
     stack, endpoint = endpoint_for(tmp_path, manifest, vllm=VllmOptions(enable_tower_connector_lora=True))
     (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
-    assert model["Properties"]["PrimaryContainer"]["Environment"][serving_env.VLLM_FLAG_PREFIX + "ENABLE_TOWER_CONNECTOR_LORA"] == "true"
+    assert (
+        model["Properties"]["PrimaryContainer"]["Environment"][serving_env.VLLM_FLAG_PREFIX + "ENABLE_TOWER_CONNECTOR_LORA"]
+        == "true"
+    )
     assert sorted(endpoint.adapter_component_names()) == ["describe-v1", "tables-v1"]

@@ -55,4 +55,6 @@ def dashboard_body(template: dict[str, Any]) -> dict[str, Any]:
 
 
 def alarms_by_name(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {alarm["Properties"]["AlarmName"]: alarm["Properties"] for alarm in resources(template, "AWS::CloudWatch::Alarm").values()}
+    return {
+        alarm["Properties"]["AlarmName"]: alarm["Properties"] for alarm in resources(template, "AWS::CloudWatch::Alarm").values()
+    }

@@ -24,7 +24,12 @@ def test_endpoint_alarms_watch_the_rollup_with_one_metric_each():
     assert set(alarms) == {f"{prefix}/error-rate", f"{prefix}/latency-p95", f"{prefix}/cold-start-share"}
     rollup = [{"Name": "EndpointName", "Value": endpoint.endpoint_name}]
     error = alarms[f"{prefix}/error-rate"]
-    assert (error["Namespace"], error["MetricName"], error["Statistic"], error["Threshold"]) == ("CdkAdapters", "Errors5XX", "Average", 0.05)
+    assert (error["Namespace"], error["MetricName"], error["Statistic"], error["Threshold"]) == (
+        "CdkAdapters",
+        "Errors5XX",
+        "Average",
+        0.05,
+    )
     assert error["Dimensions"] == rollup
     assert (error["EvaluationPeriods"], error["DatapointsToAlarm"], error["Period"]) == (3, 2, 300)
     assert error["ComparisonOperator"] == "GreaterThanThreshold"
@@ -39,7 +44,9 @@ def test_endpoint_alarms_watch_the_rollup_with_one_metric_each():
 
 def test_adapters_opt_in_with_overrides_and_none_turns_an_alarm_off():
     endpoint = endpoint_with(alarms=MonitoringAlarms(endpoint=None, adapters=AlarmThresholds(error_rate_percent=3)))
-    created = endpoint.add_adapter_alarms("support-en-v1", {"latency_p95_ms": 8000, "cold_start_share_percent": None, "period": Duration.minutes(1)})
+    created = endpoint.add_adapter_alarms(
+        "support-en-v1", {"latency_p95_ms": 8000, "cold_start_share_percent": None, "period": Duration.minutes(1)}
+    )
     assert set(created) == {"error_rate", "latency_p95"}
     alarms = alarms_by_name(template_of(endpoint))
     component = endpoint.adapters["support-en-v1"].inference_component_name
@@ -78,7 +85,7 @@ def test_adapter_alarms_live_in_the_adapters_shard_and_change_no_other_resource(
 
     plain, alarmed = build(False), build(True)
     shard = alarmed.fleet.stack_of("support-en-v1")
-    for alarm in alarmed.adapter_alarms["support-en-v1"].values():
+    for alarm in alarmed.monitoring.adapter_alarms["support-en-v1"].values():
         assert cdk.Stack.of(alarm) is shard
     other = alarmed.fleet.stack_of("support-de-v1")
     assert other is not shard, "the two adapters hash to different shards"
@@ -110,7 +117,9 @@ def test_opting_in_a_missing_adapter_by_name_fails_synth_naming_it():
 
 
 def test_unknown_settings_bad_thresholds_and_unpublished_metrics_are_refused():
-    endpoint = endpoint_with(alarms=MonitoringAlarms(endpoint=None), request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX")))
+    endpoint = endpoint_with(
+        alarms=MonitoringAlarms(endpoint=None), request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX"))
+    )
     unknown = refused(endpoint, "support-en-v1", {"latency_p99_ms": 100, "error_rate": 2})
     assert "alarms.error_rate: is not an alarm setting; known: error_rate_percent" in unknown
     assert "alarms.latency_p99_ms: is not an alarm setting" in unknown
@@ -158,7 +167,9 @@ def test_an_adapter_opted_in_by_name_that_would_overflow_its_shard_is_not_create
     )
     with pytest.raises(ConfigurationError) as raised:
         endpoint.add_adapter("b-v1", artifact=artifact("b-v1"))
-    assert "alarms: its component and 3 alarm(s) would put its shard (Shard0) at 8 resources, over its capacity of 5" in str(raised.value)
+    assert "alarms: its component and 3 alarm(s) would put its shard (Shard0) at 8 resources, over its capacity of 5" in str(
+        raised.value
+    )
     assert "b-v1" not in endpoint.adapters
     assert own_resource_count(endpoint.fleet.stack_of("a-v1")) == 4
 
@@ -169,7 +180,7 @@ def test_alarms_without_a_topic_acknowledge_only_the_alarm_action_rules():
 
     endpoint = endpoint_with(alarms=MonitoringAlarms(adapter_names=["support-en-v1"]))
     acknowledged = set()
-    for alarm in [*endpoint.endpoint_alarms.values(), *endpoint.adapter_alarms["support-en-v1"].values()]:
+    for alarm in [*endpoint.endpoint_alarms.values(), *endpoint.monitoring.adapter_alarms["support-en-v1"].values()]:
         for entry in alarm.node.metadata:
             if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
                 acknowledged |= set(entry.data)
@@ -189,7 +200,9 @@ def test_alarms_without_a_topic_acknowledge_only_the_alarm_action_rules():
 def test_a_smaller_metric_set_with_the_matching_alarms_turned_off_builds():
     endpoint = endpoint_with(
         request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX")),
-        alarms=MonitoringAlarms(endpoint=AlarmThresholds(cold_start_share_percent=None), adapters=AlarmThresholds(cold_start_share_percent=None)),
+        alarms=MonitoringAlarms(
+            endpoint=AlarmThresholds(cold_start_share_percent=None), adapters=AlarmThresholds(cold_start_share_percent=None)
+        ),
     )
     assert set(endpoint.endpoint_alarms) == {"error_rate", "latency_p95"}
     assert set(endpoint.add_adapter_alarms("support-en-v1")) == {"error_rate", "latency_p95"}
@@ -231,7 +244,11 @@ def test_throttled_and_starved_alarms_are_off_by_default_and_watch_the_fair_shar
     prefix, component = endpoint.prefix, endpoint.adapters["support-en-v1"].inference_component_name
     assert set(endpoint.endpoint_alarms) == {"error_rate", "latency_p95", "cold_start_share", "throttled_share"}
     endpoint_throttled = alarms[f"{prefix}/throttled-share"]
-    assert (endpoint_throttled["MetricName"], endpoint_throttled["Statistic"], endpoint_throttled["Threshold"]) == ("Throttled", "Average", 0.02)
+    assert (endpoint_throttled["MetricName"], endpoint_throttled["Statistic"], endpoint_throttled["Threshold"]) == (
+        "Throttled",
+        "Average",
+        0.02,
+    )
     assert endpoint_throttled["Dimensions"] == [{"Name": "EndpointName", "Value": endpoint.endpoint_name}]
     throttled, starved = alarms[f"{component}/throttled-share"], alarms[f"{component}/queue-wait-p95"]
     assert (throttled["MetricName"], throttled["Statistic"], throttled["Threshold"]) == ("Throttled", "Average", 0.1)

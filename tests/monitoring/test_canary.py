@@ -42,7 +42,13 @@ def test_the_canary_entry_round_trips_and_leaves_the_other_fields_as_they_were()
 
 def test_a_bad_canary_entry_is_refused_saying_what_is_wrong():
     document = json.loads(MAIN.to_json())
-    document["canary"] = {"endpoint_name": "", "adapters": [], "traffic_percent": 80, "component_prefix": "c", "base_inference_component_name": "c-base"}
+    document["canary"] = {
+        "endpoint_name": "",
+        "adapters": [],
+        "traffic_percent": 80,
+        "component_prefix": "c",
+        "base_inference_component_name": "c-base",
+    }
     with pytest.raises(DiscoveryRecordError) as raised:
         DiscoveryRecord.from_json(json.dumps(document))
     text = str(raised.value)

@@ -23,25 +23,49 @@ def test_endpoint_rows_and_per_adapter_tables():
     assert dashboard["Properties"]["DashboardName"] == {"Fn::Join": ["", [f"{endpoint.prefix}-", {"Ref": "AWS::Region"}]]}
     body = dashboard_body(template)
     widgets = metric_widgets(body)
-    assert {"Requests", "Latency (ms)", "Errors", "Cold-start share (0-1)", "GPU utilisation (%)",
-            "Copies and instances (reservations)", "SageMaker invocations (base component)"} <= set(widgets)
+    assert {
+        "Requests",
+        "Latency (ms)",
+        "Errors",
+        "Cold-start share (0-1)",
+        "GPU utilisation (%)",
+        "Copies and instances (reservations)",
+        "SageMaker invocations (base component)",
+    } <= set(widgets)
     latency = widgets["Latency (ms)"]["metrics"]
     assert [entry[:4] for entry in latency] == [["CdkAdapters", "Latency", "EndpointName", endpoint.endpoint_name]] * 3 + [
         ["CdkAdapters", "TimeToFirstToken", "EndpointName", endpoint.endpoint_name]
     ]
     assert [entry[-1]["stat"] for entry in latency] == ["p50", "p95", "p99", "p95"]
     gpu = widgets["GPU utilisation (%)"]["metrics"]
-    assert gpu[0][:4] == ["/aws/sagemaker/InferenceComponents", "GPUUtilizationNormalized", "InferenceComponentName", endpoint.base_component_name]
+    assert gpu[0][:4] == [
+        "/aws/sagemaker/InferenceComponents",
+        "GPUUtilizationNormalized",
+        "InferenceComponentName",
+        endpoint.base_component_name,
+    ]
     reservations = widgets["Copies and instances (reservations)"]["metrics"]
-    assert ["/aws/sagemaker/Endpoints", "GPUReservation", "EndpointName", endpoint.endpoint_name, "VariantName", "AllTraffic"] == reservations[0][:6]
+    assert [
+        "/aws/sagemaker/Endpoints",
+        "GPUReservation",
+        "EndpointName",
+        endpoint.endpoint_name,
+        "VariantName",
+        "AllTraffic",
+    ] == reservations[0][:6]
     alarm_widget = next(widget for widget in body["widgets"] if widget["type"] == "alarm")
     assert len(alarm_widget["properties"]["alarms"]) == 3
     tables = {title: properties for title, properties in widgets.items() if title.startswith("Top 10 adapters")}
     assert len(tables) == 7
     for properties in tables.values():
-        ((query,),) = [[item["expression"] for item in entry if isinstance(item, dict) and "expression" in item] for entry in properties["metrics"]]
-        assert query.startswith('SELECT ') and 'FROM SCHEMA("CdkAdapters", Adapter, EndpointName)' in query
-        assert f"WHERE EndpointName = '{endpoint.endpoint_name}' GROUP BY Adapter ORDER BY" in query and query.endswith("DESC LIMIT 10")
+        ((query,),) = [
+            [item["expression"] for item in entry if isinstance(item, dict) and "expression" in item]
+            for entry in properties["metrics"]
+        ]
+        assert query.startswith("SELECT ") and 'FROM SCHEMA("CdkAdapters", Adapter, EndpointName)' in query
+        assert f"WHERE EndpointName = '{endpoint.endpoint_name}' GROUP BY Adapter ORDER BY" in query and query.endswith(
+            "DESC LIMIT 10"
+        )
         assert properties["view"] == "bar"
     assert dashboard_limit_problems(body) == []
 
@@ -73,11 +97,16 @@ def test_fair_share_signals_have_an_endpoint_row_and_per_adapter_tables():
     assert queries["Top 10 adapters: Highest peak in flight"].startswith("SELECT MAX(InFlight) FROM SCHEMA")
     row = widgets["Fair share: queue wait (ms), throttled, in flight"]["metrics"]
     assert [(entry[1], entry[-1].get("stat")) for entry in row] == [
-        ("QueueWait", "p50"), ("QueueWait", "p95"), ("Throttled", "Sum"), ("InFlight", "Maximum"),
+        ("QueueWait", "p50"),
+        ("QueueWait", "p95"),
+        ("Throttled", "Sum"),
+        ("InFlight", "Maximum"),
     ]
     assert all(entry[2:4] == ["EndpointName", endpoint.endpoint_name] for entry in row)
     # Without the fair-share metrics, neither the row nor the tables.
-    plain = metric_widgets(dashboard_body(template_of(build_endpoint(request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX"))))))
+    plain = metric_widgets(
+        dashboard_body(template_of(build_endpoint(request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX")))))
+    )
     assert not any("Fair share" in title or "queue wait" in title or "throttled" in title for title in plain)
 
 
@@ -94,13 +123,19 @@ def test_top_n_is_configurable_within_what_a_query_returns():
     with pytest.raises(ConfigurationError, match=r"dashboard_top_n: must be an integer from 1 to 100, got 0"):
         build_endpoint(dashboard_top_n=0)
     # Seven tables of up to 100 series would pass the dashboard's 500: refused before anything is built.
-    with pytest.raises(ConfigurationError, match=r"dashboard_top_n: 66 x 7 per-adapter tables passes the 500 series .* at most 65"):
+    with pytest.raises(
+        ConfigurationError, match=r"dashboard_top_n: 66 x 7 per-adapter tables passes the 500 series .* at most 65"
+    ):
         build_endpoint(dashboard_top_n=66)
     widest = dashboard_body(template_of(build_endpoint(dashboard_top_n=65)))
     assert dashboard_limit_problems(widest) == []
-    fewer = dashboard_body(template_of(build_endpoint(dashboard_top_n=100, request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX")))))
+    fewer = dashboard_body(
+        template_of(build_endpoint(dashboard_top_n=100, request_metrics=RequestMetrics(metrics=("Latency", "Errors5XX"))))
+    )
     assert dashboard_limit_problems(fewer) == []
-    assert "AWS::CloudWatch::Dashboard" not in {r["Type"] for r in template_of(build_endpoint(dashboard=False))["Resources"].values()}
+    assert "AWS::CloudWatch::Dashboard" not in {
+        r["Type"] for r in template_of(build_endpoint(dashboard=False))["Resources"].values()
+    }
 
 
 def test_the_limit_check_finds_each_limit():

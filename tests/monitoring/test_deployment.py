@@ -42,8 +42,16 @@ def test_rolling_update_rolls_back_on_the_endpoint_error_alarm():
         ),
     )
     template = template_of(endpoint)
-    error_alarm = next(key for key, alarm in resources(template, "AWS::CloudWatch::Alarm").items() if alarm["Properties"]["AlarmName"].endswith("/error-rate"))
-    latency_alarm = next(key for key, alarm in resources(template, "AWS::CloudWatch::Alarm").items() if alarm["Properties"]["AlarmName"].endswith("/latency-p95"))
+    error_alarm = next(
+        key
+        for key, alarm in resources(template, "AWS::CloudWatch::Alarm").items()
+        if alarm["Properties"]["AlarmName"].endswith("/error-rate")
+    )
+    latency_alarm = next(
+        key
+        for key, alarm in resources(template, "AWS::CloudWatch::Alarm").items()
+        if alarm["Properties"]["AlarmName"].endswith("/latency-p95")
+    )
     assert base_component_properties(endpoint)["DeploymentConfig"] == {
         "RollingUpdatePolicy": {
             "MaximumBatchSize": {"Type": "CAPACITY_PERCENT", "Value": 25},
@@ -84,8 +92,9 @@ def test_batch_sizes_out_of_range_are_refused():
     assert "deployment.maximum_batch_size.value: is 60%; SageMaker accepts 5% to 50% of the copies" in refused(
         copy_count=4, deployment=RollingUpdate(maximum_batch_size=BatchSize.percent(60))
     )
-    assert "deployment.maximum_batch_size.value: is 3 of 4 copies; SageMaker takes at most 50% of the copies per batch (2 here)" in refused(
-        copy_count=4, deployment=RollingUpdate(maximum_batch_size=BatchSize.copies(3))
+    assert (
+        "deployment.maximum_batch_size.value: is 3 of 4 copies; SageMaker takes at most 50% of the copies per batch (2 here)"
+        in refused(copy_count=4, deployment=RollingUpdate(maximum_batch_size=BatchSize.copies(3)))
     )
     assert "deployment.maximum_batch_size.value: must be at least 1 copy, got 0" in refused(
         copy_count=4, deployment=RollingUpdate(maximum_batch_size=BatchSize.copies(0))
@@ -102,7 +111,10 @@ def test_a_rollback_with_no_alarm_is_refused():
 
 def test_rolling_back_on_an_alarm_the_endpoint_does_not_create_is_refused():
     off = refused(copy_count=2, deployment=RollingUpdate(rollback_on_endpoint_alarms=("error_rate",)))
-    assert "deployment.rollback_on_endpoint_alarms: 'error_rate' is not an alarm of this endpoint (it creates: none (alarms are off))" in off
+    assert (
+        "deployment.rollback_on_endpoint_alarms: 'error_rate' is not an alarm of this endpoint (it creates: none (alarms are off))"
+        in off
+    )
     latency_off = refused(
         copy_count=2,
         alarms=MonitoringAlarms(endpoint=AlarmThresholds(latency_p95_ms=None)),
@@ -130,8 +142,18 @@ def test_every_problem_at_once_wait_timeout_and_alarm_count():
 
 
 def test_a_copy_batch_below_five_percent_of_the_copies_is_refused():
-    text = refused(copy_count=40, instance_type="ml.p5.48xlarge", initial_instance_count=5, max_instance_count=5,
-                   deployment=RollingUpdate(maximum_batch_size=BatchSize.copies(1)))
+    text = refused(
+        copy_count=40,
+        instance_type="ml.p5.48xlarge",
+        initial_instance_count=5,
+        max_instance_count=5,
+        deployment=RollingUpdate(maximum_batch_size=BatchSize.copies(1)),
+    )
     assert "is 1 of 40 copies; SageMaker takes at least 5% of the copies per batch (2 here)" in text
-    build_endpoint(copy_count=40, instance_type="ml.p5.48xlarge", initial_instance_count=5, max_instance_count=5,
-                   deployment=RollingUpdate(maximum_batch_size=BatchSize.copies(2), rollback_alarms=[]))
+    build_endpoint(
+        copy_count=40,
+        instance_type="ml.p5.48xlarge",
+        initial_instance_count=5,
+        max_instance_count=5,
+        deployment=RollingUpdate(maximum_batch_size=BatchSize.copies(2), rollback_alarms=[]),
+    )

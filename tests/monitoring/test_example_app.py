@@ -18,8 +18,18 @@ from tests.constructs.conftest import VENV_BIN, app_context
 from tests.constructs.test_nag_lint_composition import nag_violations
 from tests.monitoring.conftest import alarms_by_name, resources
 
-COMPARED = ("Namespace", "MetricName", "Statistic", "ExtendedStatistic", "Threshold", "Period", "EvaluationPeriods",
-            "DatapointsToAlarm", "ComparisonOperator", "TreatMissingData")
+COMPARED = (
+    "Namespace",
+    "MetricName",
+    "Statistic",
+    "ExtendedStatistic",
+    "Threshold",
+    "Period",
+    "EvaluationPeriods",
+    "DatapointsToAlarm",
+    "ComparisonOperator",
+    "TreatMissingData",
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +57,22 @@ def comparable(alarm: dict) -> dict:
 def test_prod_rolls_the_base_component_back_on_its_error_alarm(prod_with_canary):
     stack = prod_with_canary["stack"]
     template = Template.from_stack(stack).to_json()
-    (base,) = [ic["Properties"] for ic in resources(template, "AWS::SageMaker::InferenceComponent").values() if "VariantName" in ic["Properties"]]
-    error_alarm = next(key for key, alarm in resources(template, "AWS::CloudWatch::Alarm").items() if alarm["Properties"]["AlarmName"] == f"{stack.endpoint.prefix}/error-rate")
+    (base,) = [
+        ic["Properties"]
+        for ic in resources(template, "AWS::SageMaker::InferenceComponent").values()
+        if "VariantName" in ic["Properties"]
+    ]
+    error_alarm = next(
+        key
+        for key, alarm in resources(template, "AWS::CloudWatch::Alarm").items()
+        if alarm["Properties"]["AlarmName"] == f"{stack.endpoint.prefix}/error-rate"
+    )
     assert base["DeploymentConfig"] == {
-        "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1}, "WaitIntervalInSeconds": 600, "MaximumExecutionTimeoutInSeconds": 7200},
+        "RollingUpdatePolicy": {
+            "MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1},
+            "WaitIntervalInSeconds": 600,
+            "MaximumExecutionTimeoutInSeconds": 7200,
+        },
         "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": {"Ref": error_alarm}}]},
     }
     assert alarms_by_name(template)[f"{stack.endpoint.prefix}/error-rate"]["Threshold"] == 0.02
@@ -67,14 +89,20 @@ def test_the_canary_serves_the_canary_rows_with_alarms_matching_prod(prod_with_c
         return {
             name.replace(adapter, "<adapter>").replace(endpoint.prefix, "<endpoint>"): comparable(alarm)
             for name, alarm in alarms.items()
-            if name.startswith(adapter + "/") or name.startswith(endpoint.prefix + "/")
+            if name.startswith((adapter + "/", endpoint.prefix + "/"))
         }
 
     main_roles = by_role(main_alarms, stack.endpoint)
     canary_roles = by_role(canary_alarms, canary.endpoint)
     assert canary_roles == {key: value for key, value in main_roles.items() if key in canary_roles}
-    assert set(canary_roles) == {f"<{who}>/{kind}" for who in ("endpoint", "adapter") for kind in ("error-rate", "latency-p95", "cold-start-share")}
-    (base,) = [ic for ic in resources(Template.from_stack(canary).to_json(), "AWS::SageMaker::InferenceComponent").values() if "VariantName" in ic["Properties"]]
+    assert set(canary_roles) == {
+        f"<{who}>/{kind}" for who in ("endpoint", "adapter") for kind in ("error-rate", "latency-p95", "cold-start-share")
+    }
+    (base,) = [
+        ic
+        for ic in resources(Template.from_stack(canary).to_json(), "AWS::SageMaker::InferenceComponent").values()
+        if "VariantName" in ic["Properties"]
+    ]
     assert "DeploymentConfig" not in base["Properties"], "the canary is where an upgrade is tried: no rollout guard of its own"
 
 
@@ -84,7 +112,9 @@ def test_the_prod_record_names_the_canary(prod_with_canary):
     record = DiscoveryRecord.from_json(parameter["Properties"]["Value"])
     assert record.canary is not None
     assert (record.canary.endpoint_name, record.canary.adapters, record.canary.traffic_percent) == (
-        stack.canary.endpoint.endpoint_name, ("support-en-v1",), 5
+        stack.canary.endpoint.endpoint_name,
+        ("support-en-v1",),
+        5,
     )
 
 

@@ -8,9 +8,9 @@ import aws_cdk as cdk
 import pytest
 import yaml
 
-from cdk_adapters.hosting.container_image import ContainerImage
-from cdk_adapters.endpoint.fleet import CLOUDFORMATION_RESOURCE_LIMIT, FleetPlacement, own_resource_count
 from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.endpoint.fleet import CLOUDFORMATION_RESOURCE_LIMIT, FleetPlacement, own_resource_count
+from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.manifest import endpoint_from_manifest
 from cdk_adapters.monitoring import dashboard_limit_problems
 from cdk_adapters.problems import ConfigurationError
@@ -34,8 +34,12 @@ def fleet_manifest(directory, count: int, alarms) -> str:
 def build(manifest, **props):
     stack = cdk.Stack(cdk.App(), STACK)
     return endpoint_from_manifest(
-        stack, "Serving", manifest=manifest, image=ContainerImage.from_digest_uri(DIGEST_IMAGE),
-        compute=ComputeRequirements(min_memory_required_in_mb=16384), **props,
+        stack,
+        "Serving",
+        manifest=manifest,
+        image=ContainerImage.from_digest_uri(DIGEST_IMAGE),
+        compute=ComputeRequirements(min_memory_required_in_mb=16384),
+        **props,
     )
 
 
@@ -47,14 +51,20 @@ def error_rate_fleet(tmp_path_factory):
 
 def test_a_thousand_error_rate_alarms_fit_the_default_shards(error_rate_fleet):
     endpoint = error_rate_fleet
-    assert len(endpoint.adapter_alarms) == FLEET
+    assert len(endpoint.monitoring.adapter_alarms) == FLEET
     capacity = endpoint.placement.shard_capacity
     held = {number: own_resource_count(shard) for number, shard in endpoint.fleet.shards.items()}
     assert sum(held.values()) == 2 * FLEET, "one component and one alarm per adapter"
     assert max(held.values()) <= capacity < CLOUDFORMATION_RESOURCE_LIMIT
     for shard in endpoint.fleet.shards.values():
-        alarms = [c for c in shard.node.find_all() if isinstance(c, cdk.CfnResource) and c.cfn_resource_type == "AWS::CloudWatch::Alarm"]
-        components = [c for c in shard.node.find_all() if isinstance(c, cdk.CfnResource) and c.cfn_resource_type == "AWS::SageMaker::InferenceComponent"]
+        alarms = [
+            c for c in shard.node.find_all() if isinstance(c, cdk.CfnResource) and c.cfn_resource_type == "AWS::CloudWatch::Alarm"
+        ]
+        components = [
+            c
+            for c in shard.node.find_all()
+            if isinstance(c, cdk.CfnResource) and c.cfn_resource_type == "AWS::SageMaker::InferenceComponent"
+        ]
         assert len(alarms) == len(components), "each adapter's alarm sits in its component's shard"
 
 

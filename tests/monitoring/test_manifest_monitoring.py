@@ -6,17 +6,15 @@ from dataclasses import fields
 
 import aws_cdk as cdk
 import pytest
+import yaml
 
 from cdk_adapters.manifest import endpoint_from_manifest, plan_manifest_file
 from cdk_adapters.monitoring import thresholds
 from cdk_adapters.monitoring.alarms import THRESHOLD_FIELDS, AlarmThresholds
-from cdk_adapters.manifest.lock import LockFile, lock_path_for, write_lock
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import DIGEST_IMAGE
-from tests.fleet.builders import write_fleet_manifest, adapter_name
+from tests.fleet.builders import adapter_name, write_fleet_manifest
 from tests.monitoring.conftest import alarms_by_name, template_of
-
-import yaml
 
 
 def manifest_with(tmp_path, rows: dict[int, dict]):
@@ -30,19 +28,27 @@ def manifest_with(tmp_path, rows: dict[int, dict]):
 
 
 def build(path, **props):
-    from cdk_adapters.hosting.container_image import ContainerImage
-    from cdk_adapters.endpoint.fleet import FleetPlacement
     from cdk_adapters.endpoint.components import ComputeRequirements
+    from cdk_adapters.endpoint.fleet import FleetPlacement
+    from cdk_adapters.hosting.container_image import ContainerImage
 
     stack = cdk.Stack(cdk.App(), "Manifest-Alarms")
     return endpoint_from_manifest(
-        stack, "Serving", manifest=path, image=ContainerImage.from_digest_uri(DIGEST_IMAGE),
-        compute=ComputeRequirements(min_memory_required_in_mb=16384), placement=FleetPlacement.in_endpoint_stack(), **props,
+        stack,
+        "Serving",
+        manifest=path,
+        image=ContainerImage.from_digest_uri(DIGEST_IMAGE),
+        compute=ComputeRequirements(min_memory_required_in_mb=16384),
+        placement=FleetPlacement.in_endpoint_stack(),
+        **props,
     )
 
 
 def test_rows_opt_in_with_defaults_or_overrides(tmp_path):
-    path = manifest_with(tmp_path, {0: {"alarms": True}, 1: {"alarms": {"latency_p95_ms": 9000, "cold_start_share_percent": None, "period_minutes": 1}}})
+    path = manifest_with(
+        tmp_path,
+        {0: {"alarms": True}, 1: {"alarms": {"latency_p95_ms": 9000, "cold_start_share_percent": None, "period_minutes": 1}}},
+    )
     plan = plan_manifest_file(path)
     assert plan.alarm_overrides == {
         adapter_name(0): {},
@@ -51,7 +57,11 @@ def test_rows_opt_in_with_defaults_or_overrides(tmp_path):
     endpoint = build(path)
     alarms = alarms_by_name(template_of(endpoint))
     first, second = (endpoint.adapters[adapter_name(i)].inference_component_name for i in (0, 1))
-    assert {name for name in alarms if name.startswith(first + "/")} == {f"{first}/error-rate", f"{first}/latency-p95", f"{first}/cold-start-share"}
+    assert {name for name in alarms if name.startswith(first + "/")} == {
+        f"{first}/error-rate",
+        f"{first}/latency-p95",
+        f"{first}/cold-start-share",
+    }
     assert {name for name in alarms if name.startswith(second + "/")} == {f"{second}/error-rate", f"{second}/latency-p95"}
     assert alarms[f"{second}/latency-p95"]["Threshold"] == 9000 and alarms[f"{second}/latency-p95"]["Period"] == 60
     assert not any(name.startswith(endpoint.adapters[adapter_name(2)].inference_component_name + "/") for name in alarms)
@@ -60,11 +70,14 @@ def test_rows_opt_in_with_defaults_or_overrides(tmp_path):
 
 
 def test_bad_alarm_rows_are_refused_naming_the_adapter_and_field(tmp_path):
-    path = manifest_with(tmp_path, {
-        0: {"alarms": {"latency_p99_ms": 100}},
-        1: {"alarms": {"error_rate_percent": 120}},
-        2: {"alarms": "yes please"},
-    })
+    path = manifest_with(
+        tmp_path,
+        {
+            0: {"alarms": {"latency_p99_ms": 100}},
+            1: {"alarms": {"error_rate_percent": 120}},
+            2: {"alarms": "yes please"},
+        },
+    )
     with pytest.raises(ConfigurationError) as raised:
         plan_manifest_file(path)
     text = str(raised.value)
@@ -72,12 +85,12 @@ def test_bad_alarm_rows_are_refused_naming_the_adapter_and_field(tmp_path):
     assert f"adapter '{adapter_name(0)}': alarms.latency_p99_ms: is not a known field" in text
     # The refusal lists what is known: every AlarmThresholds field (the period in minutes).
     known = text.split("alarms.latency_p99_ms: ")[1].split("known: ")[1].splitlines()[0]
-    assert known.split(", ") == [
-        "period_minutes" if name == "period" else name for name in THRESHOLD_FIELDS
-    ]
+    assert known.split(", ") == ["period_minutes" if name == "period" else name for name in THRESHOLD_FIELDS]
     assert f"adapter '{adapter_name(1)}': alarms.error_rate_percent: must be a percentage above 0 and below 100" in text
     assert f"adapter '{adapter_name(2)}': alarms: must be true, false or a mapping of overrides" in text
-    nulled = manifest_with(tmp_path / "nulled", {0: {"alarms": {"period_minutes": None, "queue_wait_p95_ms": -5, "throttled_share_percent": 100}}})
+    nulled = manifest_with(
+        tmp_path / "nulled", {0: {"alarms": {"period_minutes": None, "queue_wait_p95_ms": -5, "throttled_share_percent": 100}}}
+    )
     with pytest.raises(ConfigurationError) as raised:
         plan_manifest_file(nulled)
     text = str(raised.value)
@@ -88,15 +101,21 @@ def test_bad_alarm_rows_are_refused_naming_the_adapter_and_field(tmp_path):
 
 
 def test_rows_take_every_alarm_threshold_field_including_the_fair_share_ones(tmp_path):
-    path = manifest_with(tmp_path, {0: {"alarms": {"throttled_share_percent": 2, "queue_wait_p95_ms": 1500, "evaluation_periods": 4}}})
+    path = manifest_with(
+        tmp_path, {0: {"alarms": {"throttled_share_percent": 2, "queue_wait_p95_ms": 1500, "evaluation_periods": 4}}}
+    )
     assert plan_manifest_file(path).alarm_overrides[adapter_name(0)] == {
-        "throttled_share_percent": 2, "queue_wait_p95_ms": 1500, "evaluation_periods": 4,
+        "throttled_share_percent": 2,
+        "queue_wait_p95_ms": 1500,
+        "evaluation_periods": 4,
     }
     endpoint = build(path)
     alarms = alarms_by_name(template_of(endpoint))
     component = endpoint.adapters[adapter_name(0)].inference_component_name
     mine = {name: alarm for name, alarm in alarms.items() if name.startswith(component + "/")}
-    assert set(mine) == {f"{component}/{kind}" for kind in ("error-rate", "latency-p95", "cold-start-share", "throttled-share", "queue-wait-p95")}
+    assert set(mine) == {
+        f"{component}/{kind}" for kind in ("error-rate", "latency-p95", "cold-start-share", "throttled-share", "queue-wait-p95")
+    }
     assert mine[f"{component}/throttled-share"]["Threshold"] == 0.02
     assert mine[f"{component}/throttled-share"]["MetricName"] == "Throttled"
     assert mine[f"{component}/queue-wait-p95"]["Threshold"] == 1500
@@ -105,7 +124,7 @@ def test_rows_take_every_alarm_threshold_field_including_the_fair_share_ones(tmp
 
 
 def test_the_manifest_and_the_construct_share_one_list_of_alarm_settings():
-    assert THRESHOLD_FIELDS == tuple(field.name for field in fields(AlarmThresholds))
+    assert tuple(field.name for field in fields(AlarmThresholds)) == THRESHOLD_FIELDS
     assert thresholds.THRESHOLD_FIELDS == THRESHOLD_FIELDS
 
 

@@ -59,7 +59,9 @@ def test_adapter_metric_methods_name_the_contract_metric_and_both_dimensions():
     # Every metric of the contract has a typed method, and the methods name nothing else.
     assert {name for name, _ in expected.values()} == set(contract.METRICS_BY_NAME)
     assert (contract.QUEUE_WAIT.statistic, contract.THROTTLED.statistic, contract.IN_FLIGHT_METRIC.statistic) == (
-        "p95", "Sum", "Maximum"
+        "p95",
+        "Sum",
+        "Maximum",
     )
     for method, (name, statistic) in expected.items():
         metric = method()
@@ -73,18 +75,24 @@ def test_adapter_metric_methods_name_the_contract_metric_and_both_dimensions():
 
 def test_endpoint_rollup_has_only_the_endpoint_dimension():
     endpoint = build_endpoint()
-    metric = endpoint.request_metric_source.metric_request_latency()
+    metric = endpoint.monitoring.rollup.metric_request_latency()
     assert metric.dimensions == {"EndpointName": endpoint.endpoint_name}
-    assert endpoint.request_metric_source.metric_requests().statistic == "SampleCount"
+    assert endpoint.monitoring.rollup.metric_requests().statistic == "SampleCount"
 
 
-def test_the_old_attribute_names_still_answer_with_a_deprecation_warning():
+def test_monitoring_has_one_home_and_the_endpoint_no_aliases_of_it():
     endpoint = endpoint_with(alarms=MonitoringAlarms())
-    with pytest.warns(DeprecationWarning, match="use request_metric_source"):
-        assert endpoint.request_metrics is endpoint.request_metric_source
-    with pytest.warns(DeprecationWarning, match="use endpoint_alarms"):
-        assert endpoint.alarms is endpoint.endpoint_alarms
     assert set(endpoint.endpoint_alarms) == {"error_rate", "latency_p95", "cold_start_share"}
+    aliases = (
+        "request_metrics",
+        "alarms",
+        "request_metric_settings",
+        "alarm_settings",
+        "request_metric_source",
+        "adapter_alarms",
+    )
+    assert [name for name in aliases if hasattr(endpoint, name)] == []
+    assert endpoint.monitoring.alarm_settings is not None and endpoint.monitoring.adapter_alarms == {}
 
 
 def test_unknown_and_unpublished_metrics_are_refused_by_name():
@@ -92,11 +100,13 @@ def test_unknown_and_unpublished_metrics_are_refused_by_name():
     adapter = endpoint.adapters["support-en-v1"]
     with pytest.raises(ConfigurationError, match=r"metric_name: unknown metric 'Latncy'; known: Latency, TimeToFirstToken"):
         adapter.request_metric_source.metric("Latncy")
-    with pytest.raises(ConfigurationError, match=r"needs metric 'ColdStarts', which is not published: request_metrics.metrics leaves it out"):
+    with pytest.raises(
+        ConfigurationError, match=r"needs metric 'ColdStarts', which is not published: request_metrics.metrics leaves it out"
+    ):
         adapter.metric_cold_start_share()
     off = endpoint_with(request_metrics=RequestMetrics(emf=False))
     with pytest.raises(ConfigurationError, match=r"EMF is off"):
-        off.request_metric_source.metric_request_latency()
+        off.monitoring.rollup.metric_request_latency()
 
 
 def test_bad_settings_are_refused_all_at_once_naming_the_field():

@@ -20,8 +20,8 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
 from cdk_adapters.artifacts.packaging import package_adapter
-from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.artifacts.publish import ProgressBar, adapter_key, publish_archive
+from cdk_adapters.problems import ConfigurationError
 
 BUCKET = "adapters-bucket"
 REGION = "us-east-1"
@@ -64,7 +64,12 @@ def test_publish_uploads_once_with_s3s_own_checksum(aws, archives):
     packaged = archives["good"]
     seen = []
     published = publish_archive(
-        aws, packaged.path, name="triage-v1", bucket=BUCKET, sha256=packaged.sha256, expected_bucket_owner=OWNER,
+        aws,
+        packaged.path,
+        name="triage-v1",
+        bucket=BUCKET,
+        sha256=packaged.sha256,
+        expected_bucket_owner=OWNER,
         progress=lambda d, t: seen.append((d, t)),
     )
     assert published.uploaded
@@ -212,8 +217,14 @@ def test_request_shape_is_a_conditional_checksummed_put_to_the_expected_owner(ar
             },
         )
         published = publish_archive(
-            client, packaged.path, name="triage-v1", bucket=BUCKET, prefix="/team/a/", sha256=packaged.sha256,
-            expected_bucket_owner=OWNER, kms_key_id="alias/adapters",
+            client,
+            packaged.path,
+            name="triage-v1",
+            bucket=BUCKET,
+            prefix="/team/a/",
+            sha256=packaged.sha256,
+            expected_bucket_owner=OWNER,
+            kms_key_id="alias/adapters",
         )
         stub.assert_no_pending_responses()
     assert published.key == key
@@ -226,14 +237,19 @@ def test_an_existing_object_is_identical_only_by_s3s_checksum_and_size(archives)
     same = {"ContentLength": packaged.size, "ChecksumSHA256": b64(packaged.sha256), "ChecksumType": "FULL_OBJECT"}
     with Stubber(client) as stub:
         stub.add_response("head_object", same, expected_params=head_params(key))
-        again = publish_archive(client, packaged.path, name="triage-v1", bucket=BUCKET, sha256=packaged.sha256, expected_bucket_owner=OWNER)
+        again = publish_archive(
+            client, packaged.path, name="triage-v1", bucket=BUCKET, sha256=packaged.sha256, expected_bucket_owner=OWNER
+        )
         # A multipart upload's SHA-256 is a checksum of checksums: never equal to the file's.
         stub.add_response(
-            "head_object", {**same, "ChecksumSHA256": b64(packaged.sha256) + "-2", "ChecksumType": "COMPOSITE"},
+            "head_object",
+            {**same, "ChecksumSHA256": b64(packaged.sha256) + "-2", "ChecksumType": "COMPOSITE"},
             expected_params=head_params(key),
         )
         with pytest.raises(ConfigurationError, match="multipart \\(composite\\) SHA-256"):
-            publish_archive(client, packaged.path, name="triage-v1", bucket=BUCKET, sha256=packaged.sha256, expected_bucket_owner=OWNER)
+            publish_archive(
+                client, packaged.path, name="triage-v1", bucket=BUCKET, sha256=packaged.sha256, expected_bucket_owner=OWNER
+            )
         stub.assert_no_pending_responses()  # and no put_object was made
     assert not again.uploaded
 
@@ -244,7 +260,9 @@ def test_a_bucket_another_account_owns_is_refused_with_a_reason_and_nothing_uplo
     with Stubber(client) as stub:
         stub.add_client_error("head_object", "403", http_status_code=403, expected_params=head_params(adapter_key("triage-v1")))
         with pytest.raises(ConfigurationError) as refused:
-            publish_archive(client, packaged.path, name="triage-v1", bucket=BUCKET, sha256=packaged.sha256, expected_bucket_owner=OWNER)
+            publish_archive(
+                client, packaged.path, name="triage-v1", bucket=BUCKET, sha256=packaged.sha256, expected_bucket_owner=OWNER
+            )
         stub.assert_no_pending_responses()
     problem = refused.value.problems[0]
     assert (problem.subject, problem.field) == ("adapter 'triage-v1'", "bucket")

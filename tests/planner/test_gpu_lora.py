@@ -21,9 +21,9 @@ def test_a_figure_at_the_rank16_tables_own_points_is_the_table(tokens, distinct)
     assert cost.basis == "measured on H200"
 
 
-@pytest.mark.parametrize(("tokens", "distinct", "rank"), [
-    (t, d, r) for (t, d), row in lora_kernels.PADDED_RANK.items() for r in row if r != 16
-])
+@pytest.mark.parametrize(
+    ("tokens", "distinct", "rank"), [(t, d, r) for (t, d), row in lora_kernels.PADDED_RANK.items() for r in row if r != 16]
+)
 def test_a_figure_at_the_padded_rank_tables_own_points_is_the_table(tokens, distinct, rank):
     cost = lora_kernels.step_cost(rank, tokens, distinct)
     assert cost.lora_us == lora_kernels.PADDED_RANK[tokens, distinct][rank]
@@ -49,7 +49,9 @@ def test_an_attention_only_adapter_costs_about_40_percent_of_an_all_linear_one()
     """Measured per module at 1 token: qkv 15.6 + o 9.2 of 62.4 µs."""
     share = lora_kernels.module_share(["q_proj", "k_proj", "v_proj", "o_proj"])
     assert share == pytest.approx((15.6 + 9.2) / 62.4)
-    assert lora_kernels.module_share(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]) == pytest.approx(1.0)
+    assert lora_kernels.module_share(
+        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    ) == pytest.approx(1.0)
 
 
 # --- the LRU replay against an exact computation --------------------------------------------
@@ -90,12 +92,15 @@ def exact_miss_rates(rates: dict[str, float], gpu_slots: int, host_slots: int) -
     return gpu_miss, host_miss
 
 
-@pytest.mark.parametrize(("rates", "gpu_slots", "host_slots"), [
-    ({"a": 1, "b": 1, "c": 1}, 1, 2),
-    ({"a": 6, "b": 3, "c": 1}, 1, 2),
-    ({"a": 5, "b": 2, "c": 2, "d": 1}, 2, 3),
-    ({"a": 8, "b": 1, "c": 1, "d": 1, "e": 1}, 2, 2),
-])
+@pytest.mark.parametrize(
+    ("rates", "gpu_slots", "host_slots"),
+    [
+        ({"a": 1, "b": 1, "c": 1}, 1, 2),
+        ({"a": 6, "b": 3, "c": 1}, 1, 2),
+        ({"a": 5, "b": 2, "c": 2, "d": 1}, 2, 3),
+        ({"a": 8, "b": 1, "c": 1, "d": 1, "e": 1}, 2, 2),
+    ],
+)
 def test_the_replay_matches_the_exact_miss_rates_of_small_mixes(rates, gpu_slots, host_slots):
     estimate = swaps.replay(rates, gpu_slots=gpu_slots, host_slots=host_slots, requests=200_000, seed=1)
     gpu_miss, host_miss = exact_miss_rates(rates, gpu_slots, host_slots)
@@ -156,14 +161,17 @@ def test_the_plan_command_shows_the_split_and_its_basis():
     assert one_tier["split"] is None
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (["--tenants", "3", "--ranks", "16x2"], "--ranks: gives 2 rank(s) for --tenants 3"),
-    (["--tenants", "2", "--ranks", "16,1024"], "--ranks: ranks must be from 1 to 512"),
-    (["--tenants", "2", "--ranks", "sixteen"], "--ranks: must be RANK[xCOUNT],..."),
-    (["--tenants", "2", "--zipf", "-1"], "--zipf: must be from 0 to 10"),
-    (["--tenants", "2", "--zipf", "nan"], "--zipf: must be a finite number"),
-    (["--ranks", "16"], "--ranks: sets the what-if tenants' ranks: use it with --tenants"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--tenants", "3", "--ranks", "16x2"], "--ranks: gives 2 rank(s) for --tenants 3"),
+        (["--tenants", "2", "--ranks", "16,1024"], "--ranks: ranks must be from 1 to 512"),
+        (["--tenants", "2", "--ranks", "sixteen"], "--ranks: must be RANK[xCOUNT],..."),
+        (["--tenants", "2", "--zipf", "-1"], "--zipf: must be from 0 to 10"),
+        (["--tenants", "2", "--zipf", "nan"], "--zipf: must be a finite number"),
+        (["--ranks", "16"], "--ranks: sets the what-if tenants' ranks: use it with --tenants"),
+    ],
+)
 def test_bad_what_if_lora_flags_are_one_line_each(flags, message):
     result = plan("--num-layers", "32", *flags)
     assert result.status == 1 and message in result.err and "Traceback" not in result.err

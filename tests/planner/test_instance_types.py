@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_adapters.hosting.instance_types import CHECKED_ON, INSTANCE_TYPES, UnknownInstanceType, instance_type, require_instance_type
 from cdk_adapters.hosting.instance_storage import has_local_instance_storage
-
+from cdk_adapters.hosting.instance_types import (
+    CHECKED_ON,
+    INSTANCE_TYPES,
+    UnknownInstanceType,
+    instance_type,
+    require_instance_type,
+)
 
 REQUIRED = {
     # name: (GPUs, GPU model, GiB per GPU, vCPUs, host GiB), as AWS publishes them

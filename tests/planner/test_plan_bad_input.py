@@ -12,8 +12,16 @@ def test_negative_traffic_in_the_manifest_names_adapter_and_field(tmp_path, zoo)
     manifest = write_tiny_manifest(
         tmp_path,
         [
-            {"name": "alpha-v1", "source": str(zoo.adapter("good")), "traffic": {"requests_per_minute": -5, "output_tokens": 100}},
-            {"name": "beta-v1", "source": str(zoo.adapter("good-2")), "traffic": {"requests_per_minute": 5, "output_tokens": 100, "peak_factor": 0.5}},
+            {
+                "name": "alpha-v1",
+                "source": str(zoo.adapter("good")),
+                "traffic": {"requests_per_minute": -5, "output_tokens": 100},
+            },
+            {
+                "name": "beta-v1",
+                "source": str(zoo.adapter("good-2")),
+                "traffic": {"requests_per_minute": 5, "output_tokens": 100, "peak_factor": 0.5},
+            },
         ],
     )
     result = plan("--manifest", str(manifest), "--json")
@@ -45,8 +53,10 @@ def test_what_if_traffic_is_bounded_and_finite_so_no_plan_overflows_or_runs_away
 
 
 def test_infinite_or_nan_traffic_in_the_manifest_is_refused_by_name(tmp_path, zoo):
-    manifest = write_tiny_manifest(tmp_path, [{"name": "alpha-v1", "source": str(zoo.adapter("good")),
-                                    "traffic": {"requests_per_minute": 5, "output_tokens": 100}}])
+    manifest = write_tiny_manifest(
+        tmp_path,
+        [{"name": "alpha-v1", "source": str(zoo.adapter("good")), "traffic": {"requests_per_minute": 5, "output_tokens": 100}}],
+    )
     text = manifest.read_text()
     assert "requests_per_minute: 5" in text
     for value in (".inf", ".nan"):
@@ -89,7 +99,10 @@ def test_price_file_with_a_missing_column(tmp_path):
     prices.write_text("instance_type,price\nml.g6e.xlarge,1.86\n")
     result = plan(*WHAT_IF, "--instance-type", "ml.g6e.xlarge", "--price-file", str(prices))
     assert result.status == 1
-    assert f"price file '{prices}': usd_per_hour: column is missing; the header must name instance_type, usd_per_hour (found: instance_type, price)" in result.err
+    assert (
+        f"price file '{prices}': usd_per_hour: column is missing; the header must name instance_type, usd_per_hour (found: instance_type, price)"
+        in result.err
+    )
 
 
 def test_price_file_row_is_used_and_bad_values_are_named(tmp_path):
@@ -158,7 +171,9 @@ def test_a_price_file_row_with_more_columns_than_the_header_is_a_clear_error(tmp
     prices = tmp_path / "prices.csv"
     prices.write_text("instance_type,usd_per_hour\nml.g6.2xlarge,1.3,extra note, more\n")
     err = _io.StringIO()
-    status = cli_main(["plan", "--num-layers", "32", "--tenants", "3", "--price-file", str(prices)], stdout=_io.StringIO(), stderr=err)
+    status = cli_main(
+        ["plan", "--num-layers", "32", "--tenants", "3", "--price-file", str(prices)], stdout=_io.StringIO(), stderr=err
+    )
     assert status == 1
     assert "line 2: has more columns than the header (instance_type, usd_per_hour)" in err.getvalue()
     assert "Traceback" not in err.getvalue()

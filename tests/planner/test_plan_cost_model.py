@@ -74,7 +74,9 @@ def test_capacity_by_hand():
 
 
 def test_a_busy_tenant_needs_more_than_one_dedicated_instance():
-    busy = TenantTraffic("busy", requests_per_minute=60, prompt_tokens=0, output_tokens=1000, peak_factor=2)  # 2,000 tokens/s at peak
+    busy = TenantTraffic(
+        "busy", requests_per_minute=60, prompt_tokens=0, output_tokens=1000, peak_factor=2
+    )  # 2,000 tokens/s at peak
     comparison = compare([busy], CostInputs(price_per_hour=1.0, throughput=900.0, min_instances=1))
     assert comparison.dedicated_instances == 3
     assert comparison.shared_instances == 3  # ceil(2000 / 720)
@@ -86,11 +88,21 @@ def test_manifest_traffic_rows_are_planned(tmp_path, zoo):
     manifest = write_tiny_manifest(
         tmp_path,
         [
-            {"name": "alpha-v1", "source": str(zoo.adapter("good")), "traffic": {"requests_per_minute": 30, "prompt_tokens": 200, "output_tokens": 100}},
-            {"name": "beta-v1", "source": str(zoo.adapter("good-2")), "traffic": {"requests_per_minute": 6, "output_tokens": 500, "peak_factor": 3}},
+            {
+                "name": "alpha-v1",
+                "source": str(zoo.adapter("good")),
+                "traffic": {"requests_per_minute": 30, "prompt_tokens": 200, "output_tokens": 100},
+            },
+            {
+                "name": "beta-v1",
+                "source": str(zoo.adapter("good-2")),
+                "traffic": {"requests_per_minute": 6, "output_tokens": 500, "peak_factor": 3},
+            },
         ],
     )
-    document = plan("--manifest", str(manifest), "--price-per-hour", "2", "--throughput", "100", "--min-instances", "1", "--json").json()
+    document = plan(
+        "--manifest", str(manifest), "--price-per-hour", "2", "--throughput", "100", "--min-instances", "1", "--json"
+    ).json()
     assert [t["name"] for t in document["tenants"]] == ["alpha-v1", "beta-v1"]
     # alpha 50 tokens/s (peak 100), beta 50 tokens/s (peak 150): dedicated 1 + 2; shared ceil(250 / 80) = 4
     assert document["dedicated"]["instances"] == 3

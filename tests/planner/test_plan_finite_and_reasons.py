@@ -54,7 +54,7 @@ def test_keep_dedicated_gives_the_minimum_fleet_as_the_reason():
 def test_the_chart_draws_the_fixed_shared_fleet_it_priced():
     average = TenantTraffic("average", 8.0, 500, 600, 2.0)
     fixed = CostInputs(price_per_hour=1.2, throughput=438.0, shared_instances=2)
-    counts, dedicated, shared = cost_series(average, fixed, tenants=12)
+    counts, _dedicated, shared = cost_series(average, fixed, tenants=12)
     assert shared == [2 * 1.2 * 730] * len(counts)
     _, _, grown = cost_series(average, CostInputs(price_per_hour=1.2, throughput=438.0), tenants=12)
     assert grown[0] < grown[-1]  # without it, the fleet grows with the tenants
@@ -70,9 +70,11 @@ def test_the_chart_command_with_a_fixed_fleet_writes_the_png(tmp_path):
 def test_max_loras_beyond_the_manifests_cache_names_where_each_value_came_from():
     result = plan(*WHAT_IF, "--max-loras", "12")
     assert result.status == 1 and result.out == ""
-    assert ("plan: --max-loras: max_loras 12 (--max-loras) is more than max_cpu_loras 8 (serving.max_cpu_loras in "
-            "manifests/example.yaml): the host cache holds every GPU-resident adapter, so vLLM refuses it; "
-            "pass --max-cpu-loras 12 or more") in result.err
+    assert (
+        "plan: --max-loras: max_loras 12 (--max-loras) is more than max_cpu_loras 8 (serving.max_cpu_loras in "
+        "manifests/example.yaml): the host cache holds every GPU-resident adapter, so vLLM refuses it; "
+        "pass --max-cpu-loras 12 or more"
+    ) in result.err
 
 
 def test_chart_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
@@ -93,7 +95,9 @@ def test_chart_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
     result = plan(*WHAT_IF, "--chart", str(tmp_path / "c.png"))
     assert result.status == 1
     # The wheel's own path with the extra (this checkout's install record names no wheel: the placeholder).
-    assert ("--chart: needs matplotlib (matplotlib is not installed): "
-            "pip install '/path/to/cdk_adapters-<version>-py3-none-any.whl[chart]'") in result.err
+    assert (
+        "--chart: needs matplotlib (matplotlib is not installed): "
+        "pip install '/path/to/cdk_adapters-<version>-py3-none-any.whl[chart]'"
+    ) in result.err
     assert "'cdk-adapters[" not in result.err
     assert not (tmp_path / "c.png").exists()

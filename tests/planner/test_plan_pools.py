@@ -38,8 +38,18 @@ def test_a_pool_the_adapters_do_not_fit_fails_the_plan_and_is_named(tmp_path):
     prices = tmp_path / "prices.csv"
     prices.write_text("instance_type,usd_per_hour,source\nml.g6e.xlarge,1.86,our quote\nml.g6.2xlarge,0.98,our quote\n")
     # float32 weights of an 8B model (~30 GiB) fit a 48 GB L40S, not a 24 GB L4.
-    result = plan(*WHAT_IF, "--instance-type", "ml.g6e.xlarge", "--instance-type", "ml.g6.2xlarge",
-                  "--price-file", str(prices), "--dtype", "float32", "--json")
+    result = plan(
+        *WHAT_IF,
+        "--instance-type",
+        "ml.g6e.xlarge",
+        "--instance-type",
+        "ml.g6.2xlarge",
+        "--price-file",
+        str(prices),
+        "--dtype",
+        "float32",
+        "--json",
+    )
     assert result.status == 1
     worst = result.json()["worst_case"]
     assert worst["memory_fits_every_pool"] is False and worst["pools_that_do_not_fit"] == ["ml.g6.2xlarge"]
@@ -53,5 +63,12 @@ def test_bad_pool_flags_are_refused_together():
     assert "--instance-type: names ml.g6.2xlarge more than once; each pool once" in result.err
     assert "--price-per-hour: prices one instance type; for pools use the shipped table or --price-file" in result.err
     assert "instance type 'ml.g9.huge': --instance-type: 'ml.g9.huge' is not a GPU instance type" in result.err
-    six = plan(*WHAT_IF, *[f for name in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge", "12xlarge") for f in ("--instance-type", f"ml.g6.{name}")])
+    six = plan(
+        *WHAT_IF,
+        *[
+            f
+            for name in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge", "12xlarge")
+            for f in ("--instance-type", f"ml.g6.{name}")
+        ],
+    )
     assert six.status == 1 and "is given 6 times; an endpoint takes at most 5 instance pools" in six.err

@@ -19,7 +19,13 @@ from tests.constructs.conftest import build_endpoint, new_stack
 ADAPTER_URL = "s3://example-adapters/{}/v1/adapter.tar.gz"
 SCALE_TO_ZERO = {"instance_type": "ml.g6.2xlarge", "min_instance_count": 0, "max_instance_count": 1}
 """One L4 instance at most, released when idle: room for one 16 GiB copy."""
-SCALE_OUT = {"instance_type": "ml.g6.12xlarge", "initial_instance_count": 2, "min_instance_count": 2, "max_instance_count": 4, "copy_count": 2}
+SCALE_OUT = {
+    "instance_type": "ml.g6.12xlarge",
+    "initial_instance_count": 2,
+    "min_instance_count": 2,
+    "max_instance_count": 4,
+    "copy_count": 2,
+}
 """Four L4 GPUs per instance, two to four instances: room for 16 copies of one GPU each."""
 
 
@@ -44,7 +50,9 @@ def scaled_out(name: str) -> MultiAdapterEndpoint:
     """Production shape: at least two copies, up to eight, on invocations and concurrency."""
     endpoint = endpoint_with_adapters(name, **SCALE_OUT)
     copies = endpoint.base_component.auto_scale_copy_count(min_copies=2, max_copies=8)
-    copies.scale_on_concurrent_requests(5, scale_in_cooldown=cdk.Duration.minutes(10), scale_out_cooldown=cdk.Duration.seconds(30))
+    copies.scale_on_concurrent_requests(
+        5, scale_in_cooldown=cdk.Duration.minutes(10), scale_out_cooldown=cdk.Duration.seconds(30)
+    )
     copies.scale_on_invocations(120)
     return endpoint
 

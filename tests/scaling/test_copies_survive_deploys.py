@@ -18,13 +18,13 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
+from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.hosting.rolling_update import RollingUpdate
-from cdk_adapters.endpoint.fleet import FleetPlacement
-from cdk_adapters.endpoint.components import ComputeRequirements
+from cdk_adapters.hosting.scaling import WakeUpScope
 from cdk_adapters.manifest import endpoint_from_manifest
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms
-from cdk_adapters.hosting.scaling import WakeUpScope
 from tests.constructs.conftest import DIGEST_IMAGE
 from tests.fleet.builders import adapter_name, write_fleet_manifest
 from tests.support.cdk_diff import NESTED_SUFFIX, diff_assemblies
@@ -51,9 +51,7 @@ def synth(
     rolled back on the endpoint's error-rate alarm) as a cloud assembly with the CLI's metadata."""
     manifest = write_fleet_manifest(root / label, indices)
     outdir = root / f"{label}.out"
-    app = cdk.App(
-        outdir=str(outdir), context={"aws:cdk:enable-asset-metadata": True, "aws:cdk:enable-path-metadata": True}
-    )
+    app = cdk.App(outdir=str(outdir), context={"aws:cdk:enable-asset-metadata": True, "aws:cdk:enable-path-metadata": True})
     endpoint = endpoint_from_manifest(
         cdk.Stack(app, STACK),
         "Serving",
@@ -88,13 +86,13 @@ def assemblies(tmp_path_factory) -> dict[str, Path]:
     }
 
 
-
-
 def base_lines(lines: list[str]) -> list[str]:
     return [line for line in lines if "AWS::SageMaker::InferenceComponent" in line and "BaseComponent" in line]
 
 
-@pytest.mark.parametrize(("label", "adapter", "sign"), [("plus_one", adapter_name(ADAPTERS), "+"), ("minus_one", adapter_name(REMOVED), "-")])
+@pytest.mark.parametrize(
+    ("label", "adapter", "sign"), [("plus_one", adapter_name(ADAPTERS), "+"), ("minus_one", adapter_name(REMOVED), "-")]
+)
 def test_adding_or_removing_an_adapter_changes_one_shard_and_never_the_base(assemblies, tmp_path, label, adapter, sign):
     diff = diff_assemblies(assemblies["deployed"], assemblies[label], STACK, tmp_path)
     nested = {name: lines for name, lines in diff.changed.items() if name.endswith(NESTED_SUFFIX)}

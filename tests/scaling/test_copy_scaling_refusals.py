@@ -8,8 +8,8 @@ import pytest
 from aws_cdk.assertions import Template
 
 from cdk_adapters.endpoint.components import ComputeRequirements
-from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.hosting.scaling import ScalableCopyCount
+from cdk_adapters.problems import ConfigurationError
 from tests.scaling.conftest import SCALE_OUT, SCALE_TO_ZERO, endpoint_with_adapters, fields_of
 from tests.support.synth_refusal import refused_at_synth
 
@@ -50,15 +50,25 @@ def test_copy_count_outside_the_range_is_refused_with_why():
     ("overrides", "max_copies", "says"),
     [
         # One L4 per ml.g6.2xlarge: one copy per instance, one instance at most.
-        (SCALE_TO_ZERO, 2, "a ml.g6.2xlarge holds 1 copies (1 GPU(s), 1 per copy), so max_instance_count=1 holds 1; "
-         "raise max_instance_count to 2 or lower max_copies to 1"),
+        (
+            SCALE_TO_ZERO,
+            2,
+            "a ml.g6.2xlarge holds 1 copies (1 GPU(s), 1 per copy), so max_instance_count=1 holds 1; "
+            "raise max_instance_count to 2 or lower max_copies to 1",
+        ),
         # Four GPUs but 192 GiB: three 64 GiB copies per ml.g6.12xlarge, 12 on four instances.
-        (dict(SCALE_OUT, compute=ComputeRequirements(min_memory_required_in_mb=65536)), 13,
-         "holds 3 copies (192 GiB host memory, 65536 MiB per copy), so max_instance_count=4 holds 12; "
-         "raise max_instance_count to 5 or lower max_copies to 12"),
+        (
+            dict(SCALE_OUT, compute=ComputeRequirements(min_memory_required_in_mb=65536)),
+            13,
+            "holds 3 copies (192 GiB host memory, 65536 MiB per copy), so max_instance_count=4 holds 12; "
+            "raise max_instance_count to 5 or lower max_copies to 12",
+        ),
         # Two GPUs per copy: two copies per instance.
-        (dict(SCALE_OUT, compute=ComputeRequirements(min_memory_required_in_mb=16384, accelerator_devices=2)), 9,
-         "holds 2 copies (4 GPU(s), 2 per copy)"),
+        (
+            dict(SCALE_OUT, compute=ComputeRequirements(min_memory_required_in_mb=16384, accelerator_devices=2)),
+            9,
+            "holds 2 copies (4 GPU(s), 2 per copy)",
+        ),
     ],
 )
 def test_more_copies_than_the_instances_can_hold(overrides, max_copies, says):
@@ -81,7 +91,7 @@ def test_target_values_must_be_positive_and_cooldowns_whole_seconds_within_an_ho
     copies = endpoint.base_component.auto_scale_copy_count(min_copies=2, max_copies=8)
     subject = base_subject(endpoint)
     for bad in (0, -3, float("nan"), True):
-        error = refused(lambda: copies.scale_on_concurrent_requests(bad))
+        error = refused(lambda bad=bad: copies.scale_on_concurrent_requests(bad))
         assert fields_of(error) == [(subject, "scale_on_concurrent_requests.target_requests_per_copy")]
     error = refused(
         lambda: copies.scale_on_invocations(

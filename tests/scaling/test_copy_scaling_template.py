@@ -45,14 +45,16 @@ def test_the_scalable_target_is_the_base_components_copy_count_and_waits_for_it(
 
 def test_target_tracking_uses_the_typed_metric_target_and_cooldowns(zero, out):
     tracking = {
-        policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]["PredefinedMetricSpecification"]["PredefinedMetricType"]: policy[
-            "Properties"
-        ]["TargetTrackingScalingPolicyConfiguration"]
+        policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]["PredefinedMetricSpecification"][
+            "PredefinedMetricType"
+        ]: policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
         for policy in resources(out, POLICY).values()
     }
     assert tracking == {
         "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution": {
-            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"},
+            "PredefinedMetricSpecification": {
+                "PredefinedMetricType": "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
+            },
             "TargetValue": 5,
             "ScaleInCooldown": 600,
             "ScaleOutCooldown": 30,
@@ -86,7 +88,11 @@ def test_scale_to_zero_releases_the_last_instance_and_wakes_on_one_failed_reques
     properties = alarm["Properties"]
     # >= 1 (not the AWS page's > 1): a single failed request in a minute wakes the endpoint.
     assert (properties["ComparisonOperator"], properties["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
-    assert (properties["EvaluationPeriods"], properties["DatapointsToAlarm"], properties["TreatMissingData"]) == (1, 1, "notBreaching")
+    assert (properties["EvaluationPeriods"], properties["DatapointsToAlarm"], properties["TreatMissingData"]) == (
+        1,
+        1,
+        "notBreaching",
+    )
     assert properties["AlarmActions"] == [{"Ref": step_id}]
     [query] = properties["Metrics"]
     assert query == {
@@ -105,11 +111,15 @@ def test_base_component_scope_alarms_on_the_base_metric_alone():
     properties = alarm["Properties"]
     assert properties["Namespace"] == "AWS/SageMaker" and properties["MetricName"] == "NoCapacityInvocationFailures"
     assert properties["Dimensions"] == [{"Name": "InferenceComponentName", "Value": endpoint.base_component_name}]
-    assert (properties["Statistic"], properties["Period"], properties["ComparisonOperator"]) == ("Maximum", 60, "GreaterThanOrEqualToThreshold")
+    assert (properties["Statistic"], properties["Period"], properties["ComparisonOperator"]) == (
+        "Maximum",
+        60,
+        "GreaterThanOrEqualToThreshold",
+    )
 
 
 def test_scaling_adds_four_resources_to_scale_to_zero_and_two_to_track_and_leaves_the_base_as_it_was(zero):
-    plain = endpoint_with_adapters("Scale-Zero", **{"instance_type": "ml.g6.2xlarge", "min_instance_count": 0, "max_instance_count": 1})
+    plain = endpoint_with_adapters("Scale-Zero", instance_type="ml.g6.2xlarge", min_instance_count=0, max_instance_count=1)
     tracked = endpoint_with_adapters("Scale-Track", instance_type="ml.g6.2xlarge")
     tracked.base_component.auto_scale_copy_count(min_copies=1, max_copies=1).scale_on_invocations(60)
     before = Counter(r["Type"] for r in resources(plain).values())

@@ -10,8 +10,8 @@ import pytest
 
 import app as example_app
 from cdk_adapters.cli import synth_summary
-from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.hosting.scaling import WAKE_UP_QUERY
+from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import app_context
 
 

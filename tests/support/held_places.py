@@ -32,8 +32,13 @@ DEADLINE_S = 120.0
 CHAT_PATH = "/v1/chat/completions"
 HELD_STREAM = {
     "messages": [{"role": "user", "content": "Summaries should be"}],
-    "max_tokens": 220, "ignore_eos": True, "stream": True, "logprobs": True, "top_logprobs": 20,
-    "temperature": 1.0, "seed": 7,
+    "max_tokens": 220,
+    "ignore_eos": True,
+    "stream": True,
+    "logprobs": True,
+    "top_logprobs": 20,
+    "temperature": 1.0,
+    "seed": 7,
 }
 """A streamed chat answer about three times what a slow reader's connection holds in transit."""
 

@@ -22,7 +22,10 @@ def start_local_mode(arguments: list[str], port: int, output: Path) -> tuple[sub
     with open(output, "w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "cdk_adapters.cli", "local", *arguments, "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     url = f"http://127.0.0.1:{port}"
     while time.monotonic() < started + START_TIMEOUT_S:

@@ -8,8 +8,8 @@ crash that merely mentions the same words.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 
@@ -19,9 +19,7 @@ TOO_MANY_RESOURCES = "TooManyResourcesInStack: Number of resources in stack"
 
 
 @contextmanager
-def refused_at_synth(
-    *texts: str, construct: str | None = None, error: str = VALIDATION_FAILED
-) -> Iterator[pytest.ExceptionInfo]:
+def refused_at_synth(*texts: str, construct: str | None = None, error: str = VALIDATION_FAILED) -> Iterator[pytest.ExceptionInfo]:
     """Expect the block to fail synth with `error` and every one of `texts` (under `construct`'s path)."""
     with pytest.raises(RuntimeError) as caught:
         yield caught

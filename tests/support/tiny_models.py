@@ -7,8 +7,8 @@ tests need are built here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 # The recipe lives in the package, where `cdk-adapters demo-model` uses it too.
 from cdk_adapters.local.demo_model import (  # noqa: F401  (re-exported for the tests)
@@ -22,8 +22,7 @@ from cdk_adapters.local.demo_model import (  # noqa: F401  (re-exported for the 
 )
 
 # --- Added for the compatibility gate's tests (issue 3): other architectures and damaged forms. ---
-
-from tests.support.tiny_vlm import build_vlm, vllm_layout  # noqa: E402
+from tests.support.tiny_vlm import build_vlm, vllm_layout
 
 TINY_VLM_MODEL_ID = "cdk-adapters-tests/tiny-llava"
 
@@ -65,7 +64,9 @@ def build_gpt2_lora_adapter(out_dir: Path, *, seed: int, rank: int = 8) -> Path:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    model = GPT2LMHeadModel(GPT2Config(n_embd=64, n_layer=2, n_head=2, vocab_size=300, n_positions=128, bos_token_id=0, eos_token_id=1))
+    model = GPT2LMHeadModel(
+        GPT2Config(n_embd=64, n_layer=2, n_head=2, vocab_size=300, n_positions=128, bos_token_id=0, eos_token_id=1)
+    )
     config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False)
     get_peft_model(model, config).save_pretrained(Path(out_dir), safe_serialization=True)
     set_base_identity(Path(out_dir), TINY_BASE_MODEL_ID, TINY_BASE_REVISION)

@@ -21,7 +21,6 @@ def processor_inputs(base_dir: Path, image: bytes, text: str, *, image_first: bo
     """``input_ids`` and ``pixel_values`` the saved processor makes of one user turn (image and text,
     in that order unless `image_first` is False: `AdapterClient` sends the text first)."""
     from PIL import Image
-    from transformers import AutoProcessor
 
     processor = _processor(str(base_dir))
     parts = [{"type": "image"}, {"type": "text", "text": text}]

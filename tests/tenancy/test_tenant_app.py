@@ -16,18 +16,18 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.gate import check_adapter_archive
+from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
-from cdk_adapters.endpoint.interface import IMultiAdapterEndpoint
 from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
-from cdk_adapters.artifacts.packaging import package_adapter
-from cdk_adapters.problems import ConfigurationError
+from cdk_adapters.endpoint.interface import IMultiAdapterEndpoint
 from cdk_adapters.endpoint.serving_reference import gate_reference
+from cdk_adapters.gate import check_adapter_archive
 from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import ADAPTER_BUCKET_URL, build_endpoint, real_archives
 from tests.constructs.test_nag_lint_composition import cfn_lint, nag_violations
 from tests.support.tiny_models import TINY_BASE_MODEL_ID, TINY_BASE_REVISION
@@ -54,7 +54,9 @@ def platform_app(zoo, outdir: Path) -> tuple[cdk.App, MultiAdapterEndpoint]:
 
 def synth_templates(app: cdk.App) -> dict[str, dict]:
     assembly = app.synth()
-    return {stack.stack_name: json.loads((Path(assembly.directory) / stack.template_file).read_text()) for stack in assembly.stacks}
+    return {
+        stack.stack_name: json.loads((Path(assembly.directory) / stack.template_file).read_text()) for stack in assembly.stacks
+    }
 
 
 def published_record(template: dict) -> str:
@@ -99,7 +101,9 @@ def add_tenant_adapters(imported, archives: list[Path], *, aliases_known: bool =
     imported.grant_read_discovery(role)
     # The caller's own role: CDK grants go to its default (inline) policy, as for any CDK grant; the
     # tenant acknowledges that, so what the three nag packs see beyond it is the import's alone.
-    nag.acknowledge_inline_policy(role.node.find_child("DefaultPolicy"), "the tenant's caller role: CDK grants land in its default policy")
+    nag.acknowledge_inline_policy(
+        role.node.find_child("DefaultPolicy"), "the tenant's caller role: CDK grants land in its default policy"
+    )
     return role
 
 
@@ -108,18 +112,27 @@ def check_tenant_template(template: dict, endpoint: MultiAdapterEndpoint, *, ali
     import by attributes knows no alias and grants its own adapters only."""
     components = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
     assert sorted(r["Properties"]["InferenceComponentName"] for r in components) == [
-        f"{endpoint.prefix}-acme-chat-v1", f"{endpoint.prefix}-acme-search-v1"
+        f"{endpoint.prefix}-acme-chat-v1",
+        f"{endpoint.prefix}-acme-search-v1",
     ]
     for resource in components:
         spec = resource["Properties"]["Specification"]
         assert resource["Properties"]["EndpointName"] == endpoint.endpoint_name
         assert spec["BaseInferenceComponentName"] == endpoint.base_component_name
         assert any("LocalArchivePolicy" in dependency for dependency in resource["DependsOn"]), "the role may read it first"
-    [archive_policy] = [p for p in template["Resources"].values()
-                        if p["Type"] == "AWS::IAM::Policy" and p["Properties"]["PolicyDocument"]["Statement"][0].get("Sid") == "ReadTenantAdapterArchives"]
+    [archive_policy] = [
+        p
+        for p in template["Resources"].values()
+        if p["Type"] == "AWS::IAM::Policy"
+        and p["Properties"]["PolicyDocument"]["Statement"][0].get("Sid") == "ReadTenantAdapterArchives"
+    ]
     assert archive_policy["Properties"]["Roles"] == ["platform-endpoint-role"]
-    statements = [s for p in template["Resources"].values() if p["Type"] == "AWS::IAM::Policy"
-                  for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        s
+        for p in template["Resources"].values()
+        if p["Type"] == "AWS::IAM::Policy"
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
     invoke = json.dumps(next(s for s in statements if "sagemaker:InvokeEndpoint" in s["Action"])["Resource"])
     for name in ("acme-chat-v1", "acme-search-v1") + (("platform-v1",) if aliases_known else ()):
         assert f"inference-component/{endpoint.prefix}-{name}" in invoke
@@ -140,7 +153,7 @@ def test_the_platform_publishes_its_serving_reference(platform, zoo):
 
 
 def test_a_tenant_app_imports_by_cached_lookup_adds_adapters_and_grants(platform, zoo, tmp_path):
-    endpoint, platform_templates, text = platform
+    endpoint, _platform_templates, text = platform
     key = lookup_key(tmp_path / "first-pass", endpoint.discovery_parameter_name)
     app = cdk.App(outdir=str(tmp_path / "tenant.out"), context={key: text})
     stack = tenant_stack(app)
@@ -150,7 +163,9 @@ def test_a_tenant_app_imports_by_cached_lookup_adds_adapters_and_grants(platform
     assert not imported.lookup_pending and imported.record == DiscoveryRecord.from_json(text)
     assert isinstance(imported, IMultiAdapterEndpoint) and isinstance(endpoint, IMultiAdapterEndpoint)
     assert (imported.endpoint_name, imported.base_component_name, imported.component_prefix) == (
-        endpoint.endpoint_name, endpoint.base_component_name, endpoint.component_prefix
+        endpoint.endpoint_name,
+        endpoint.base_component_name,
+        endpoint.component_prefix,
     )
     add_tenant_adapters(imported, real_archives(zoo, tmp_path, 2))
     assert nag_violations(stack) == []
@@ -209,10 +224,14 @@ def test_the_platforms_templates_are_the_same_with_and_without_a_tenant_app(zoo,
     beside, endpoint = platform_app(zoo, tmp_path / "beside")
     tenant = cdk.App(outdir=str(tmp_path / "tenant"))
     imported = MultiAdapterEndpoint.from_endpoint_attributes(
-        tenant_stack(tenant), "Serving", endpoint_name=endpoint.endpoint_name,
-        base_component_name=endpoint.base_component_name, component_prefix=endpoint.component_prefix,
+        tenant_stack(tenant),
+        "Serving",
+        endpoint_name=endpoint.endpoint_name,
+        base_component_name=endpoint.base_component_name,
+        component_prefix=endpoint.component_prefix,
         discovery_parameter_name=endpoint.discovery_parameter_name,
-        serving_reference=endpoint.discovery_record().serving, execution_role_arn=ROLE_ARN,
+        serving_reference=endpoint.discovery_record().serving,
+        execution_role_arn=ROLE_ARN,
     )
     add_tenant_adapters(imported, real_archives(zoo, tmp_path, 2), aliases_known=False)
     synth_templates(tenant)
@@ -224,7 +243,10 @@ def test_what_an_import_refuses(platform, tmp_path):
     endpoint, _, text = platform
     stack = cdk.Stack(cdk.App(), "Tenant")
     bare = MultiAdapterEndpoint.from_endpoint_attributes(
-        stack, "Bare", endpoint_name=endpoint.endpoint_name, base_component_name=endpoint.base_component_name,
+        stack,
+        "Bare",
+        endpoint_name=endpoint.endpoint_name,
+        base_component_name=endpoint.base_component_name,
         component_prefix=endpoint.component_prefix,
     )
     with pytest.raises(ConfigurationError) as caught:
@@ -233,8 +255,12 @@ def test_what_an_import_refuses(platform, tmp_path):
     with pytest.raises(ConfigurationError, match="discovery_parameter_name: is not known"):
         bare.grant_read_discovery(iam.Role(stack, "R", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com")))
     served = MultiAdapterEndpoint.from_endpoint_attributes(
-        stack, "Served", endpoint_name=endpoint.endpoint_name, base_component_name=endpoint.base_component_name,
-        component_prefix=endpoint.component_prefix, serving_reference=DiscoveryRecord.from_json(text).serving,
+        stack,
+        "Served",
+        endpoint_name=endpoint.endpoint_name,
+        base_component_name=endpoint.base_component_name,
+        component_prefix=endpoint.component_prefix,
+        serving_reference=DiscoveryRecord.from_json(text).serving,
     )
     served.add_adapter("acme-v1", artifact=AdapterArtifact.from_s3_url(f"{ADAPTER_BUCKET_URL}acme-v1/adapter.tar.gz"))
     with pytest.raises(ConfigurationError) as caught:
@@ -243,7 +269,9 @@ def test_what_an_import_refuses(platform, tmp_path):
     with pytest.raises(ConfigurationError, match="needs an explicit env"):
         MultiAdapterEndpoint.from_discovery_parameter(stack, "Lookup", parameter_name=endpoint.discovery_parameter_name)
     with pytest.raises(ConfigurationError) as caught:
-        MultiAdapterEndpoint.from_endpoint_attributes(stack, "Wrong", endpoint_name="a b", base_component_name="", component_prefix="p")
+        MultiAdapterEndpoint.from_endpoint_attributes(
+            stack, "Wrong", endpoint_name="a b", base_component_name="", component_prefix="p"
+        )
     assert "endpoint_name" in str(caught.value) and "base_component_name" in str(caught.value)
 
 
@@ -251,17 +279,25 @@ def test_a_grant_follows_the_records_canary_and_a_bad_cached_value_is_named(tmp_
     from cdk_adapters.contract.discovery import CanaryRecord
 
     canary = CanaryRecord("canary-1a2b3c4d", "canary-1a2b3c4d-base", "canary-1a2b3c4d", ("platform-v1",), 10)
-    record = DiscoveryRecord("main-1a2b3c4d", "main-1a2b3c4d-base", "main-1a2b3c4d", canary=canary,
-                             aliases={"platform": {"platform-v1": 100}})
+    record = DiscoveryRecord(
+        "main-1a2b3c4d", "main-1a2b3c4d-base", "main-1a2b3c4d", canary=canary, aliases={"platform": {"platform-v1": 100}}
+    )
     stack = cdk.Stack(cdk.App(), "Tenant")
-    imported = ImportedMultiAdapterEndpoint(stack, "Serving", record=record, adapter_locations=[AdapterLocation.from_s3_url(ADAPTER_BUCKET_URL)])
+    imported = ImportedMultiAdapterEndpoint(
+        stack, "Serving", record=record, adapter_locations=[AdapterLocation.from_s3_url(ADAPTER_BUCKET_URL)]
+    )
     imported.add_adapter("acme-v1", artifact=AdapterArtifact.from_s3_url(f"{ADAPTER_BUCKET_URL}acme-v1/adapter.tar.gz"))
     role = iam.Role(stack, "Caller", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
     imported.grant_invoke(role, adapters=["platform", "acme-v1"])  # the platform's alias (its target) and this stack's adapter
     [policy] = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
     rendered = json.dumps(policy["Properties"]["PolicyDocument"])
-    for arn in ("endpoint/main-1a2b3c4d", "inference-component/main-1a2b3c4d-platform-v1", "inference-component/main-1a2b3c4d-acme-v1",
-                "endpoint/canary-1a2b3c4d", "inference-component/canary-1a2b3c4d-platform-v1"):
+    for arn in (
+        "endpoint/main-1a2b3c4d",
+        "inference-component/main-1a2b3c4d-platform-v1",
+        "inference-component/main-1a2b3c4d-acme-v1",
+        "endpoint/canary-1a2b3c4d",
+        "inference-component/canary-1a2b3c4d-platform-v1",
+    ):
         assert arn in rendered
     assert "canary-1a2b3c4d-acme-v1" not in rendered, "the canary serves only its own adapters"
 

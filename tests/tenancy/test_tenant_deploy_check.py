@@ -30,8 +30,12 @@ def published(name: str) -> AdapterArtifact:
 
 def imported(stack: cdk.Stack, endpoint: MultiAdapterEndpoint, text: str):
     return MultiAdapterEndpoint.from_endpoint_attributes(
-        stack, "Serving", endpoint_name=endpoint.endpoint_name, base_component_name=endpoint.base_component_name,
-        component_prefix=endpoint.component_prefix, serving_reference=DiscoveryRecord.from_json(text).serving,
+        stack,
+        "Serving",
+        endpoint_name=endpoint.endpoint_name,
+        base_component_name=endpoint.base_component_name,
+        component_prefix=endpoint.component_prefix,
+        serving_reference=DiscoveryRecord.from_json(text).serving,
         execution_role_arn=ROLE_ARN,
     )
 
@@ -69,7 +73,11 @@ def test_a_tenant_check_invokes_only_the_tenants_components_after_they_deploy(pl
     properties = custom["Properties"]
     assert (properties["EndpointName"], properties["ComponentPrefix"]) == (endpoint.endpoint_name, endpoint.component_prefix)
     assert sorted(properties["Adapters"]) == list(TENANT_ADAPTERS) == sorted(check.adapters)
-    components = {r["Properties"]["InferenceComponentName"]: k for k, r in template.items() if r["Type"] == "AWS::SageMaker::InferenceComponent"}
+    components = {
+        r["Properties"]["InferenceComponentName"]: k
+        for k, r in template.items()
+        if r["Type"] == "AWS::SageMaker::InferenceComponent"
+    }
     assert set(components.values()) <= set(custom["DependsOn"]), "the check runs after the tenant's components"
     # What the handler invokes on Create: exactly the tenant's components, by the naming rule.
     targets = index.targets(properties, index.changed_adapters(properties, None))
@@ -108,15 +116,18 @@ def test_adding_one_tenant_adapter_changes_only_the_checks_entries_and_policy(pl
     assert {after[k]["Type"] for k in added} == {"AWS::SageMaker::InferenceComponent"}
     changed = {k for k in before if before[k] != after[k]}
     assert {before[k]["Type"] for k in changed} == {RESOURCE_TYPE, "AWS::IAM::Policy"}
-    assert index.changed_adapters(only(after, RESOURCE_TYPE)[1]["Properties"], only(before, RESOURCE_TYPE)[1]["Properties"]) == ["acme-triage-v1"]
+    assert index.changed_adapters(only(after, RESOURCE_TYPE)[1]["Properties"], only(before, RESOURCE_TYPE)[1]["Properties"]) == [
+        "acme-triage-v1"
+    ]
 
 
 def test_in_a_tenant_vpc_the_check_runs_in_its_subnets_and_stays_nag_clean(platform, tmp_path):
     endpoint, _, text = platform
     app = cdk.App(outdir=str(tmp_path / "tenant.out"))
     stack = cdk.Stack(app, "Tenant-Acme")
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a"],
-                                      private_subnet_ids=["subnet-aaaa1111"])
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-aaaa1111"]
+    )
     serving = imported(stack, endpoint, text)
     serving.add_deploy_check(vpc=vpc)
     serving.add_adapter(TENANT_ADAPTERS[0], artifact=published(TENANT_ADAPTERS[0]))
@@ -159,5 +170,7 @@ def test_a_tenant_check_naming_more_components_than_iams_policy_size_allows_fail
     serving.add_deploy_check()
     for index_ in range(100):
         serving.add_adapter(f"acme-{index_:03d}-v1", artifact=published(f"acme-{index_:03d}-v1"))
-    with pytest.raises(Exception, match=r"names each of this stack's 100 adapter components .* Add further adapters from another tenant stack"):
+    with pytest.raises(
+        Exception, match=r"names each of this stack's 100 adapter components .* Add further adapters from another tenant stack"
+    ):
         app.synth()

@@ -76,15 +76,17 @@ def rule_message(url: str, where: str, tenant: str = "acme", allowed: str = ACME
 
 
 def test_the_platform_publishes_each_tenants_prefix_and_its_role_reads_every_location(assigning):
-    endpoint, text, template = assigning
+    _endpoint, text, template = assigning
     serving = DiscoveryRecord.from_json(text).serving
     assert serving.tenant_locations == (("acme", ACME), ("globex", GLOBEX))
     assert serving.adapter_locations == (ADAPTER_BUCKET_URL, ACME, GLOBEX)
     assert json.loads(text)["serving"]["version"] == 2
     reads = sorted(
         flatten_reference(statement["Resource"]).replace("<Ref:", "<")
-        for policy in template["Resources"].values() if policy["Type"] == "AWS::IAM::Policy"
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"] if statement["Action"] == "s3:GetObject"
+        for policy in template["Resources"].values()
+        if policy["Type"] == "AWS::IAM::Policy"
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Action"] == "s3:GetObject"
     )
     # The assignment changes no grant: one read per location, as before (not an IAM boundary), beside the model's.
     assert reads == [
@@ -98,8 +100,11 @@ def test_a_tenant_adapter_under_another_tenants_prefix_is_refused_at_the_tenants
     imported = tenant_import(text)
     url = f"{GLOBEX}globex-chat-v1/adapter.tar.gz"
     assert refused(imported, "acme-chat-v1", url) == (
-        Problem(f"adapter 'acme-chat-v1' of {IMPORT}", "artifact.url",
-                rule_message(url, f"under {GLOBEX}, the prefix the platform assigned to tenant 'globex'")),
+        Problem(
+            f"adapter 'acme-chat-v1' of {IMPORT}",
+            "artifact.url",
+            rule_message(url, f"under {GLOBEX}, the prefix the platform assigned to tenant 'globex'"),
+        ),
     )
 
 
@@ -124,15 +129,25 @@ def test_a_tenant_adapter_under_its_own_prefix_is_served(assigning):
 
 def test_the_most_specific_assigned_prefix_decides_whose_an_archive_is():
     """acme holds the whole bucket, beta a folder in it: beta's folder is beta's, not acme's."""
-    serving = ServingReference(None, 16, adapter_locations=("s3://shared-adapters/", "s3://shared-adapters/beta/"),
-                               tenant_locations=(("acme", "s3://shared-adapters/"), ("beta", "s3://shared-adapters/beta/")))
+    serving = ServingReference(
+        None,
+        16,
+        adapter_locations=("s3://shared-adapters/", "s3://shared-adapters/beta/"),
+        tenant_locations=(("acme", "s3://shared-adapters/"), ("beta", "s3://shared-adapters/beta/")),
+    )
     record = DiscoveryRecord("main-1a2b3c4d", "main-1a2b3c4d-base", "main-1a2b3c4d", serving=serving)
     imported = tenant_import(record.to_json())
     url = "s3://shared-adapters/beta/beta-v1/adapter.tar.gz"
     assert refused(imported, "acme-v1", url) == (
-        Problem(f"adapter 'acme-v1' of {IMPORT}", "artifact.url",
-                rule_message(url, "under s3://shared-adapters/beta/, the prefix the platform assigned to tenant 'beta'",
-                             allowed="s3://shared-adapters/")),
+        Problem(
+            f"adapter 'acme-v1' of {IMPORT}",
+            "artifact.url",
+            rule_message(
+                url,
+                "under s3://shared-adapters/beta/, the prefix the platform assigned to tenant 'beta'",
+                allowed="s3://shared-adapters/",
+            ),
+        ),
     )
     imported.add_adapter("acme-v1", artifact=AdapterArtifact.from_s3_url("s3://shared-adapters/acme-v1/adapter.tar.gz"))
     assert list(imported.adapters) == ["acme-v1"]
@@ -141,14 +156,26 @@ def test_the_most_specific_assigned_prefix_decides_whose_an_archive_is():
 @pytest.mark.parametrize(
     ("tenant", "options", "field", "message"),
     [
-        (None, {}, "tenant",
-         "the platform's endpoint assigns adapter locations to tenants ('acme', 'globex'); import with tenant='<yours>' "
-         "so this stack's adapters are held to its own prefix"),
-        ("initech", {}, "tenant",
-         "'initech' is not a tenant of the platform's endpoint (its tenants: 'acme', 'globex'); ask the platform to assign "
-         "it a location: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant='initech')"),
-        ("acme", {"adapter_locations": [AdapterLocation.from_s3_url(GLOBEX)]}, "adapter_locations",
-         f"cannot widen tenant 'acme''s locations: the platform assigns them ({ACME}); leave adapter_locations out"),
+        (
+            None,
+            {},
+            "tenant",
+            "the platform's endpoint assigns adapter locations to tenants ('acme', 'globex'); import with tenant='<yours>' "
+            "so this stack's adapters are held to its own prefix",
+        ),
+        (
+            "initech",
+            {},
+            "tenant",
+            "'initech' is not a tenant of the platform's endpoint (its tenants: 'acme', 'globex'); ask the platform to assign "
+            "it a location: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant='initech')",
+        ),
+        (
+            "acme",
+            {"adapter_locations": [AdapterLocation.from_s3_url(GLOBEX)]},
+            "adapter_locations",
+            f"cannot widen tenant 'acme''s locations: the platform assigns them ({ACME}); leave adapter_locations out",
+        ),
         ("ac_me", {}, "tenant", "tenant 'ac_me' must be 1 to 63 letters, digits and inner hyphens"),
     ],
     ids=["no-tenant", "unknown-tenant", "widening", "bad-name"],
@@ -168,11 +195,17 @@ def test_without_assignments_a_single_team_keeps_todays_rule_and_a_named_tenant_
     assert single.tenant is None and list(single.adapters) == ["team-v1"]
     with pytest.raises(ConfigurationError) as caught:
         tenant_import(text, tenant="acme")
-    assert caught.value.problems == (Problem(IMPORT, "tenant", (
-        "'acme' is named, but the platform's endpoint assigns no tenant an adapter location, so nothing could hold this "
-        "stack to its own prefix; import without tenant=, or ask the platform to assign one: "
-        "AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant='acme')"
-    )),)
+    assert caught.value.problems == (
+        Problem(
+            IMPORT,
+            "tenant",
+            (
+                "'acme' is named, but the platform's endpoint assigns no tenant an adapter location, so nothing could hold this "
+                "stack to its own prefix; import without tenant=, or ask the platform to assign one: "
+                "AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant='acme')"
+            ),
+        ),
+    )
 
 
 def test_the_lookup_import_carries_its_tenant_and_the_first_pass_placeholder_is_not_refused(assigning, tmp_path):
@@ -200,11 +233,14 @@ def test_one_location_is_assigned_to_one_tenant_at_the_platforms_synth():
     endpoint = build_endpoint(adapter_locations=[AdapterLocation.from_s3_url(ACME, tenant="acme")])
     with pytest.raises(ConfigurationError) as caught:
         endpoint.add_adapter_location(AdapterLocation.from_s3_url("s3://tenant-adapters/acme", tenant="globex"))
-    assert caught.value.problems == (Problem(
-        "MultiAdapterEndpoint 'Test-Stack/Serving'", "adapter_locations",
-        "s3://tenant-adapters/acme is assigned to tenant 'acme' already; one location has one tenant "
-        "(give 'globex' a prefix of its own)",
-    ),)
+    assert caught.value.problems == (
+        Problem(
+            "MultiAdapterEndpoint 'Test-Stack/Serving'",
+            "adapter_locations",
+            "s3://tenant-adapters/acme is assigned to tenant 'acme' already; one location has one tenant "
+            "(give 'globex' a prefix of its own)",
+        ),
+    )
     assert [loc.tenant for loc in endpoint.adapter_locations] == ["acme"]
     with pytest.raises(ConfigurationError) as caught:
         build_endpoint(adapter_locations=[AdapterLocation.from_s3_url(ACME, tenant="acme team")])

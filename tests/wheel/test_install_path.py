@@ -16,10 +16,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 from tests.wheel.test_installed_wheel import wheel  # noqa: F401  (the module's wheel fixture)
-
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
@@ -57,8 +54,9 @@ def test_one_benchmark_runs_through_make_after_what_make_test_installs():
     the test tools first, and BENCH= picks one."""
     makefile = (REPO_ROOT / "Makefile").read_text()
     assert re.search(r"^bench: \$\(VENV\)/\.test$", makefile, flags=re.M)
-    dry = subprocess.run(["make", "-n", "-C", str(REPO_ROOT), "bench", "BENCH=bench_client_overhead"],
-                         capture_output=True, text=True, check=True).stdout
+    dry = subprocess.run(
+        ["make", "-n", "-C", str(REPO_ROOT), "bench", "BENCH=bench_client_overhead"], capture_output=True, text=True, check=True
+    ).stdout
     assert "for module in bench_client_overhead; do" in dry and "-m benchmarks.$module" in dry
     every = subprocess.run(["make", "-n", "-C", str(REPO_ROOT), "bench"], capture_output=True, text=True, check=True).stdout
     names = sorted(path.stem for path in (REPO_ROOT / "benchmarks").glob("bench_*.py"))
@@ -81,11 +79,20 @@ for line in requires("cdk-adapters"):
 def _venv(root: Path, wheel: Path, *, see_checkout: bool) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
     python = root / "bin" / "python"
-    subprocess.run([*PIP, "--python", str(python), "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [*PIP, "--python", str(python), "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if see_checkout:
-        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                 check=True, capture_output=True, text=True).stdout.strip()
+        purelib = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         # Every site directory of this interpreter (a .pth line's own .pth files are not read, so
         # the checkout's editable cdk_adapters stays invisible: the wheel's copy is the one used).
         sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
@@ -93,20 +100,27 @@ def _venv(root: Path, wheel: Path, *, see_checkout: bool) -> Path:
     return root
 
 
-def test_from_a_bare_wheel_demo_model_names_the_extra(tmp_path, wheel):  # noqa: F811
+def test_from_a_bare_wheel_demo_model_names_the_extra(tmp_path, wheel):
     venv = _venv(tmp_path / "bare", wheel, see_checkout=False)
-    done = subprocess.run([str(venv / "bin" / "cdk-adapters"), "demo-model", str(tmp_path / "demo")],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [str(venv / "bin" / "cdk-adapters"), "demo-model", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == 1 and done.stdout == ""
     # The command names the very wheel this venv was installed from (pip's install record).
-    assert ("needs the serving stack (transformers is missing): run `pip install --extra-index-url "
-            f"https://download.pytorch.org/whl/cpu '{wheel}[local]'`") in done.stderr
+    assert (
+        "needs the serving stack (transformers is missing): run `pip install --extra-index-url "
+        f"https://download.pytorch.org/whl/cpu '{wheel}[local]'`"
+    ) in done.stderr
     assert "'cdk-adapters[" not in done.stderr
     assert "make" not in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "demo").exists()
 
 
-def test_the_wheel_with_its_local_extra_gives_a_working_local_mode(tmp_path, wheel):  # noqa: F811
+def test_the_wheel_with_its_local_extra_gives_a_working_local_mode(tmp_path, wheel):
     venv = _venv(tmp_path / "user", wheel, see_checkout=True)
     python, cli = venv / "bin" / "python", venv / "bin" / "cdk-adapters"
     # The installed wheel's own metadata: each requirement of the extra is met, at its pin, by the
@@ -119,8 +133,9 @@ def test_the_wheel_with_its_local_extra_gives_a_working_local_mode(tmp_path, whe
     fixed = subprocess.run([str(cli), "fix-torchvision"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert fixed.returncode == 0 and "torchvision.ops.nms runs on the CPU" in fixed.stdout, fixed.stderr
 
-    demo = subprocess.run([str(cli), "demo-model", str(tmp_path / "demo")], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300)
+    demo = subprocess.run(
+        [str(cli), "demo-model", str(tmp_path / "demo")], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
     assert demo.returncode == 0, demo.stderr
     assert demo.stderr == ""  # no Hugging Face progress bars
     assert (tmp_path / "demo" / "base" / "model.safetensors").is_file()
@@ -131,14 +146,27 @@ def test_the_wheel_with_its_local_extra_gives_a_working_local_mode(tmp_path, whe
         taken.listen()
         port = taken.getsockname()[1]
         local = subprocess.run(
-            [str(cli), "local", "--manifest", str(tmp_path / "demo" / "manifest.yaml"),
-             "--base-model-dir", str(tmp_path / "demo" / "base"), "--port", str(port)],
-            capture_output=True, text=True, cwd=tmp_path, timeout=300,
+            [
+                str(cli),
+                "local",
+                "--manifest",
+                str(tmp_path / "demo" / "manifest.yaml"),
+                "--base-model-dir",
+                str(tmp_path / "demo" / "base"),
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
         )
     assert local.returncode == 1
-    assert local.stderr.splitlines()[1:] == [f"  - cdk-adapters: --port: cannot listen on 127.0.0.1:{port}: Address "
-                                             "already in use (is another `cdk-adapters local` running there?); stop it "
-                                             "or pass another --port"]
+    assert local.stderr.splitlines()[1:] == [
+        f"  - cdk-adapters: --port: cannot listen on 127.0.0.1:{port}: Address "
+        "already in use (is another `cdk-adapters local` running there?); stop it "
+        "or pass another --port"
+    ]
 
 
 def test_the_readmes_commands_for_your_own_app_work_outside_the_checkout(tmp_path, zoo):
@@ -153,7 +181,9 @@ def test_the_readmes_commands_for_your_own_app_work_outside_the_checkout(tmp_pat
     assert f"`npx --yes aws-cdk@{cdk_version} synth`" in readme
     assert "npx aws-cdk@" not in readme
 
-    (written,) = re.findall(r"`(cdk-adapters package ADAPTER_DIR -o\s+support-en-v1\.tar\.gz --base-model-dir BASE_MODEL_DIR)`", readme)
+    (written,) = re.findall(
+        r"`(cdk-adapters package ADAPTER_DIR -o\s+support-en-v1\.tar\.gz --base-model-dir BASE_MODEL_DIR)`", readme
+    )
     argv = shlex.split(written.replace("ADAPTER_DIR", str(zoo.adapter("good"))).replace("BASE_MODEL_DIR", str(zoo.base_dir)))
     cli = Path(sys.executable).parent / "cdk-adapters"
     done = subprocess.run([str(cli), *argv[1:]], capture_output=True, text=True, cwd=tmp_path, timeout=120)

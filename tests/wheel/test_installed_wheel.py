@@ -84,9 +84,24 @@ def wheel(tmp_path_factory) -> Path:
             shutil.copy2(origin, source / name)
     dist = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-         "--disable-pip-version-check", "--wheel-dir", str(dist), str(source)],
-        check=True, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--wheel-dir",
+            str(dist),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     (built,) = dist.glob("cdk_adapters-*.whl")
     return built
@@ -107,13 +122,29 @@ def user_venv(tmp_path_factory, wheel) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", "--no-index",
-         "--disable-pip-version-check", str(wheel)],
-        check=True, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     Path(purelib, "checkout-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return venv
@@ -131,7 +162,11 @@ def synthesized(tmp_path_factory, user_venv, zoo) -> tuple[Path, Path, str]:
     env["CDK_DISABLE_VERSION_CHECK"] = "1"
     result = subprocess.run(
         [str(CDK_CLI), "synth", "--quiet", "--no-notices", "--output", "cdk.out"],
-        cwd=app_dir, env=env, capture_output=True, text=True, timeout=600,
+        cwd=app_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
     return app_dir, app_dir / "cdk.out", result.stdout + result.stderr

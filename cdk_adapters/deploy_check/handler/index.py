@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 SERVED_NAME_FIELD = "model"
 """Where an OpenAI-style answer names the model (adapter or base) that generated it."""
@@ -54,7 +55,7 @@ class Settings:
     concurrency: int = 4
 
     @staticmethod
-    def from_environment(environ: Mapping[str, str]) -> "Settings":
+    def from_environment(environ: Mapping[str, str]) -> Settings:
         return Settings(
             timeout_seconds=float(environ.get("CHECK_TIMEOUT_SECONDS", "60")),
             wake_attempts=int(environ.get("CHECK_WAKE_ATTEMPTS", "20")),
@@ -84,7 +85,11 @@ def changed_adapters(properties: Mapping[str, Any], old: Mapping[str, Any] | Non
     """The adapters to check: all of them without `old` (Create) or when the endpoint changed;
     otherwise those whose digest is new or differs."""
     current = properties.get("Adapters") or {}
-    if old is None or old.get("EndpointName") != properties.get("EndpointName") or old.get("ComponentPrefix") != properties.get("ComponentPrefix"):
+    if (
+        old is None
+        or old.get("EndpointName") != properties.get("EndpointName")
+        or old.get("ComponentPrefix") != properties.get("ComponentPrefix")
+    ):
         return sorted(current)
     previous = old.get("Adapters") or {}
     return sorted(name for name, digest in current.items() if previous.get(name) != digest)
@@ -142,11 +147,13 @@ def answer_text(document: Mapping[str, Any]) -> str | None:
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return None
     choice = choices[0]
-    if isinstance(choice.get("text"), str):
-        return choice["text"]
+    text = choice.get("text")
+    if isinstance(text, str):
+        return text
     message = choice.get("message")
-    if isinstance(message, dict) and isinstance(message.get("content"), str):
-        return message["content"]
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
     return None
 
 
@@ -173,7 +180,9 @@ def judge(target: Target, document: Any) -> str | None:
         try:
             parsed = json.loads(text)
         except ValueError:
-            return f"answered {_short(text)}, which is not JSON (the check expects an object with {list(target.expect_json_keys)})"
+            return (
+                f"answered {_short(text)}, which is not JSON (the check expects an object with {list(target.expect_json_keys)})"
+            )
         missing = [key for key in target.expect_json_keys if not isinstance(parsed, dict) or key not in parsed]
         if missing:
             return f"answered JSON without the expected key(s) {missing}"
@@ -185,8 +194,14 @@ def _short(text: str, limit: int = 120) -> str:
 
 
 def check_one(
-    client: Any, endpoint: str, target: Target, settings: Settings, deadline: float,
-    *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+    client: Any,
+    endpoint: str,
+    target: Target,
+    settings: Settings,
+    deadline: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> str | None:
     """Invoke `target` once (retrying only while its component wakes); None, or why it failed."""
     from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
@@ -232,7 +247,9 @@ def _error_text(error: Exception) -> str:
     return f"{code}: {message}" if code else message
 
 
-def run_checks(client: Any, endpoint: str, found: list[Target], settings: Settings, deadline: float, **timing: Any) -> dict[str, str]:
+def run_checks(
+    client: Any, endpoint: str, found: list[Target], settings: Settings, deadline: float, **timing: Any
+) -> dict[str, str]:
     """Adapter -> why it failed, for every target that failed (checked `settings.concurrency` at a time)."""
     if not found:
         return {}
@@ -244,7 +261,7 @@ def run_checks(client: Any, endpoint: str, found: list[Target], settings: Settin
 def failure_message(endpoint: str, failures: Mapping[str, str], checked: int) -> str:
     lines = [f"{adapter}: {reason}" for adapter, reason in sorted(failures.items())]
     text = f"deploy check of endpoint {endpoint}: {len(failures)} of {checked} adapter(s) failed: " + "; ".join(lines)
-    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 40] + f"... (see the function's log)"
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 40] + "... (see the function's log)"
 
 
 def runtime_client(settings: Settings, **client_options: Any) -> Any:
@@ -254,7 +271,9 @@ def runtime_client(settings: Settings, **client_options: Any) -> Any:
     from botocore.config import Config
 
     config = Config(
-        read_timeout=settings.timeout_seconds, connect_timeout=10, retries={"total_max_attempts": 1},
+        read_timeout=settings.timeout_seconds,
+        connect_timeout=10,
+        retries={"total_max_attempts": 1},
         max_pool_connections=max(10, settings.concurrency),
     )
     return boto3.client("sagemaker-runtime", config=config, **client_options)
@@ -265,7 +284,7 @@ def rolling_back(cloudformation: Any, stack_id: str) -> bool:
     its previous properties, after reverting the components. Failing then would leave the stack in
     UPDATE_ROLLBACK_FAILED, so a rollback is never checked."""
     [stack] = cloudformation.describe_stacks(StackName=stack_id)["Stacks"]
-    return stack["StackStatus"].endswith("ROLLBACK_IN_PROGRESS")
+    return str(stack["StackStatus"]).endswith("ROLLBACK_IN_PROGRESS")
 
 
 def handle(
@@ -279,13 +298,19 @@ def handle(
     if event["RequestType"] == "Delete":
         return {"PhysicalResourceId": physical}
     if event["RequestType"] == "Update" and cloudformation is not None and rolling_back(cloudformation, event["StackId"]):
-        print(json.dumps({"event": "cdk_adapters.deploy_check", "request": "Update", "endpoint": endpoint, "skipped": "rollback"}))
+        print(
+            json.dumps({"event": "cdk_adapters.deploy_check", "request": "Update", "endpoint": endpoint, "skipped": "rollback"})
+        )
         return {"PhysicalResourceId": physical, "Data": {"Checked": "0"}}
     old = event.get("OldResourceProperties") if event["RequestType"] == "Update" else None
     names = changed_adapters(properties, old)
     clock = timing.get("clock", time.monotonic)
     deadline = clock() + seconds_left - DEADLINE_MARGIN_SECONDS
-    print(json.dumps({"event": "cdk_adapters.deploy_check", "request": event["RequestType"], "endpoint": endpoint, "checking": names}))
+    print(
+        json.dumps(
+            {"event": "cdk_adapters.deploy_check", "request": event["RequestType"], "endpoint": endpoint, "checking": names}
+        )
+    )
     failures = run_checks(client, endpoint, targets(properties, names), settings, deadline, **timing)
     for adapter, reason in sorted(failures.items()):
         print(json.dumps({"event": "cdk_adapters.deploy_check.failed", "adapter": adapter, "reason": reason}))
@@ -299,6 +324,9 @@ def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
 
     settings = Settings.from_environment(os.environ)
     return handle(
-        event, runtime_client(settings), settings, context.get_remaining_time_in_millis() / 1000,
+        event,
+        runtime_client(settings),
+        settings,
+        context.get_remaining_time_in_millis() / 1000,
         cloudformation=boto3.client("cloudformation"),
     )

@@ -53,7 +53,9 @@ ADAPTER_CHECKS: tuple[AdapterCheck, ...] = (
 )
 """Checks for one adapter, run by every gate (synth, `cdk-adapters validate`, the container)."""
 
-RULES: dict[str, AdapterCheck | CoHostedCheck] = {check.id: check for check in (*ADAPTER_CHECKS, *CO_HOSTED_CHECKS)}
+_ALL_CHECKS: tuple[AdapterCheck | CoHostedCheck, ...] = (*ADAPTER_CHECKS, *CO_HOSTED_CHECKS)
+
+RULES: dict[str, AdapterCheck | CoHostedCheck] = {check.id: check for check in _ALL_CHECKS}
 """Every rule of the gate by its id: what problems carry and manifest rows acknowledge."""
 
 __all__ = ["ADAPTER_CHECKS", "CO_HOSTED_CHECKS", "RULES", "AdapterCheck", "AdapterCheckContext", "CoHostedCheck"]

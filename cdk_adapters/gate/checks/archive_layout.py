@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.adapter_contents import ADAPTER_CONFIG, MAX_ENTRIES
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     contents = context.contents
+    assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     kind = "archive" if contents.is_archive else "directory"
     if contents.root:
         advice = (

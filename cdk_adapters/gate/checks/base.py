@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
 
 from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.gate.adapter_facts import AdapterFacts
@@ -90,7 +90,7 @@ class AdapterCheck:
         return with_rule(self.id, self.run(context))
 
 
-def listed(names) -> str:
+def listed(names: Iterable[str]) -> str:
     """``['a', 'b']`` -> ``a, b``: module lists in messages, sorted for stable output."""
     return ", ".join(sorted(names)) or "(none)"
 

@@ -12,12 +12,16 @@ and then writes ``init_lora_weights: true``; other values (``true``, ``false``, 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.problems import Problem
 
 BASE_ALTERING = ("pissa", "olora", "corda", "loftq", "lora_ga")
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+    assert context.contents is not None  # needs_contents: the rule runs only where the files are at hand
     config = context.contents.config
     if config is None:
         return

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     facts, base = context.facts, context.base
+    assert facts is not None  # needs_facts: the rule runs only where the facts are known
     if base.model_id is not None and facts.base_model_name_or_path != base.model_id:
         recorded = facts.base_model_name_or_path
         hint = ""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
-from cdk_adapters.gate.checks.base import with_rule
 from cdk_adapters.contract.adapter_names import adapter_name_key, duplicate_adapter_names
+from cdk_adapters.gate.checks.base import with_rule
 from cdk_adapters.problems import Problem
 
 VERSION_SUFFIX = re.compile(r"^(?P<family>.+)-v(?P<version>[1-9][0-9]*)$", re.IGNORECASE)
@@ -77,7 +77,9 @@ def _identical_target_modules(adapters: Sequence[CoHostedAdapter]) -> Iterable[P
         return
     compared = [a for a in adapters if IDENTICAL_TARGET_MODULES.id not in a.acknowledged] or list(adapters)
     sets = Counter(frozenset(adapter.target_modules) for adapter in compared)
-    first_seen = {modules: position for position, modules in enumerate(dict.fromkeys(frozenset(a.target_modules) for a in compared))}
+    first_seen = {
+        modules: position for position, modules in enumerate(dict.fromkeys(frozenset(a.target_modules) for a in compared))
+    }
     reference = max(sets, key=lambda modules: (sets[modules], -first_seen[modules]))
     peers = _some_names([a.name for a in compared if frozenset(a.target_modules) == reference])
     for adapter in adapters:

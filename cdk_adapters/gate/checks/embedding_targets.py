@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.adapter_facts import EMBEDDING_MODULES
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+    assert context.facts is not None  # needs_facts: the rule runs only where the facts are known
     embedding_targets = [module for module in context.facts.target_modules if module in EMBEDDING_MODULES]
     if embedding_targets:
         yield context.problem(

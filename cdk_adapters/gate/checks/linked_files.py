@@ -7,10 +7,14 @@ another project's, or to a secret. Archives cannot hold links either (`archive-l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+    assert context.contents is not None  # needs_contents: the rule runs only where the files are at hand
     for relative, target in context.contents.links.items():
         yield context.problem(
             "source",

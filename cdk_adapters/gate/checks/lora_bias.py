@@ -17,15 +17,19 @@ The ``lora_B.bias`` tensors are refused even when the config was edited to say `
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.adapter_facts import LORA_PARTS
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, examples
+from cdk_adapters.gate.safetensors_header import SafetensorsHeader
+from cdk_adapters.problems import Problem
 
 
-def lora_bias_tensors(header) -> list[str]:
+def lora_bias_tensors(header: SafetensorsHeader | None) -> list[str]:
     """Names of bias tensors on a LoRA matrix (``...lora_B.bias``) in a safetensors header."""
     if header is None:
         return []
-    found = []
+    found: list[str] = []
     for name in header.tensors:
         parts = name.split(".")
         if len(parts) >= 2 and parts[-1] == "bias" and parts[-2] in LORA_PARTS:
@@ -33,7 +37,7 @@ def lora_bias_tensors(header) -> list[str]:
     return sorted(found)
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     if context.facts is not None and context.facts.bias != "none":
         yield context.problem(
             "bias",
@@ -44,7 +48,7 @@ def _run(context: AdapterCheckContext):
     config = context.contents.config or {}
     tensors = lora_bias_tensors(context.contents.weights_header)
     if config.get("lora_bias") or tensors:
-        found = {name: "a trained bias" for name in tensors}
+        found = dict.fromkeys(tensors, "a trained bias")
         where = f" ({examples(found, shown=2)})" if found else ""
         yield context.problem(
             "lora_bias",

@@ -11,9 +11,11 @@ as PEFT 0.21 writes it; an option at its default value is not a problem.)
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.problems import Problem
 
 VARIANTS: dict[str, str] = {
     "use_qalora": "QA-LoRA (lora_A reads the input pooled in groups)",
@@ -38,7 +40,8 @@ def variants_in(config: Mapping[str, Any]) -> dict[str, str]:
     return {key: what for key, what in VARIANTS.items() if _is_set(config.get(key))}
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+    assert context.contents is not None  # needs_contents: the rule runs only where the files are at hand
     config = context.contents.config
     if config is None:
         return

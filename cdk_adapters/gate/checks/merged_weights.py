@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 
 from cdk_adapters.gate.adapter_contents import ADAPTER_WEIGHTS
 from cdk_adapters.gate.adapter_facts import module_path_of
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.problems import Problem
 
 FULL_MODEL_FILES = re.compile(
     r"^(model(-\d+-of-\d+)?\.safetensors|model\.safetensors\.index\.json|pytorch_model(-\d+-of-\d+)?\.bin"
@@ -16,11 +18,10 @@ FULL_MODEL_FILES = re.compile(
 _SHOWN = 4
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     contents = context.contents
-    full_model_files = [
-        name for name in contents.files if FULL_MODEL_FILES.match(PurePosixPath(name).name)
-    ]
+    assert contents is not None  # needs_contents: the rule runs only where the files are at hand
+    full_model_files = [name for name in contents.files if FULL_MODEL_FILES.match(PurePosixPath(name).name)]
     if full_model_files:
         yield context.problem(
             "source",

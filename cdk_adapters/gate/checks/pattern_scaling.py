@@ -10,20 +10,24 @@ PEFT, so it is refused; patterns that keep the factor unchanged are served corre
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import TypeGuard
 
 from cdk_adapters.gate.adapter_facts import generalise, lora_pairs, pattern_alpha, pattern_rank, patterns
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, examples
+from cdk_adapters.problems import Problem
 
 
-def _scaling(alpha: float, rank: int, rslora: bool) -> float:
+def _scaling(alpha: float, rank: float, rslora: bool) -> float:
     return alpha / math.sqrt(rank) if rslora else alpha / rank
 
 
-def _positive_number(value) -> bool:
+def _positive_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+    assert context.contents is not None  # needs_contents: the rule runs only where the files are at hand
     config = context.contents.config
     header = context.contents.weights_header
     if config is None or header is None:

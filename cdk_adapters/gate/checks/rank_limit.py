@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
 from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     facts = context.facts
+    assert facts is not None  # needs_facts: the rule runs only where the facts are known
     if facts.max_rank is None:
         return
     field = "rank_pattern" if facts.rank is not None and facts.max_rank > facts.rank else "r"
@@ -17,8 +21,7 @@ def _run(context: AdapterCheckContext):
         if facts.max_rank > largest:
             yield context.problem(
                 field,
-                f"rank {facts.max_rank} exceeds the largest max_lora_rank vLLM accepts ({largest}); "
-                "retrain with a lower rank",
+                f"rank {facts.max_rank} exceeds the largest max_lora_rank vLLM accepts ({largest}); retrain with a lower rank",
             )
     elif facts.max_rank > limit:
         yield context.problem(

@@ -10,6 +10,7 @@ declared dtype) plus the small files that are allowed beside them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from math import prod
 from pathlib import PurePosixPath
 
@@ -17,7 +18,8 @@ from cdk_adapters.gate.adapter_contents import ADAPTER_CONFIG, ADAPTER_WEIGHTS, 
 from cdk_adapters.gate.adapter_facts import module_path_of
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
 from cdk_adapters.gate.checks.merged_weights import FULL_MODEL_FILES
-from cdk_adapters.gate.safetensors_header import DTYPE_BYTES
+from cdk_adapters.gate.safetensors_header import DTYPE_BYTES, SafetensorsHeader
+from cdk_adapters.problems import Problem
 
 TAR_BLOCK = 512
 ARCHIVE_SLACK_RATIO = 1.25
@@ -25,7 +27,7 @@ ARCHIVE_SLACK_BYTES = 64 * 1024
 """gzip of random-looking floats barely shrinks and never grows past a few per mille; tar pads to blocks."""
 
 
-def lora_weights_bound(header) -> int:
+def lora_weights_bound(header: SafetensorsHeader) -> int:
     """Bytes a safetensors file needs for just its LoRA tensors (plus its header)."""
     data = 0
     for name, info in header.tensors.items():
@@ -47,9 +49,10 @@ def _refused_elsewhere(basename: str) -> bool:
     return basename in PICKLED_WEIGHTS or bool(FULL_MODEL_FILES.match(basename))
 
 
-def _directory_problems(context: AdapterCheckContext):
+def _directory_problems(context: AdapterCheckContext) -> Iterator[Problem]:
     """A directory is bounded like an archive, from `lstat` sizes only (no file is read to size it)."""
     contents = context.contents
+    assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     others = {
         name: size
         for name, size in contents.files.items()
@@ -80,8 +83,9 @@ def _directory_problems(context: AdapterCheckContext):
     # and tensors that are not LoRA matrices are refused by merged-weights / modules-to-save.
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     contents = context.contents
+    assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     header = contents.weights_header
     if not contents.is_archive and contents.complete:  # an incomplete listing: archive-layout refuses it
         yield from _directory_problems(context)
@@ -96,9 +100,7 @@ def _run(context: AdapterCheckContext):
         )
     if contents.is_archive and contents.archive_size is not None:
         allowed_small = sum(
-            size
-            for name, size in contents.files.items()
-            if PurePosixPath(name).name in (ADAPTER_CONFIG, *TOKENIZER_FILES)
+            size for name, size in contents.files.items() if PurePosixPath(name).name in (ADAPTER_CONFIG, *TOKENIZER_FILES)
         )
         members = len(contents.files)
         bound = lora_weights_bound(header) + allowed_small + TAR_BLOCK * (2 * members + 2) + 10 * 1024

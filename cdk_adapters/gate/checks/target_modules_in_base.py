@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     facts = context.facts
+    assert facts is not None  # needs_facts: the rule runs only where the facts are known
     if not facts.target_modules:
         # With files at hand, the weights-file check already says why no targets could be read.
         if context.contents is None:

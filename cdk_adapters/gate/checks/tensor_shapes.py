@@ -9,17 +9,24 @@ that misses, for example, a ``k_proj`` from a model with another number of key/v
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.adapter_contents import ADAPTER_WEIGHTS
 from cdk_adapters.gate.adapter_facts import generalise, lora_pairs, pattern_rank
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, examples
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     contents = context.contents
+    assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     header = contents.weights_header
     if header is None or contents.config is None:
         return
-    incomplete, malformed, rank_mismatch, width_mismatch = {}, {}, {}, {}
+    incomplete: dict[str, str] = {}
+    malformed: dict[str, str] = {}
+    rank_mismatch: dict[str, str] = {}
+    width_mismatch: dict[str, str] = {}
     base = context.reference.base  # None: only completeness and rank are checked, not the layer widths
     for pair in lora_pairs(header.tensors):
         where = generalise(pair.module_path)
@@ -55,9 +62,7 @@ def _run(context: AdapterCheckContext):
             "the file is damaged or was edited: re-save the adapter",
         )
     if malformed:
-        yield context.problem(
-            ADAPTER_WEIGHTS, f"LoRA tensors are not matrices ({examples(malformed)}); re-save the adapter"
-        )
+        yield context.problem(ADAPTER_WEIGHTS, f"LoRA tensors are not matrices ({examples(malformed)}); re-save the adapter")
     if rank_mismatch:
         yield context.problem(
             "r",

@@ -6,12 +6,16 @@ language-model part, so an admitted tower adapter would answer wrongly (`vlm_tra
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate import vlm_traps
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     # Only once vision modules are admitted: otherwise the vision-modules rule already refuses them.
+    assert context.facts is not None  # needs_facts: the rule runs only where the facts are known
     if context.facts.vision_modules and context.allow_vision_modules and not context.serves_tower_lora:
         yield context.problem(
             "target_modules",

@@ -6,11 +6,15 @@ such an adapter without a word and applies only its language-model part (`vlm_tr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate import vlm_traps
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+    assert context.facts is not None  # needs_facts: the rule runs only where the facts are known
     misplaced = vlm_traps.misplaced_tower_paths(context.facts.vision_modules, context.base.vision_tower_type)
     if misplaced:
         trap = vlm_traps.TRANSFORMERS5_TOWER_ADAPTER

@@ -6,11 +6,14 @@ adapter request carrying an image crash the engine for every tenant, whatever th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate import vlm_traps
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     base = context.base
     if vlm_traps.crashes_engine(base.architecture, base.vision_feature_select_strategy, context.serves_tower_lora):
         trap = vlm_traps.LLAVA_DEFAULT_STRATEGY

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cdk_adapters.gate.adapter_contents import ADAPTER_WEIGHTS, PICKLED_WEIGHTS
 from cdk_adapters.gate.adapter_facts import lora_pairs
 from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext):
+def _run(context: AdapterCheckContext) -> Iterator[Problem]:
     contents = context.contents
+    assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     if contents.root_file(ADAPTER_WEIGHTS) in contents.links:
         yield context.problem(
             ADAPTER_WEIGHTS,
@@ -35,6 +39,7 @@ def _run(context: AdapterCheckContext):
             f"{ADAPTER_WEIGHTS} is not a valid safetensors file ({contents.weights_error}); re-save it",
         )
         return
+    assert contents.weights_header is not None  # the file is there and had no weights_error: it was read
     if not lora_pairs(contents.weights_header.tensors):
         yield context.problem(
             ADAPTER_WEIGHTS,
