@@ -84,7 +84,11 @@ synth: node_modules/.installed
 diff: node_modules/.installed
 	$(CDK) diff --no-notices -c env=$(ENV)
 
+# Lint, format check and type check first (seconds to a minute), then the suite.
 test: $(VENV)/.test node_modules/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 # Benchmarks use the test tools and fixtures (tests/support), so they install what `make test` does.
