@@ -39,6 +39,7 @@ from constructs import Construct, IValidation
 from cdk_adapters.deploy_check.request import DEFAULT_BODY, body_messages
 from cdk_adapters.endpoint.logs import EndpointLogs, allow_logs_to_use_key, log_group, with_logs_key
 from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.private.arns import inference_component_arn
 from cdk_adapters.problems import Problem
 
 if TYPE_CHECKING:
@@ -273,10 +274,8 @@ class AdapterDeployCheck(Construct):
         log_settings = with_logs_key(self, "LogsKey", log_settings, f"Encrypts the deploy check logs of {component_prefix}")
         group_name = f"/cdk-adapters/deploy-check/{stack.stack_name}-{self.node.addr[:8]}"
         self.log_group = log_group(self, "Logs", log_settings, group_name)
-        component_pattern = stack.format_arn(
-            service="sagemaker", resource="inference-component", resource_name=f"{component_prefix}-*"
-        )
-        base_arn = stack.format_arn(service="sagemaker", resource="inference-component", resource_name=base_component_name)
+        component_pattern = inference_component_arn(self, f"{component_prefix}-*")
+        base_arn = inference_component_arn(self, base_component_name)
         log_streams = f"{self.log_group.log_group_arn}:*"
         self._invoke = iam.PolicyStatement(
             sid="InvokeAdapterComponents",
@@ -394,11 +393,7 @@ class AdapterDeployCheck(Construct):
         name = component.adapter_name
         self._adapters[name] = adapter_digest(component.artifact_url, check, self._stack)
         if self._named_components_only:
-            self._invoke.add_resources(
-                self._stack.format_arn(
-                    service="sagemaker", resource="inference-component", resource_name=component.inference_component_name
-                )
-            )
+            self._invoke.add_resources(inference_component_arn(self._stack, component.inference_component_name))
         if check is not None and check.render():
             self._checks[name] = json.dumps(check.render(), sort_keys=True)
         stack = Stack.of(component)

@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import jsii
-from aws_cdk import CfnOutput, IStableStringProducer, Lazy
+from aws_cdk import CfnOutput, IStableStringProducer, Lazy, Stack, Token
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct, IValidation
 
-from cdk_adapters.contract.discovery import DiscoveryRecord
+from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
+from cdk_adapters.problems import ConfigurationError, Problem
 
 SSM_STANDARD_MAX_LENGTH = 4096
 SSM_ADVANCED_MAX_LENGTH = 8192
@@ -106,3 +107,43 @@ class _RecordSizeValidation:
             "(base model modules and shapes, adapter locations) make it grow: keep fewer aliases, fewer "
             "adapters on the canary, or fewer adapter locations"
         ]
+
+
+LOOKUP_DUMMY_PREFIX = "dummy-value-for-"
+"""What `ssm.StringParameter.value_from_lookup` returns before the context holds the value."""
+PLACEHOLDER_NAME = "lookup-pending"
+"""Names of the placeholder endpoint on the first synth pass, before the lookup is cached."""
+
+
+def lookup_discovery_record(scope: Construct, subject: str, parameter_name: str) -> tuple[DiscoveryRecord, bool]:
+    """The record in `parameter_name`, read at synth (``ssm.StringParameter.value_from_lookup``,
+    cached in ``cdk.context.json``), and whether it is still the lookup's placeholder (first pass)."""
+    stack = Stack.of(scope)
+    if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
+        raise ConfigurationError(
+            [
+                Problem(
+                    subject,
+                    "parameter_name",
+                    f"{stack.stack_name} needs an explicit env (account and region) to look up {parameter_name!r}; or use from_endpoint_attributes",
+                )
+            ],
+            heading="cannot look up the discovery record",
+        )
+    value = ssm.StringParameter.value_from_lookup(scope, parameter_name)
+    if value.startswith(LOOKUP_DUMMY_PREFIX):
+        return DiscoveryRecord(PLACEHOLDER_NAME, f"{PLACEHOLDER_NAME}-base", PLACEHOLDER_NAME), True
+    try:
+        record = DiscoveryRecord.from_json(value)
+    except DiscoveryRecordError as error:
+        raise ConfigurationError(
+            [
+                Problem(
+                    subject,
+                    "parameter_name",
+                    f"{parameter_name!r} (cached in cdk.context.json) is not a discovery record this cdk-adapters reads: {error}",
+                )
+            ],
+            heading="cannot import MultiAdapterEndpoint",
+        ) from None
+    return record, False

@@ -19,38 +19,38 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import jsii
-from aws_cdk import Duration, IStableAnyProducer, Lazy, Stack, Token
+from aws_cdk import Duration, Lazy, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct, IValidation
+from constructs import Construct
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.contract import adapter_identity, capture_record, tenant_limits
-from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_PATTERN, adapter_component_name, adapter_name_key
+from cdk_adapters.contract import adapter_identity, capture_record
+from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_name_key
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
-from cdk_adapters.endpoint import discovery_parameter, names, serving_reference
+from cdk_adapters.endpoint import adapter_checks, discovery_parameter, names, serving_reference
+from cdk_adapters.endpoint.adapter_settings import AdapterSettings, ServingEnvironment, SettingsSizeValidation
 from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInferenceComponent
 from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, log_group_arn, sagemaker_principal
 from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
-from cdk_adapters.endpoint.invoke_grant import InvokeGrants
+from cdk_adapters.endpoint.invoke_grant import InvokeGrants, granted_list_problems
 from cdk_adapters.endpoint.logs import EndpointLogGroups, EndpointLogs, grant_read_capture, with_logs_key
-from cdk_adapters.endpoint.serving_policy import ENVIRONMENT_VALUE_MAX_LENGTH, ServingPolicy
+from cdk_adapters.endpoint.serving_policy import ServingPolicy
+from cdk_adapters.endpoint.synth_validations import AdapterNamesValidation, AliasValidation, alias_name_problems
 from cdk_adapters.gate import Acknowledgment, BaseModelFacts, Reference
-from cdk_adapters.gate.check import new_adapter_name_problems
-from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
+from cdk_adapters.gate.ranks import served_max_lora_rank
 from cdk_adapters.hosting.capacity_reservation import CapacityReservation
 from cdk_adapters.hosting.compute import ComputeRequirements, StartupTimeouts
 from cdk_adapters.hosting.container_image import ContainerImage, ContainerImageConfig
 from cdk_adapters.hosting.copy_placement import CopyPlacement, render_data_cache
 from cdk_adapters.hosting.data_capture import REASON_CAPTURE_PREFIX, DataCapture
-from cdk_adapters.hosting.endpoint_hosting import VARIANT_NAME, EndpointHosting, HostedModel, endpoint_arn
+from cdk_adapters.hosting.endpoint_hosting import VARIANT_NAME, EndpointHosting, HostedModel
 from cdk_adapters.hosting.instance_access import SsmAccess
 from cdk_adapters.hosting.instance_pools import (
     InstancePool,
@@ -65,6 +65,7 @@ from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N
 from cdk_adapters.monitoring.endpoint_monitoring import EndpointMonitoring
 from cdk_adapters.monitoring.request_metrics import RequestMetrics
+from cdk_adapters.private.arns import endpoint_arn
 from cdk_adapters.private.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
@@ -290,11 +291,14 @@ class MultiAdapterEndpoint(Construct):
         self.base_component_name = names.base_component_name(self.prefix)
         self.discovery_parameter_name = discovery_parameter_name or discovery_parameter.discovery_parameter_name(self.prefix)
         self.deployment = deployment
-        self.fair_share = fair_share
-        self.adapter_limits = adapter_limits
-        self._limits_by_adapter: dict[str, AdapterLimits] = {}
-        self.adapter_capture = adapter_capture
-        self._capture_by_adapter: dict[str, capture_record.CaptureSettings] = {}
+        self.adapter_settings = AdapterSettings(
+            fair_share=fair_share,
+            default_limits=adapter_limits,
+            default_capture=adapter_capture,
+            engine_batch=self.vllm.max_num_seqs,
+            capture_log_group_arn=lambda: self.capture_log_group_arn,
+        )
+        """Fair share, limits and capture: the endpoint's defaults and each adapter's own."""
         self.log_settings = logs or EndpointLogs()
         self.deploy_check_settings = deploy_check
         self._canary_endpoint: MultiAdapterEndpoint | None = None
@@ -321,7 +325,7 @@ class MultiAdapterEndpoint(Construct):
             role=self.role,
             model=HostedModel(
                 image_config.image_uri,
-                Lazy.any(_ServingEnvironment(self, container_environment)),
+                Lazy.any(ServingEnvironment(self.adapter_settings, container_environment)),
                 model_data_config.model_data_source,
             ),
             vpc_placement=vpc_placement,
@@ -355,10 +359,7 @@ class MultiAdapterEndpoint(Construct):
         problems += self.hosting.option_problems(subject, extra=[("deploy_check", DeployCheck, self.deploy_check_settings)])
         for part in (self.placement, self.compute, self.startup, self.vllm):
             problems += part.problems(subject)
-        if self.adapter_limits is not None:
-            problems += self._limits_problems(self.adapter_limits, subject, "adapter_limits")
-        if self.adapter_capture is not None:
-            problems += self.adapter_capture.problems(subject, "adapter_capture")
+        problems += self.adapter_settings.default_problems(subject)
         problems += self.image.problems(subject)
         problems += model_data.problems(subject)
         for index, location in enumerate(adapter_locations):
@@ -494,11 +495,11 @@ class MultiAdapterEndpoint(Construct):
             component_prefix=self.prefix,
             record=self.discovery_record,
         )
-        self.node.add_validation(_AliasValidation(self))
-        self.node.add_validation(_LimitsSizeValidation(self))
+        self.node.add_validation(AliasValidation(self))
+        self.node.add_validation(SettingsSizeValidation(self.adapter_settings, self._subject))
         self._invoke_grants = InvokeGrants(self)
         self.node.add_validation(self._invoke_grants)
-        self.node.add_validation(_AdapterAlarmValidation(self))
+        self.node.add_validation(AdapterNamesValidation(self))
         self.dashboard = self.monitoring.create_dashboard(base_component=self.base_component, variant_name=VARIANT_NAME)
 
     # ------------------------------------------------------------------ import
@@ -559,28 +560,31 @@ class MultiAdapterEndpoint(Construct):
         object to the local-archive policy.
         """
         subject = f"adapter {name!r} of {self._subject}"
-        problems = names.validate_adapter_name(name, subject)
-        problems += self._naming_rule_problems(name, acknowledge, subject)
-        if self.fleet.component(name) is not None:
-            problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
-        problems += artifact.problems(subject)
-        if limits is not None:
-            problems += self._limits_problems(limits, subject, "limits")
-        if capture is not None:
-            problems += capture.problems(subject, "capture")
-        problems += self._check_problems(check, subject)
+        problems = adapter_checks.name_and_artifact_problems(
+            name,
+            artifact,
+            acknowledge,
+            known=self.adapters,
+            is_added=lambda added: self.fleet.component(added) is not None,
+            subject=subject,
+        )
+        problems += self.adapter_settings.adapter_problems(limits, capture, subject)
+        problems += adapter_checks.check_request_problems(
+            check,
+            has_deploy_check=self.deploy_check is not None,
+            subject=subject,
+            how_to_add="needs the endpoint's deploy check: MultiAdapterEndpoint(deploy_check=DeployCheck(...))",
+        )
         if not problems:
-            problems += artifact.compatibility_problems(name, self.compatibility_reference)
-            problems += self._location_problems(artifact, subject)
+            problems += adapter_checks.gate_problems(
+                name, artifact, self.compatibility_reference, self._location_problems, subject
+            )
             alarms = self.monitoring.opted_in_alarm_count(name)
             what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
         component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact)
-        if limits is not None:
-            self._limits_by_adapter[name] = limits
-        if capture is not None:
-            self._capture_by_adapter[name] = capture
+        self.adapter_settings.add(name, limits, capture)
         if self.deploy_check is not None:
             self.deploy_check.track(component, check)
         self.monitoring.bind_adapter(name, component, subject)
@@ -635,7 +639,7 @@ class MultiAdapterEndpoint(Construct):
         """
         weighted = {targets: 100} if isinstance(targets, str) else dict(targets)
         subject = f"alias {alias!r} of MultiAdapterEndpoint {self.node.path!r}"
-        problems = [Problem(subject, "name", message) for message in _alias_name_problems(alias)] + [
+        problems = [Problem(subject, "name", message) for message in alias_name_problems(alias)] + [
             Problem(subject, "targets", message) for _, message in alias_problems({alias: weighted})
         ]
         if isinstance(alias, str) and adapter_name_key(alias) in {adapter_name_key(known) for known in self.aliases}:
@@ -694,17 +698,8 @@ class MultiAdapterEndpoint(Construct):
         the grantee can call. An empty list is refused: it would grant only the endpoint, which
         can invoke nothing.
         """
-        if adapters is not None and (isinstance(adapters, str) or not list(adapters)):
-            raise ConfigurationError(
-                [
-                    Problem(
-                        self._subject,
-                        "grant_invoke.adapters",
-                        f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant "
-                        "every adapter (an empty list would grant the endpoint alone, which invokes nothing)",
-                    )
-                ]
-            )
+        leave_out = "every adapter (an empty list would grant the endpoint alone, which invokes nothing)"
+        raise_if_any(granted_list_problems(adapters, self._subject, leave_out=leave_out))
         if adapters is not None:
             bad = [name for name in adapters if not isinstance(name, str)]
             if bad:
@@ -766,48 +761,6 @@ class MultiAdapterEndpoint(Construct):
             raise ConfigurationError([self._unknown_adapter("adapter", adapter)])
         return component
 
-    def tenant_limits_environment(self) -> dict[str, str]:
-        """The container variables for fair share and adapter limits (rendered at synth)."""
-        return tenant_limits.environment(
-            fair_share=self.fair_share, default=self.adapter_limits, adapters=self._limits_by_adapter
-        )
-
-    def capture_environment(self) -> dict[str, str]:
-        """The container variable for per-adapter capture (rendered at synth; empty when off)."""
-        found = capture_record.environment(
-            capture_record.CapturePolicy(default=self.adapter_capture, adapters=dict(self._capture_by_adapter))
-        )
-        if found:
-            found[capture_record.CAPTURE_LOG_GROUP_ENV] = self.capture_log_group_arn
-        return found
-
-    def _limits_problems(self, limits: AdapterLimits, subject: str, field: str) -> list[Problem]:
-        problems = limits.problems(subject, field)
-        engine = self.vllm.max_num_seqs
-        if isinstance(limits.max_in_flight, int) and isinstance(engine, int) and limits.max_in_flight > engine:
-            problems.append(
-                Problem(
-                    subject,
-                    f"{field}.max_in_flight",
-                    f"({limits.max_in_flight}) cannot hold: the engine runs at most vllm.max_num_seqs={engine} requests at once",
-                )
-            )
-        return problems
-
-    def _check_problems(self, check: object, subject: str) -> list[Problem]:
-        if check is None:
-            return []
-        if not isinstance(check, AdapterCheck):
-            return [Problem(subject, "check", f"must be an AdapterCheck, got {type(check).__name__}")]
-        found = check.problems(subject, "check")
-        if self.deploy_check is None:
-            found.append(
-                Problem(
-                    subject, "check", "needs the endpoint's deploy check: MultiAdapterEndpoint(deploy_check=DeployCheck(...))"
-                )
-            )
-        return found
-
     def _unknown_adapter(self, field: str, adapter: object) -> Problem:
         return Problem(self._subject, field, f"{adapter!r} is not an adapter of this endpoint; add it first")
 
@@ -816,10 +769,6 @@ class MultiAdapterEndpoint(Construct):
     @property
     def _subject(self) -> str:
         return self._subject_text
-
-    def _naming_rule_problems(self, name: object, acknowledge: Acknowledgment | None, subject: str) -> list[Problem]:
-        """The manifest's version-suffix rule (same message and rule id), unless acknowledged."""
-        return new_adapter_name_problems(self.adapters, name, acknowledge, subject)
 
     def _compatibility_reference(self, facts: BaseModelFacts | None) -> tuple[Reference, list[Problem]]:
         """The gate's reference; a `base_model_facts` identity must agree with base_model_id/revision
@@ -840,7 +789,7 @@ class MultiAdapterEndpoint(Construct):
             facts = replace(
                 facts, model_id=facts.model_id or policy.base_model_id, revision=facts.revision or policy.base_model_revision
             )
-        rank = self.vllm.max_lora_rank if self.vllm.max_lora_rank is not None else VLLM_DEFAULT_MAX_LORA_RANK
+        rank = served_max_lora_rank(self.vllm.max_lora_rank)
         return Reference(facts, rank, bool(policy.allow_vision_modules), self.vllm.enable_tower_connector_lora), problems
 
     def _derive_prefix(self) -> str:
@@ -861,18 +810,14 @@ class MultiAdapterEndpoint(Construct):
         published = artifact.s3_object
         if published is None:
             return []
-        field = published.field
-        location = next((loc for loc in self.adapter_locations if loc.contains(published.bucket_name, published.key)), None)
+        location = adapter_checks.containing_location(published, self.adapter_locations)
         if location is None:
-            declared = ", ".join(loc.describe() for loc in self.adapter_locations) or "none"
+            remedy = (
+                "publish it under a declared location, or declare its bucket prefix with "
+                "adapter_locations=[AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/')]"
+            )
             return [
-                Problem(
-                    subject,
-                    field,
-                    f"{published.url} is outside every adapter location of this endpoint (declared: {declared}); "
-                    "publish it under a declared location, or declare its bucket prefix with "
-                    "adapter_locations=[AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/')]",
-                )
+                adapter_checks.outside_locations(published, self.adapter_locations, subject, whose="this endpoint", remedy=remedy)
             ]
         key = published.encryption_key
         if key is not None and (location.encryption_key is None or location.encryption_key.key_arn != key.key_arn):
@@ -885,93 +830,3 @@ class MultiAdapterEndpoint(Construct):
                 )
             ]
         return []
-
-
-def _alias_name_problems(alias: object) -> list[str]:
-    if not isinstance(alias, str) or not SAGEMAKER_NAME_PATTERN.match(alias):
-        return ["must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens)"]
-    return []
-
-
-@jsii.implements(IValidation)
-class _AdapterAlarmValidation:
-    """At synth: every adapter named in ``alarms.adapter_names`` is an adapter of this endpoint,
-    and a canary serves only adapters this endpoint serves."""
-
-    def __init__(self, endpoint: MultiAdapterEndpoint) -> None:
-        self._endpoint = endpoint
-
-    def validate(self) -> list[str]:
-        endpoint = self._endpoint
-        known = {adapter_name_key(name) for name in endpoint.adapters}
-        found = [
-            f"MultiAdapterEndpoint {endpoint.node.path!r}: alarms.adapter_names: {name!r} is not an adapter of this "
-            "endpoint (alarms on an adapter that does not exist would never see a request)"
-            for name in endpoint.monitoring.opted_in_names()
-            if adapter_name_key(name) not in known
-        ]
-        canary = endpoint._canary_endpoint
-        if canary is not None:
-            served = list(canary.adapters)
-            if not served:
-                found.append(f"MultiAdapterEndpoint {endpoint.node.path!r}: canary {canary.node.path!r} serves no adapter")
-            found += [
-                f"MultiAdapterEndpoint {endpoint.node.path!r}: canary: {name!r} is served by the canary but not by this endpoint"
-                for name in served
-                if adapter_name_key(name) not in known
-            ]
-        return found
-
-
-@jsii.implements(IValidation)
-class _AliasValidation:
-    """At synth: every alias targets adapters of this endpoint and shadows none of them."""
-
-    def __init__(self, endpoint: MultiAdapterEndpoint) -> None:
-        self._endpoint = endpoint
-
-    def validate(self) -> list[str]:
-        endpoint = self._endpoint
-        adapters = endpoint.adapters.keys()
-        return [
-            f"alias {alias!r} of MultiAdapterEndpoint {endpoint.node.path!r}: targets: {message}"
-            for alias, message in alias_problems(endpoint.aliases, adapters)
-        ]
-
-
-@jsii.implements(IStableAnyProducer)
-class _ServingEnvironment:
-    """The model's container environment with the fair-share settings of every adapter added so far."""
-
-    def __init__(self, endpoint: MultiAdapterEndpoint, base: dict[str, str]) -> None:
-        self._endpoint = endpoint
-        self._base = base
-
-    def produce(self) -> dict[str, str]:
-        return {**self._base, **self._endpoint.tenant_limits_environment(), **self._endpoint.capture_environment()}
-
-
-@jsii.implements(IValidation)
-class _LimitsSizeValidation:
-    """At synth: the adapter limits fit in one SageMaker environment value."""
-
-    def __init__(self, endpoint: MultiAdapterEndpoint) -> None:
-        self._endpoint = endpoint
-
-    def validate(self) -> list[str]:
-        value = self._endpoint.tenant_limits_environment().get(tenant_limits.LIMITS_ENV, "")
-        captured = self._endpoint.capture_environment().get(capture_record.CAPTURE_ENV, "")
-        problems = []
-        if len(value) > ENVIRONMENT_VALUE_MAX_LENGTH:
-            problems.append(
-                f"MultiAdapterEndpoint {self._endpoint.node.path!r}: limits: the adapters' own limits take {len(value)} "
-                f"characters in {tenant_limits.LIMITS_ENV}; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH} per variable. "
-                "Set common limits once with adapter_limits= and give only the exceptions their own"
-            )
-        if len(captured) > ENVIRONMENT_VALUE_MAX_LENGTH:
-            problems.append(
-                f"MultiAdapterEndpoint {self._endpoint.node.path!r}: capture: the adapters' own capture settings take "
-                f"{len(captured)} characters in {capture_record.CAPTURE_ENV}; SageMaker allows {ENVIRONMENT_VALUE_MAX_LENGTH} "
-                "per variable. Set common settings once with adapter_capture= and give only the exceptions their own"
-            )
-        return problems

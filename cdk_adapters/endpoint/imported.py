@@ -46,40 +46,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import jsii
 from aws_cdk import Aws, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_ssm as ssm
-from constructs import Construct, IValidation
+from constructs import Construct
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.contract import adapter_names
 from cdk_adapters.contract.discovery import (
-    TENANT_LOCATION_RULE,
     DiscoveryRecord,
-    DiscoveryRecordError,
     ServingReference,
-    tenant_name_problems,
 )
 from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
-from cdk_adapters.endpoint import names, serving_reference
+from cdk_adapters.endpoint import adapter_checks, names, serving_reference
 from cdk_adapters.endpoint.components import AdapterInferenceComponent, InferenceComponentMetrics
-from cdk_adapters.endpoint.fleet import CLOUDFORMATION_RESOURCE_LIMIT, IN_STACK_BUDGET, own_resource_count
+from cdk_adapters.endpoint.discovery_parameter import lookup_discovery_record
 from cdk_adapters.endpoint.iam_conditions import kms_via_s3, s3_owned_by
-from cdk_adapters.endpoint.invoke_grant import TenantInvokeGrants
+from cdk_adapters.endpoint.invoke_grant import TenantInvokeGrants, granted_list_problems
 from cdk_adapters.endpoint.logs import EndpointLogs, grant_read_capture
+from cdk_adapters.endpoint.tenant_assignment import TenantStackBudget, assigned_tenant, tenant_location_problems
 from cdk_adapters.gate import Acknowledgment, Reference
-from cdk_adapters.gate.check import new_adapter_name_problems
 from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.private.arns import endpoint_arn
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
-LOOKUP_DUMMY_PREFIX = "dummy-value-for-"
-"""What `ssm.StringParameter.value_from_lookup` returns before the context holds the value."""
-PLACEHOLDER_NAME = "lookup-pending"
-"""Names of the placeholder endpoint on the first synth pass, before the lookup is cached."""
 REASON_TENANT_ARCHIVE_POLICY = (
     "inline on purpose: it lets the platform's endpoint role read the exact CDK asset objects of this tenant "
     "stack's local adapter archives, nothing else; it lives and is deleted with the tenant's stack"
@@ -148,11 +140,11 @@ class ImportedMultiAdapterEndpoint(Construct):
                     f"must be an SSM parameter name starting with '/', got {discovery_parameter_name!r}",
                 )
             )
-        assigned_tenant, tenant_problems = _tenant(record.serving, tenant, bool(adapter_locations), self._subject)
+        assigned, tenant_problems = assigned_tenant(record.serving, tenant, bool(adapter_locations), self._subject)
         problems += tenant_problems
         locations = list(adapter_locations or ())
         if record.serving is not None:
-            locations += serving_reference.adapter_locations(record.serving, assigned_tenant)
+            locations += serving_reference.adapter_locations(record.serving, assigned)
         for index, location in enumerate(locations):
             problems += location.problems(self._subject, f"adapter_locations[{index}]")
         if execution_role_arn is not None and (
@@ -168,13 +160,13 @@ class ImportedMultiAdapterEndpoint(Construct):
         self.discovery_parameter_name = discovery_parameter_name
         self.adapter_locations = locations
         """Where this import's published adapters may lie: with a tenant assignment, the tenant's own."""
-        self.tenant = assigned_tenant if assigned_tenant is not None else tenant
+        self.tenant = assigned if assigned is not None else tenant
         """The tenant this stack is (as the platform spells it), or None."""
-        self._tenant_assigned = assigned_tenant is not None
+        self._tenant_assigned = assigned is not None
         self.lookup_pending = lookup_pending
         """True on the first synth pass of `from_discovery_parameter`, before the context holds the
         record: names are placeholders and the gate runs without the platform's reference."""
-        self.endpoint_arn = Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name)
+        self.endpoint_arn = endpoint_arn(self, self.endpoint_name)
         self._execution_role_arn = execution_role_arn
         self._archive_policy: iam.Policy | None = None
         self._archive_reads: iam.PolicyStatement | None = None
@@ -182,7 +174,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         self._components: dict[str, AdapterInferenceComponent] = {}
         self.deploy_check: AdapterDeployCheck | None = None
         """This stack's deploy check (`add_deploy_check`), or None."""
-        self.node.add_validation(_TenantStackBudget(self))
+        self.node.add_validation(TenantStackBudget(self))
         self._invoke_grants = TenantInvokeGrants(self)
         self.node.add_validation(self._invoke_grants)
 
@@ -247,45 +239,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         import then stands for a placeholder endpoint (`lookup_pending`), so synth completes and
         the CLI can look the parameter up and synthesize again with the record.
         """
-        stack = Stack.of(scope)
-        subject = f"imported MultiAdapterEndpoint {scope.node.path}/{id}"
-        if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
-            raise ConfigurationError(
-                [
-                    Problem(
-                        subject,
-                        "parameter_name",
-                        f"{stack.stack_name} needs an explicit env (account and region) to look up {parameter_name!r}; or use from_endpoint_attributes",
-                    )
-                ],
-                heading="cannot look up the discovery record",
-            )
-        value = ssm.StringParameter.value_from_lookup(scope, parameter_name)
-        if value.startswith(LOOKUP_DUMMY_PREFIX):
-            record = DiscoveryRecord(PLACEHOLDER_NAME, f"{PLACEHOLDER_NAME}-base", PLACEHOLDER_NAME)
-            return cls(
-                scope,
-                id,
-                record=record,
-                discovery_parameter_name=parameter_name,
-                adapter_locations=adapter_locations,
-                execution_role_arn=execution_role_arn,
-                lookup_pending=True,
-                tenant=tenant,
-            )
-        try:
-            record = DiscoveryRecord.from_json(value)
-        except DiscoveryRecordError as error:
-            raise ConfigurationError(
-                [
-                    Problem(
-                        subject,
-                        "parameter_name",
-                        f"{parameter_name!r} (cached in cdk.context.json) is not a discovery record this cdk-adapters reads: {error}",
-                    )
-                ],
-                heading="cannot import MultiAdapterEndpoint",
-            ) from None
+        record, pending = lookup_discovery_record(scope, f"imported MultiAdapterEndpoint {scope.node.path}/{id}", parameter_name)
         return cls(
             scope,
             id,
@@ -293,6 +247,7 @@ class ImportedMultiAdapterEndpoint(Construct):
             discovery_parameter_name=parameter_name,
             adapter_locations=adapter_locations,
             execution_role_arn=execution_role_arn,
+            lookup_pending=pending,
             tenant=tenant,
         )
 
@@ -340,27 +295,24 @@ class ImportedMultiAdapterEndpoint(Construct):
         first; default: the check's request, any answer of its own).
         """
         subject = f"adapter {name!r} of {self._subject}"
-        problems = names.validate_adapter_name(name, subject)
-        problems += new_adapter_name_problems(self.adapters, name, acknowledge, subject)
-        if isinstance(name, str) and adapter_names.adapter_name_key(name) in self._components:
-            problems.append(Problem(subject, "name", "is already added (adapter names are case-insensitive, as SageMaker's are)"))
-        problems += artifact.problems(subject)
-        if check is not None:
-            if not isinstance(check, AdapterCheck):
-                problems.append(Problem(subject, "check", f"must be an AdapterCheck, got {type(check).__name__}"))
-            elif self.deploy_check is None:
-                problems.append(
-                    Problem(
-                        subject,
-                        "check",
-                        "needs this stack's deploy check: call add_deploy_check(DeployCheck(...)) before adding adapters",
-                    )
-                )
-            else:
-                problems += check.problems(subject, "check")
+        problems = adapter_checks.name_and_artifact_problems(
+            name,
+            artifact,
+            acknowledge,
+            known=self.adapters,
+            is_added=lambda added: adapter_names.adapter_name_key(added) in self._components,
+            subject=subject,
+        )
+        problems += adapter_checks.check_request_problems(
+            check,
+            has_deploy_check=self.deploy_check is not None,
+            subject=subject,
+            how_to_add="needs this stack's deploy check: call add_deploy_check(DeployCheck(...)) before adding adapters",
+        )
         if not problems:
-            problems += artifact.compatibility_problems(name, self.compatibility_reference)
-            problems += self._location_problems(artifact, subject)
+            problems += adapter_checks.gate_problems(
+                name, artifact, self.compatibility_reference, self._location_problems, subject
+            )
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
         component = AdapterInferenceComponent(
             self,
@@ -463,16 +415,7 @@ class ImportedMultiAdapterEndpoint(Construct):
                     )
                 ]
             )
-        if adapters is not None and (isinstance(adapters, str) or not list(adapters)):
-            raise ConfigurationError(
-                [
-                    Problem(
-                        self._subject,
-                        "grant_invoke.adapters",
-                        f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant this stack's adapters",
-                    )
-                ]
-            )
+        raise_if_any(granted_list_problems(adapters, self._subject, leave_out="this stack's adapters"))
         problems = [
             problem
             for name in adapters or ()
@@ -538,40 +481,11 @@ class ImportedMultiAdapterEndpoint(Construct):
                 ]
             return []
         if self._tenant_assigned:
-            return self._tenant_location_problems(published, subject)
-        if any(location.contains(published.bucket_name, published.key) for location in self.adapter_locations):
+            return tenant_location_problems(self.record.serving, self.tenant, published, subject)
+        if adapter_checks.containing_location(published, self.adapter_locations) is not None:
             return []
-        declared = ", ".join(location.describe() for location in self.adapter_locations) or "none"
-        return [
-            Problem(
-                subject,
-                published.field,
-                f"{published.url} is outside every adapter location of the endpoint (declared: {declared}); "
-                "the platform's role reads adapters only there: publish it under one of them, or ask the platform to declare its prefix",
-            )
-        ]
-
-    def _tenant_location_problems(self, published: Any, subject: str) -> list[Problem]:
-        """The tenant-location rule: the most specific assigned location holding the object is this tenant's."""
-        serving = self.record.serving
-        assert serving is not None and self.tenant is not None
-        allowed = ", ".join(serving.locations_of(self.tenant))
-        owner = serving.owner_of(published.bucket_name, published.key)
-        if owner is not None and owner[0].lower() == self.tenant.lower():
-            return []
-        where = (
-            "under none of them"
-            if owner is None
-            else f"under {owner[1]}, the prefix the platform assigned to tenant {owner[0]!r}"
-        )
-        return [
-            Problem(
-                subject,
-                published.field,
-                f"{published.url} breaks the {TENANT_LOCATION_RULE} rule: tenant {self.tenant!r} may serve adapters only from "
-                f"its own prefix ({allowed}), and this archive lies {where}; publish it under {allowed.split(', ')[0]}",
-            )
-        ]
+        remedy = "the platform's role reads adapters only there: publish it under one of them, or ask the platform to declare its prefix"
+        return [adapter_checks.outside_locations(published, self.adapter_locations, subject, whose="the endpoint", remedy=remedy)]
 
     def _grant_archive(self, object_arn: str, kms_key_arn: str | None) -> iam.Policy:
         if self._archive_policy is None:
@@ -593,82 +507,3 @@ class ImportedMultiAdapterEndpoint(Construct):
                 self._archive_policy.add_statements(self._archive_keys)
             self._archive_keys.add_resources(kms_key_arn)
         return self._archive_policy
-
-
-def _tenant(
-    serving: ServingReference | None, tenant: str | None, extra_locations: bool, subject: str
-) -> tuple[str | None, list[Problem]]:
-    """The tenant as the platform assigned it (None when the record assigns no tenant), and what
-    is wrong with the import's `tenant` against the record's assignments."""
-    if tenant is not None and tenant_name_problems(tenant):
-        return None, [Problem(subject, "tenant", message) for message in tenant_name_problems(tenant)]
-    tenants = serving.tenants if serving is not None else ()
-    listed = ", ".join(map(repr, tenants))
-    if not tenants:
-        if tenant is not None and serving is not None:
-            return None, [
-                Problem(
-                    subject,
-                    "tenant",
-                    (
-                        f"{tenant!r} is named, but the platform's endpoint assigns no tenant an adapter location, so nothing "
-                        "could hold this stack to its own prefix; import without tenant=, or ask the platform to assign "
-                        f"one: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant={tenant!r})"
-                    ),
-                )
-            ]
-        return None, []
-    if tenant is None:
-        return None, [
-            Problem(
-                subject,
-                "tenant",
-                (
-                    f"the platform's endpoint assigns adapter locations to tenants ({listed}); import with tenant='<yours>' "
-                    "so this stack's adapters are held to its own prefix"
-                ),
-            )
-        ]
-    assigned = serving.tenant_of(tenant)  # type: ignore[union-attr]
-    if assigned is None:
-        return None, [
-            Problem(
-                subject,
-                "tenant",
-                (
-                    f"{tenant!r} is not a tenant of the platform's endpoint (its tenants: {listed}); ask the platform to assign "
-                    f"it a location: AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/', tenant={tenant!r})"
-                ),
-            )
-        ]
-    if extra_locations:
-        return None, [
-            Problem(
-                subject,
-                "adapter_locations",
-                (
-                    f"cannot widen tenant {assigned!r}'s locations: the platform assigns them "
-                    f"({', '.join(serving.locations_of(assigned))}); leave adapter_locations out"  # type: ignore[union-attr]
-                ),
-            )
-        ]
-    return assigned, []
-
-
-@jsii.implements(IValidation)
-class _TenantStackBudget:
-    """At synth: the tenant's stack, which holds its components directly, keeps within budget."""
-
-    def __init__(self, endpoint: ImportedMultiAdapterEndpoint) -> None:
-        self._endpoint = endpoint
-
-    def validate(self) -> list[str]:
-        stack = Stack.of(self._endpoint)
-        held = own_resource_count(stack)
-        if held <= IN_STACK_BUDGET:
-            return []
-        return [
-            f"{stack.node.path}: holds {held} resources with {len(self._endpoint.adapters)} adapter components; "
-            f"CloudFormation allows {CLOUDFORMATION_RESOURCE_LIMIT} and this library stops at {IN_STACK_BUDGET}. "
-            "Add further adapters from another tenant stack"
-        ]

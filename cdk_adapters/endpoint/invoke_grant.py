@@ -30,6 +30,9 @@ from constructs import Construct, IConstruct, IValidation
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.contract.discovery import DiscoveryRecord
+from cdk_adapters.private.arns import endpoint_arn as endpoint_arn_of
+from cdk_adapters.private.arns import inference_component_arn
+from cdk_adapters.problems import Problem
 
 INVOKE_ACTIONS = ("sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream")
 
@@ -125,7 +128,7 @@ class InvokeGrants:
 
 
 def _component_arn(endpoint: GrantedEndpoint, component_name: str) -> str:
-    return Stack.of(endpoint).format_arn(service="sagemaker", resource="inference-component", resource_name=component_name)
+    return inference_component_arn(endpoint, component_name)
 
 
 def _describe(grantee: iam.IGrantable) -> str:
@@ -229,10 +232,10 @@ class TenantInvokeGrants:
         stack = Stack.of(endpoint)
 
         def component(name: str) -> str:
-            return stack.format_arn(service="sagemaker", resource="inference-component", resource_name=name)
+            return inference_component_arn(stack, name)
 
         def endpoint_arn(name: str) -> str:
-            return stack.format_arn(service="sagemaker", resource="endpoint", resource_name=name)
+            return endpoint_arn_of(stack, name)
 
         if grant.all_components:
             arns = [endpoint.endpoint_arn, component(f"{record.component_prefix}-*")]
@@ -246,3 +249,17 @@ class TenantInvokeGrants:
         if canary is None or not served:
             return main
         return main + [endpoint_arn(canary.endpoint_name)] + [component(canary.component_name(target)) for target in served]
+
+
+def granted_list_problems(adapters: object, subject: str, *, leave_out: str) -> list[Problem]:
+    """`grant_invoke(adapters=...)` is None or a non-empty list of names (a bare string is refused:
+    it would be read letter by letter). `leave_out` says what leaving it out grants."""
+    if adapters is not None and (isinstance(adapters, str) or not list(adapters)):  # type: ignore[call-overload]
+        return [
+            Problem(
+                subject,
+                "grant_invoke.adapters",
+                f"got {adapters!r}; name at least one adapter in a list, or leave it out to grant {leave_out}",
+            )
+        ]
+    return []

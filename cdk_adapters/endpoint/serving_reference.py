@@ -9,11 +9,13 @@ adapter in either app, with the same rule id and message.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
 
 from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.contract.discovery import ServedBaseModel, ServingReference
 from cdk_adapters.gate import BaseModelFacts, Reference
-from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
+from cdk_adapters.gate.ranks import served_max_lora_rank
 
 
 def publish(reference: Reference, locations: Sequence[AdapterLocation]) -> ServingReference:
@@ -21,27 +23,25 @@ def publish(reference: Reference, locations: Sequence[AdapterLocation]) -> Servi
     base = reference.base
     served = None
     if base is not None:
-        served = ServedBaseModel(
-            model_id=base.model_id,
-            revision=base.revision,
-            hidden_size=base.hidden_size,
-            module_names=tuple(sorted(base.module_names)),
-            vision_language=base.vision_language,
-            module_shapes=None if base.module_shapes is None else tuple(sorted(base.module_shapes)),
-            architecture=base.architecture,
-            vision_tower_type=base.vision_tower_type,
-            vision_feature_select_strategy=base.vision_feature_select_strategy,
-        )
-    rank = reference.max_lora_rank if reference.max_lora_rank is not None else VLLM_DEFAULT_MAX_LORA_RANK
+        # The record's fields are the facts' (a test holds the two to one list); sets become sorted tuples.
+        served = ServedBaseModel(**{field.name: _as_record_value(getattr(base, field.name)) for field in fields(ServedBaseModel)})
     return ServingReference(
         base_model=served,
-        max_lora_rank=rank,
+        max_lora_rank=served_max_lora_rank(reference.max_lora_rank),
         allow_vision_modules=reference.allow_vision_modules,
         adapter_locations=tuple(_url(location) for location in locations),
         tenant_locations=tuple(
             sorted({(location.tenant, _url(location)) for location in locations if location.tenant is not None})
         ),
     )
+
+
+def _as_record_value(value: Any) -> Any:
+    return tuple(sorted(value)) if isinstance(value, frozenset) else value
+
+
+def _as_facts_value(value: Any) -> Any:
+    return frozenset(value) if isinstance(value, tuple) else value
 
 
 def _url(location: AdapterLocation) -> str:
@@ -53,17 +53,7 @@ def gate_reference(serving: ServingReference) -> Reference:
     base = serving.base_model
     facts = None
     if base is not None:
-        facts = BaseModelFacts(
-            model_id=base.model_id,
-            revision=base.revision,
-            module_names=frozenset(base.module_names),
-            hidden_size=base.hidden_size,
-            vision_language=base.vision_language,
-            module_shapes=None if base.module_shapes is None else frozenset(base.module_shapes),
-            architecture=base.architecture,
-            vision_tower_type=base.vision_tower_type,
-            vision_feature_select_strategy=base.vision_feature_select_strategy,
-        )
+        facts = BaseModelFacts(**{field.name: _as_facts_value(getattr(base, field.name)) for field in fields(ServedBaseModel)})
     return Reference(facts, serving.max_lora_rank, serving.allow_vision_modules)
 
 

@@ -14,8 +14,8 @@ from cdk_adapters.gate.check import (
     check_co_hosted,
     covering_max_lora_rank,
 )
-from cdk_adapters.gate.checks import ADAPTER_CHECKS, RULES, AdapterCheck
-from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter, CoHostedCheck
+from cdk_adapters.gate.checks import ADAPTER_CHECKS, RULES, AdapterRule
+from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedAdapter, CoHostedRule
 from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS, smallest_allowed_max_lora_rank
 from cdk_adapters.gate.reference import Reference
 from cdk_adapters.gate.safetensors_header import SafetensorsHeaderError, read_safetensors_header
@@ -27,12 +27,12 @@ __all__ = [
     "RULES",
     "AcknowledgedFinding",
     "Acknowledgment",
-    "AdapterCheck",
     "AdapterContents",
     "AdapterFacts",
+    "AdapterRule",
     "BaseModelFacts",
     "CoHostedAdapter",
-    "CoHostedCheck",
+    "CoHostedRule",
     "Reference",
     "SafetensorsHeaderError",
     "check_adapter_archive",

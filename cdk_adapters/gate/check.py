@@ -13,7 +13,7 @@ from pathlib import Path
 from cdk_adapters.gate.acknowledgments import Acknowledgment, reason_error, rule_error
 from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.gate.adapter_facts import AdapterFacts
-from cdk_adapters.gate.checks import ADAPTER_CHECKS, AdapterCheckContext
+from cdk_adapters.gate.checks import ADAPTER_CHECKS, AdapterRuleContext
 from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS, VERSION_SUFFIX, VERSION_SUFFIX_CHECK, CoHostedAdapter
 from cdk_adapters.gate.ranks import smallest_allowed_max_lora_rank
 from cdk_adapters.gate.reference import Reference
@@ -22,9 +22,7 @@ from cdk_adapters.problems import Problem
 
 def check_adapter_contents(name: str, contents: AdapterContents, reference: Reference) -> list[Problem]:
     """Run every adapter check on files already read (directory or archive)."""
-    return _run(
-        AdapterCheckContext(name=name, reference=reference, facts=AdapterFacts.from_contents(contents), contents=contents)
-    )
+    return _run(AdapterRuleContext(name=name, reference=reference, facts=AdapterFacts.from_contents(contents), contents=contents))
 
 
 def check_adapter_dir(name: str, path: Path, reference: Reference) -> list[Problem]:
@@ -43,7 +41,7 @@ def check_adapter_archive(name: str, path: Path, reference: Reference) -> list[P
 
 def check_adapter_facts(name: str, facts: AdapterFacts, reference: Reference) -> list[Problem]:
     """Check an adapter known only through its lock entry (file-level checks ran when it was locked)."""
-    return _run(AdapterCheckContext(name=name, reference=reference, facts=facts, contents=None))
+    return _run(AdapterRuleContext(name=name, reference=reference, facts=facts, contents=None))
 
 
 def check_co_hosted(adapters: Sequence[CoHostedAdapter]) -> list[Problem]:
@@ -74,5 +72,5 @@ def covering_max_lora_rank(facts: Iterable[AdapterFacts]) -> int:
     return smallest_allowed_max_lora_rank(f.max_rank for f in facts if f.max_rank is not None)
 
 
-def _run(context: AdapterCheckContext) -> list[Problem]:
+def _run(context: AdapterRuleContext) -> list[Problem]:
     return [problem for check in ADAPTER_CHECKS for problem in check(context)]

@@ -21,3 +21,8 @@ def smallest_allowed_max_lora_rank(ranks: Iterable[int]) -> int:
         if allowed >= highest:
             return allowed
     raise ValueError(f"rank {highest} exceeds the largest max_lora_rank vLLM accepts ({ALLOWED_MAX_LORA_RANKS[-1]})")
+
+
+def served_max_lora_rank(configured: int | None) -> int:
+    """The ``--max-lora-rank`` vLLM serves: the configured one, else vLLM's default."""
+    return configured if configured is not None else VLLM_DEFAULT_MAX_LORA_RANK

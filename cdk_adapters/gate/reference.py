@@ -21,7 +21,7 @@ class Reference:
 
     base: BaseModelFacts | None
     """None: the base model's facts are not known here (a `MultiAdapterEndpoint` given no
-    `base_model_facts`); the rules that compare with the base (`AdapterCheck.needs_base`) skip."""
+    `base_model_facts`); the rules that compare with the base (`AdapterRule.needs_base`) skip."""
     max_lora_rank: int | None = None
     """vLLM's ``--max-lora-rank``; None: derived from the adapters, so only vLLM's largest bounds them."""
     allow_vision_modules: bool = False

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Duration, IResolvable, Stack
+from aws_cdk import Duration, IResolvable
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
@@ -299,11 +299,6 @@ class EndpointHosting:
             enable_ssm_access=True if self.ssm_access is not None else None,
             capacity_reservation_config=self.capacity_reservation.render() if self.capacity_reservation is not None else None,
         )
-
-
-def endpoint_arn(scope: Construct, endpoint_name: str) -> str:
-    """The endpoint's ARN, built from its literal name (no reference to the resource)."""
-    return Stack.of(scope).format_arn(service="sagemaker", resource="endpoint", resource_name=endpoint_name)
 
 
 def _as_tuple(pools: object) -> Any:

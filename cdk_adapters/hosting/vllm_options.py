@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 
 from cdk_adapters.contract import reserved_config, serving_env
 from cdk_adapters.gate import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.problems import Problem
 
 
@@ -27,8 +28,8 @@ class VllmOptions:
     """Adapters resident on the GPU at once (a batch mixes at most this many). Default 4."""
     max_cpu_loras: int | None = None
     """Adapters cached in host memory; must be >= `max_loras`. Default: vLLM's (= max_loras)."""
-    max_lora_rank: int | None = 16
-    """Highest adapter rank accepted; one of `ALLOWED_MAX_LORA_RANKS`. Default 16."""
+    max_lora_rank: int | None = VLLM_DEFAULT_MAX_LORA_RANK
+    """Highest adapter rank accepted; one of `ALLOWED_MAX_LORA_RANKS`. Default 16 (vLLM's own)."""
     max_model_len: int | None = None
     """Context length in tokens. Default: the model's."""
     gpu_memory_utilization: float | None = None

@@ -75,42 +75,13 @@ def build_vlm(
     """Write the tiny LLaVA (config, safetensors in vLLM's layout, tokenizer, processor) to `out_dir`;
     `tower` ``"siglip"`` gives it a SigLIP tower of the same size instead of CLIP."""
     import torch
-    from transformers import (
-        CLIPImageProcessor,
-        CLIPVisionConfig,
-        LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-    )
+    from transformers import LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
 
     out_dir = Path(out_dir)
     tokenizer = build_tokenizer()
     image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
     torch.manual_seed(seed)
-    vision: PreTrainedConfig
-    if tower == "siglip":
-        from transformers import SiglipVisionConfig
-
-        vision = SiglipVisionConfig(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            image_size=IMAGE_SIZE,
-            patch_size=PATCH_SIZE,
-        )
-    else:
-        vision = CLIPVisionConfig(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            image_size=IMAGE_SIZE,
-            patch_size=PATCH_SIZE,
-            hidden_act="quick_gelu",
-            projection_dim=32,
-        )
+    vision = _vision_config(tower)
     text = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
@@ -137,6 +108,44 @@ def build_vlm(
     model = LlavaForConditionalGeneration(config).to(torch.float32)  # type: ignore[arg-type]  # transformers types its @wraps'd to() as unbound (self first)
     model.save_pretrained(out_dir, safe_serialization=True)
     _rekey_file(out_dir / "model.safetensors", to_vision_model=True)
+    _save_processor(out_dir, tokenizer, vision_feature_select_strategy)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
+def _vision_config(tower: str) -> PreTrainedConfig:
+    """The tiny vision tower's config: SigLIP for ``"siglip"``, CLIP otherwise (same sizes)."""
+    if tower == "siglip":
+        from transformers import SiglipVisionConfig
+
+        return SiglipVisionConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=IMAGE_SIZE,
+            patch_size=PATCH_SIZE,
+        )
+    from transformers import CLIPVisionConfig
+
+    return CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH_SIZE,
+        hidden_act="quick_gelu",
+        projection_dim=32,
+    )
+
+
+def _save_processor(
+    out_dir: Path, tokenizer: PreTrainedTokenizerFast, vision_feature_select_strategy: Literal["default", "full"]
+) -> None:
+    """Save the `LlavaProcessor` (a CLIP image processor for the tiny images, the tokenizer, the chat template)."""
+    from transformers import CLIPImageProcessor, LlavaProcessor
+
     processor = LlavaProcessor(  # type: ignore[no-untyped-call]  # transformers leaves its __init__ unannotated
         image_processor=CLIPImageProcessor(
             size={"shortest_edge": IMAGE_SIZE},
@@ -149,8 +158,6 @@ def build_vlm(
         chat_template=CHAT_TEMPLATE,
     )
     processor.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    return out_dir
 
 
 def build_vlm_adapter(

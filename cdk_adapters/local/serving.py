@@ -25,6 +25,7 @@ import httpx
 from cdk_adapters.contract import adapter_identity, serving_env
 from cdk_adapters.contract.adapter_names import adapter_component_name
 from cdk_adapters.contract.discovery import DiscoveryRecord
+from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 from cdk_adapters.problems import Problem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +61,7 @@ class LocalSettings:
     """State, extracted archives and the server log."""
     max_loras: int = 4
     max_cpu_loras: int | None = None
-    max_lora_rank: int = 16
+    max_lora_rank: int = VLLM_DEFAULT_MAX_LORA_RANK
     max_model_len: int | None = None
     dtype: str | None = None
     allow_base_model: bool = False

@@ -174,61 +174,12 @@ def check_manifest(
     problems: list[Problem] = []
     planned: list[PlannedAdapter] = []
     for row in manifest.adapters:
-        subject = f"adapter '{row.name}'"
-        problems += validate_adapter_name(row.name, subject)
-        if row.is_s3:
-            problems += _location_problems(row, manifest, subject)
-            entry = loaded.lock.adapters.get(row.name)
-            if entry is None:
-                problems.append(
-                    Problem(
-                        subject,
-                        "source",
-                        f"has no entry in {loaded.lock_path}; run `cdk-adapters lock --manifest {loaded.path}` "
-                        "(or publish it with `cdk-adapters publish`) and commit the lock file",
-                    )
-                )
-                continue
-            if entry.uri != row.source:
-                problems.append(
-                    Problem(
-                        subject,
-                        "source",
-                        f"is {row.source} but its lock entry records {entry.uri}; a published name never "
-                        "moves: publish a new version (-v<N+1>) or run `cdk-adapters lock` if the row is right",
-                    )
-                )
-                continue
-            facts = entry.facts
-            problems += check_adapter_facts(row.name, facts, reference)
-            planned.append(PlannedAdapter(row=row, facts=facts, lock_entry=entry))
-        else:
-            directory = loaded.resolve_local(row.source)
-            if not directory.is_dir():
-                problems.append(
-                    Problem(subject, "source", f"local directory {directory} does not exist (paths are relative to the manifest)")
-                )
-                continue
-            contents = AdapterContents.from_dir(directory)
-            problems += check_adapter_contents(row.name, contents, reference)
-            local_facts = AdapterFacts.from_contents(contents)
-            if local_facts is not None:
-                planned.append(PlannedAdapter(row=row, facts=local_facts, local_dir=directory))
+        row_problems, adapter = _check_row(row, loaded, reference)
+        problems += row_problems
+        if adapter is not None:
+            planned.append(adapter)
     acknowledgments = _acknowledgments(manifest.adapters)
-    every_row = [
-        CoHostedAdapter(name=row.name, target_modules=(), acknowledged=_rules(acknowledgments, row)) for row in manifest.adapters
-    ]
-    problems += UNIQUE_NAMES(every_row) + VERSION_SUFFIX_CHECK(every_row)
-    problems += IDENTICAL_TARGET_MODULES(
-        [
-            CoHostedAdapter(
-                name=adapter.name,
-                target_modules=adapter.facts.target_modules,
-                acknowledged=_rules(acknowledgments, adapter.row),
-            )
-            for adapter in planned
-        ]
-    )
+    problems += _co_hosted_problems(manifest.adapters, planned, acknowledgments)
     problems, acknowledged = split_acknowledged(_deduplicated(problems), acknowledgments)
     problems += _alias_problems(manifest)
     if problems:
@@ -243,6 +194,70 @@ def check_manifest(
         max_lora_rank=rank,
         acknowledged=tuple(acknowledged),
         tower_connector_lora=tower_connector_lora,
+    )
+
+
+def _check_row(row: AdapterRow, loaded: LoadedManifest, reference: Reference) -> tuple[list[Problem], PlannedAdapter | None]:
+    """One row's problems, and the row as planned when its facts are known (from the lock or its files)."""
+    subject = f"adapter '{row.name}'"
+    problems = list(validate_adapter_name(row.name, subject))
+    if row.is_s3:
+        problems += _location_problems(row, loaded.manifest, subject)
+        entry = loaded.lock.adapters.get(row.name)
+        if entry is None:
+            problems.append(
+                Problem(
+                    subject,
+                    "source",
+                    f"has no entry in {loaded.lock_path}; run `cdk-adapters lock --manifest {loaded.path}` "
+                    "(or publish it with `cdk-adapters publish`) and commit the lock file",
+                )
+            )
+            return problems, None
+        if entry.uri != row.source:
+            problems.append(
+                Problem(
+                    subject,
+                    "source",
+                    f"is {row.source} but its lock entry records {entry.uri}; a published name never "
+                    "moves: publish a new version (-v<N+1>) or run `cdk-adapters lock` if the row is right",
+                )
+            )
+            return problems, None
+        facts = entry.facts
+        problems += check_adapter_facts(row.name, facts, reference)
+        return problems, PlannedAdapter(row=row, facts=facts, lock_entry=entry)
+    directory = loaded.resolve_local(row.source)
+    if not directory.is_dir():
+        problems.append(
+            Problem(subject, "source", f"local directory {directory} does not exist (paths are relative to the manifest)")
+        )
+        return problems, None
+    contents = AdapterContents.from_dir(directory)
+    problems += check_adapter_contents(row.name, contents, reference)
+    local_facts = AdapterFacts.from_contents(contents)
+    return problems, None if local_facts is None else PlannedAdapter(row=row, facts=local_facts, local_dir=directory)
+
+
+def _co_hosted_problems(
+    rows: Iterable[AdapterRow], planned: list[PlannedAdapter], acknowledgments: dict[str, Acknowledgment]
+) -> list[Problem]:
+    """The rules across rows: unique names and version suffixes on every row, identical target
+    modules on the planned ones."""
+    every_row = [CoHostedAdapter(name=row.name, target_modules=(), acknowledged=_rules(acknowledgments, row)) for row in rows]
+    return (
+        UNIQUE_NAMES(every_row)
+        + VERSION_SUFFIX_CHECK(every_row)
+        + IDENTICAL_TARGET_MODULES(
+            [
+                CoHostedAdapter(
+                    name=adapter.name,
+                    target_modules=adapter.facts.target_modules,
+                    acknowledged=_rules(acknowledgments, adapter.row),
+                )
+                for adapter in planned
+            ]
+        )
     )
 
 

@@ -209,8 +209,37 @@ def create_alarms(
         "comparison_operator": cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         "treat_missing_data": cloudwatch.TreatMissingData.NOT_BREACHING,
     }
+    specs = _alarm_specs(source, thresholds, what)
+    alarms: dict[str, cloudwatch.Alarm] = {}
+    for kind in thresholds.enabled:  # only these: a disabled alarm's metric may not be published
+        construct_id, metric, threshold, description = specs[kind]
+        alarm = cloudwatch.Alarm(
+            scope,
+            construct_id,
+            alarm_name=f"{name_prefix}/{kind.replace('_', '-')}",
+            alarm_description=description,
+            metric=metric(),
+            threshold=threshold,
+            **common,
+        )
+        if topic is not None:
+            action = cloudwatch_actions.SnsAction(topic)
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+        else:
+            acknowledge_alarm_without_action(
+                alarm, alarm_without_topic_reason(drives_rollback=kind in rollback_kinds, on_dashboard=on_dashboard)
+            )
+        alarms[kind] = alarm
+    return alarms
+
+
+def _alarm_specs(
+    source: RequestMetricSource, thresholds: AlarmThresholds, what: str
+) -> dict[str, tuple[str, Callable[[], cloudwatch.IMetric], float, str]]:
+    """Kind -> (construct id, the metric to watch, its threshold, the alarm's description)."""
     period = {"period": thresholds.period}
-    specs: dict[str, tuple[str, Callable[[], cloudwatch.IMetric], float, str]] = {
+    return {
         ERROR_RATE: (
             "ErrorRate",
             lambda: source.metric_error_rate(**period),
@@ -247,25 +276,3 @@ def create_alarms(
             "Raise the adapter's weight, add copies, or give the tenant its own endpoint (docs/monitoring.md).",
         ),
     }
-    alarms: dict[str, cloudwatch.Alarm] = {}
-    for kind in thresholds.enabled:  # only these: a disabled alarm's metric may not be published
-        construct_id, metric, threshold, description = specs[kind]
-        alarm = cloudwatch.Alarm(
-            scope,
-            construct_id,
-            alarm_name=f"{name_prefix}/{kind.replace('_', '-')}",
-            alarm_description=description,
-            metric=metric(),
-            threshold=threshold,
-            **common,
-        )
-        if topic is not None:
-            action = cloudwatch_actions.SnsAction(topic)
-            alarm.add_alarm_action(action)
-            alarm.add_ok_action(action)
-        else:
-            acknowledge_alarm_without_action(
-                alarm, alarm_without_topic_reason(drives_rollback=kind in rollback_kinds, on_dashboard=on_dashboard)
-            )
-        alarms[kind] = alarm
-    return alarms

@@ -100,58 +100,10 @@ def plan_memory(inputs: MemoryInputs) -> MemoryPlan:
     host_budget = instance.host_memory_gib * GIB - inputs.host_reserve_gib * GIB
     cache = inputs.max_cpu_loras * (largest.host_bytes if largest else 0)
     fit_cache = math.floor(host_budget / largest.host_bytes) if largest and largest.host_bytes else None
-    problems: list[Problem] = []
-    notes: list[str] = []
-    subject = f"instance type '{instance.name}'"
-    gpu_text = f"{instance.gpu_memory_gib:g} GiB x {inputs.gpu_memory_utilization:g}"
-    if base + kv > budget:
-        bigger = _bigger_instances(instance, base + kv + inputs.slot_bytes, inputs.gpu_memory_utilization)
-        problems.append(
-            Problem(
-                subject,
-                "GPU memory",
-                f"the base model alone does not fit: weights {_gib(base)} + KV cache for one {inputs.max_model_len}-token "
-                f"sequence {_gib(kv)} per GPU exceed the {_gib(budget)} vLLM may use ({gpu_text}) by {_gib(base + kv - budget)}; "
-                f"choose an instance with more GPU memory{' (' + ', '.join(bigger) + ')' if bigger else ''}, "
-                "a smaller --max-model-len, or a quantized base",
-            )
-        )
-    elif left < 0:
-        problems.append(
-            Problem(
-                "serving",
-                "max_loras",
-                f"{inputs.max_loras} GPU slots x {_gib(inputs.slot_bytes)} (every LoRA-capable module at max_lora_rank "
-                f"{inputs.max_lora_rank}) = {_gib(lora)} do not fit on {instance.name}: base {_gib(base)} + slots + KV cache "
-                f"{_gib(kv)} exceed the {_gib(budget)} per GPU vLLM may use ({gpu_text}) by {_gib(-left)}; "
-                f"set max_loras to {fit_slots} or less, lower max_lora_rank, or choose a larger instance",
-            )
-        )
+    problems = _gpu_problems(inputs, budget, base, lora, kv, left, fit_slots)
     if largest is not None and cache > host_budget:
-        problems.append(
-            Problem(
-                "serving",
-                "max_cpu_loras",
-                f"{inputs.max_cpu_loras} cached adapters x {_gib(largest.host_bytes)} (the largest, '{largest.name}') = "
-                f"{_gib(cache)} exceed the host memory left on {instance.name} ({instance.host_memory_gib:g} GiB - "
-                f"{inputs.host_reserve_gib:g} GiB reserve = {_gib(host_budget)}) by {_gib(cache - host_budget)}; set "
-                f"max_cpu_loras to {max(fit_cache or 0, 0)} or less, or choose an instance with more host memory",
-            )
-        )
-    active = max(1, inputs.active_adapters)
-    recommended_loras = max(1, min(active, fit_slots)) if fit_slots else 1
-    recommended_cpu = max(recommended_loras, active)
-    if fit_cache is not None and recommended_cpu > fit_cache:
-        notes.append(
-            f"{active} active adapters but the host cache holds only {fit_cache}: the others pay an S3 fetch "
-            "when they are called after falling out (cold start)"
-        )
-        recommended_cpu = max(recommended_loras, fit_cache)
-    if active > recommended_loras:
-        notes.append(
-            f"{active} active adapters share {recommended_loras} GPU slots: adapters swap in from the CPU cache "
-            "(fast, no S3), but a batch mixes at most max_loras adapters"
-        )
+        problems.append(_host_cache_problem(inputs, largest, cache, host_budget, fit_cache))
+    recommended_loras, recommended_cpu, notes = _recommendations(inputs, fit_slots, fit_cache)
     if gpus > 1:
         notes.append("more than one GPU: LoRA slots counted whole on each GPU (an upper bound)")
     return MemoryPlan(
@@ -171,6 +123,73 @@ def plan_memory(inputs: MemoryInputs) -> MemoryPlan:
         problems=tuple(problems),
         notes=tuple(notes),
     )
+
+
+def _gpu_problems(
+    inputs: MemoryInputs, budget: float, base: float, lora: int, kv: float, left: float, fit_slots: int
+) -> list[Problem]:
+    """The base model that does not fit a GPU at all, or else the LoRA slots that do not fit beside it."""
+    instance = inputs.instance
+    gpu_text = f"{instance.gpu_memory_gib:g} GiB x {inputs.gpu_memory_utilization:g}"
+    if base + kv > budget:
+        bigger = _bigger_instances(instance, base + kv + inputs.slot_bytes, inputs.gpu_memory_utilization)
+        return [
+            Problem(
+                f"instance type '{instance.name}'",
+                "GPU memory",
+                f"the base model alone does not fit: weights {_gib(base)} + KV cache for one {inputs.max_model_len}-token "
+                f"sequence {_gib(kv)} per GPU exceed the {_gib(budget)} vLLM may use ({gpu_text}) by {_gib(base + kv - budget)}; "
+                f"choose an instance with more GPU memory{' (' + ', '.join(bigger) + ')' if bigger else ''}, "
+                "a smaller --max-model-len, or a quantized base",
+            )
+        ]
+    if left < 0:
+        return [
+            Problem(
+                "serving",
+                "max_loras",
+                f"{inputs.max_loras} GPU slots x {_gib(inputs.slot_bytes)} (every LoRA-capable module at max_lora_rank "
+                f"{inputs.max_lora_rank}) = {_gib(lora)} do not fit on {instance.name}: base {_gib(base)} + slots + KV cache "
+                f"{_gib(kv)} exceed the {_gib(budget)} per GPU vLLM may use ({gpu_text}) by {_gib(-left)}; "
+                f"set max_loras to {fit_slots} or less, lower max_lora_rank, or choose a larger instance",
+            )
+        ]
+    return []
+
+
+def _host_cache_problem(
+    inputs: MemoryInputs, largest: AdapterSize, cache: int, host_budget: float, fit_cache: int | None
+) -> Problem:
+    """The CPU cache of `max_cpu_loras` copies of the largest adapter exceeds the host memory left."""
+    instance = inputs.instance
+    return Problem(
+        "serving",
+        "max_cpu_loras",
+        f"{inputs.max_cpu_loras} cached adapters x {_gib(largest.host_bytes)} (the largest, '{largest.name}') = "
+        f"{_gib(cache)} exceed the host memory left on {instance.name} ({instance.host_memory_gib:g} GiB - "
+        f"{inputs.host_reserve_gib:g} GiB reserve = {_gib(host_budget)}) by {_gib(cache - host_budget)}; set "
+        f"max_cpu_loras to {max(fit_cache or 0, 0)} or less, or choose an instance with more host memory",
+    )
+
+
+def _recommendations(inputs: MemoryInputs, fit_slots: int, fit_cache: int | None) -> tuple[int, int, list[str]]:
+    """The recommended ``max_loras`` and ``max_cpu_loras`` for the active adapters, and notes on what they cost."""
+    notes: list[str] = []
+    active = max(1, inputs.active_adapters)
+    recommended_loras = max(1, min(active, fit_slots)) if fit_slots else 1
+    recommended_cpu = max(recommended_loras, active)
+    if fit_cache is not None and recommended_cpu > fit_cache:
+        notes.append(
+            f"{active} active adapters but the host cache holds only {fit_cache}: the others pay an S3 fetch "
+            "when they are called after falling out (cold start)"
+        )
+        recommended_cpu = max(recommended_loras, fit_cache)
+    if active > recommended_loras:
+        notes.append(
+            f"{active} active adapters share {recommended_loras} GPU slots: adapters swap in from the CPU cache "
+            "(fast, no S3), but a batch mixes at most max_loras adapters"
+        )
+    return recommended_loras, recommended_cpu, notes
 
 
 __all__ = [

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cdk_adapters.gate.ranks import smallest_allowed_max_lora_rank
+from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK, smallest_allowed_max_lora_rank
 from cdk_adapters.planner import lora_kernels, swaps
 from cdk_adapters.planner.lora_kernels import LoraStepCost
 
@@ -161,7 +161,7 @@ def plan_gpu_lora(
     seed: int = 0,
 ) -> GpuLoraPlan:
     """The LoRA cost of `tenants` on one endpoint whose slots are sized for the largest rank."""
-    max_rank = smallest_allowed_max_lora_rank(t.rank for t in tenants) if tenants else 16
+    max_rank = smallest_allowed_max_lora_rank(t.rank for t in tenants) if tenants else VLLM_DEFAULT_MAX_LORA_RANK
     active = sum(1 for t in tenants if t.requests_per_minute > 0) or 1
     targets = _common_targets(tenants)
 

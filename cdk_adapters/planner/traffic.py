@@ -5,12 +5,32 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cdk_adapters.problems import ConfigurationError, Problem
 
-if TYPE_CHECKING:
-    from cdk_adapters.manifest.schema import AdapterRow
+
+class RowTraffic(Protocol):
+    """What the planner reads of a manifest row's ``traffic:`` (the schema's `TrafficSpec`)."""
+
+    @property
+    def requests_per_minute(self) -> float: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def peak_factor(self) -> float: ...
+
+
+class TrafficRow(Protocol):
+    """What the planner reads of a manifest row (the schema's `AdapterRow`): the planner imports no schema."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def traffic(self) -> RowTraffic | None: ...
+
 
 DEFAULT_PEAK_FACTOR = 2.0
 """Peak over average request rate when a row does not say (the manifest's default too)."""
@@ -81,7 +101,7 @@ def identical_tenants(
     ]
 
 
-def manifest_tenants(rows: Sequence[AdapterRow]) -> list[TenantTraffic]:
+def manifest_tenants(rows: Sequence[TrafficRow]) -> list[TenantTraffic]:
     """One `TenantTraffic` per manifest row; every row without ``traffic:`` is one problem naming it."""
     problems = [
         Problem(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from adapter_server import observability, sagemaker_contract
 from adapter_server.admission import CallerGone, FairAdmission, sequence_refusal
@@ -37,6 +38,18 @@ _ADAPTER_HEADER = sagemaker_contract.ADAPTER_IDENTIFIER_HEADER.encode("latin-1")
 _AMZN_REQUEST_ID_HEADER = b"x-amzn-requestid"
 _REQUEST_ID_HEADER = b"x-request-id"
 _LOGGED_HEADERS = frozenset({_ADAPTER_HEADER, _AMZN_REQUEST_ID_HEADER, _REQUEST_ID_HEADER})
+
+
+@dataclass(slots=True)
+class _Pending:
+    """One request's record, and what its log line needs besides, until the line is written."""
+
+    record: observability.RequestRecord
+    label: str | None = None
+    """Set on admission; a refusal before it is labelled by `InvocationHandler._label`."""
+    capture: Capture | None = None
+    """Set when this adapter's capture samples the request."""
+    published: bool = False
 
 
 def _named_headers(headers: list[tuple[bytes, bytes]]) -> dict[bytes, str]:
@@ -80,89 +93,96 @@ class InvocationHandler:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
-        headers = scope["headers"]
-        path = scope["path"]
-        named = _named_headers(headers)
+        named = _named_headers(scope["headers"])
         given = named.get(_ADAPTER_HEADER) or None
         record = observability.RequestRecord(
             # The adapter key (`adapter_identity`) from the start, so even a refusal logs one identity.
             adapter=self._context.settings.adapter_key(given) if given else None,
-            route=path,
+            route=scope["path"],
             stream=False,
             request_id=named.get(_AMZN_REQUEST_ID_HEADER) or named.get(_REQUEST_ID_HEADER),
         )
-        label: str | None = None  # set on admission; a refusal before it is labelled by `_label`
-        published = False
-        capture: Capture | None = None  # set when this adapter's capture samples the request
-
-        def publish() -> None:
-            # Called before the last byte goes out, so the log line exists when the caller has its answer.
-            nonlocal published
-            if not published:
-                published = True
-                record.publish(label or self._label(record.adapter), self._request_log())
-                if capture is not None:
-                    capture.publish(
-                        status=record.status,
-                        prompt_tokens=record.prompt_tokens,
-                        completion_tokens=record.output_tokens,
-                        request_id=record.request_id,
-                        write=self._capture_writer(record.adapter),
-                    )
-
+        pending = _Pending(record)
         try:
-            target = target_route(path, headers)
-            record.route = target
-            # Local runs only, and never on /invocations (SageMaker's door, and local mode's front).
-            body_names_adapter = self._context.settings.body_names_adapter and path != sagemaker_contract.INVOCATIONS_PATH
-            await self._readiness.wait()
-            # What cannot be served is refused before a byte of the body is read or parsed.
-            if given is not None:
-                record.adapter = self._resolve(given)
-            elif not body_names_adapter:
-                self._refuse_without_adapter()
-            body = await read_body(scope, receive)
-            document = await read_json_object(body)
-            refuse_remote_media(document)
-            if record.adapter is None:
-                chosen = chosen_adapter(None, document, self._context.served_model_names, body_names_adapter=body_names_adapter)
-                record.adapter = self._resolve(chosen) if chosen is not None else None
-            label = self._admit(record)
-            cost = sequence_count(document)
-            forwarded = forwarded_body(document, record.adapter, self._context.base_model_name, target)
-            record.stream = forwarded.stream
-            capture = Capture.begin(self._context.settings.capture, record.adapter, target, document)
-
-            def forward() -> Awaitable[None]:
-                return self._forward(
-                    forwarded_scope(scope, forwarded.body, target, record.adapter),
-                    replaying(forwarded.body, receive),
-                    capture.watching(send) if capture is not None else send,
-                    record,
-                    started,
-                    forwarded.strip_usage,
-                    publish,
-                )
-
-            admission = self._context.admission
-            if admission is None:
-                refusal = sequence_refusal(label, cost, self._context.settings.tenant_limits.for_adapter(label), None)
-                if refusal is not None:
-                    raise refusal
-                await forward()
-            else:
-                await self._forward_in_turn(admission, label, cost, forward, receive, record, started)
+            await self._serve(scope, receive, send, given, pending, started)
         except Refusal as refusal:
             record.status, record.error = refusal.status, refusal.message
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
-            publish()
+            self._publish(pending)
             await send_error(send, refusal)
         except BaseException:
             record.status = record.status or 500
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
             raise
         finally:
-            publish()
+            self._publish(pending)
+
+    def _publish(self, pending: _Pending) -> None:
+        """Write `pending`'s log line (and its capture record) unless that is done already.
+
+        Called before the last byte goes out, so the log line exists when the caller has its answer.
+        """
+        if pending.published:
+            return
+        pending.published = True
+        record = pending.record
+        record.publish(pending.label or self._label(record.adapter), self._request_log())
+        if pending.capture is not None:
+            pending.capture.publish(
+                status=record.status,
+                prompt_tokens=record.prompt_tokens,
+                completion_tokens=record.output_tokens,
+                request_id=record.request_id,
+                write=self._capture_writer(record.adapter),
+            )
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, given: str | None, pending: _Pending, started: float
+    ) -> None:
+        """Guard, admit and forward the request `pending` records (`given`: the adapter its header names)."""
+        record = pending.record
+        path = scope["path"]
+        target = target_route(path, scope["headers"])
+        record.route = target
+        # Local runs only, and never on /invocations (SageMaker's door, and local mode's front).
+        body_names_adapter = self._context.settings.body_names_adapter and path != sagemaker_contract.INVOCATIONS_PATH
+        await self._readiness.wait()
+        # What cannot be served is refused before a byte of the body is read or parsed.
+        if given is not None:
+            record.adapter = self._resolve(given)
+        elif not body_names_adapter:
+            self._refuse_without_adapter()
+        body = await read_body(scope, receive)
+        document = await read_json_object(body)
+        refuse_remote_media(document)
+        if record.adapter is None:
+            chosen = chosen_adapter(None, document, self._context.served_model_names, body_names_adapter=body_names_adapter)
+            record.adapter = self._resolve(chosen) if chosen is not None else None
+        pending.label = label = self._admit(record)
+        cost = sequence_count(document)
+        forwarded = forwarded_body(document, record.adapter, self._context.base_model_name, target)
+        record.stream = forwarded.stream
+        pending.capture = capture = Capture.begin(self._context.settings.capture, record.adapter, target, document)
+
+        def forward() -> Awaitable[None]:
+            return self._forward(
+                forwarded_scope(scope, forwarded.body, target, record.adapter),
+                replaying(forwarded.body, receive),
+                capture.watching(send) if capture is not None else send,
+                record,
+                started,
+                forwarded.strip_usage,
+                lambda: self._publish(pending),
+            )
+
+        admission = self._context.admission
+        if admission is None:
+            refusal = sequence_refusal(label, cost, self._context.settings.tenant_limits.for_adapter(label), None)
+            if refusal is not None:
+                raise refusal
+            await forward()
+        else:
+            await self._forward_in_turn(admission, label, cost, forward, receive, record, started)
 
     async def _forward_in_turn(
         self,

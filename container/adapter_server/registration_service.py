@@ -1,10 +1,11 @@
 """The registration service: ``POST /adapters``, ``DELETE /adapters/{name}`` and ``GET /adapters``.
 
 An adapter passes the shared compatibility gate before vLLM sees it, and vLLM loads a private,
-read-only copy of the admitted files (`registrations.copy_admitted`), never ``src``: files changed
-there afterwards cannot change what is served. Every name SageMaker may send (the registration's
-``name``, the ``X-Amzn-SageMaker-Adapter-Alias`` header) is reduced to one adapter key
-(`adapter_identity`), the name the registration, vLLM and every per-adapter feature use.
+read-only copy of the admitted files (`registrations.copy_admitted`, kept by `served_copies`),
+never ``src``: files changed there afterwards cannot change what is served. Every name SageMaker
+may send (the registration's ``name``, the ``X-Amzn-SageMaker-Adapter-Alias`` header) is reduced to
+one adapter key (`adapter_identity`), the name the registration, vLLM and every per-adapter feature
+use.
 Registration is idempotent by content digest (same name and files: 200; other files: 409) and
 persisted in the `registrations.RegistrationStore`, from which start-up `restore`s each one after a
 restart in place.
@@ -17,9 +18,6 @@ record) takes the one lock that keeps vLLM and the record in step.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,7 +29,8 @@ from adapter_server import observability, sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_json, send_text
 from adapter_server.engine_routes import Scope
 from adapter_server.readiness import Readiness
-from adapter_server.registrations import DigestRefused, Registration, copy_admitted, remove_copy, stat_fingerprint
+from adapter_server.registrations import Registration, remove_copy, stat_fingerprint
+from adapter_server.served_copies import ServedCopies
 from adapter_server.serving_context import ServingContext
 from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.adapter_names import SAGEMAKER_NAME_MAX_LENGTH, validate_component_name
@@ -50,7 +49,8 @@ class RegistrationService:
         self._adapter_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         """One lock per adapter key (and how many hold or wait for it): one adapter's registration
         and removal never interleave, other adapters' go on beside them."""
-        self._copies: Path | None = None
+        self._copies = ServedCopies(context)
+        """The private copies vLLM loads (never ``src``)."""
 
     # ------------------------------------------------------------------------------ HTTP
 
@@ -163,7 +163,7 @@ class RegistrationService:
         else:
             problems = await self._admission_problems(registration.name, registration.src)
             if not problems:
-                copied = await self._copy(registration.name, registration.src)
+                copied = await self._copies.copy(registration.name, registration.src)
                 if copied is None or copied[0] != registration.sha256:
                     if copied is not None:
                         await asyncio.to_thread(remove_copy, copied[2])
@@ -220,7 +220,7 @@ class RegistrationService:
         # A retry of the same registration (files untouched since) reads no bytes again.
         if retried and existing is not None and await asyncio.to_thread(stat_fingerprint, Path(src)) == existing.fingerprint:
             return "unchanged", 200, None
-        copied = await self._copy(key, src)
+        copied = await self._copies.copy(key, src)
         if copied is None:  # links or unreadable files appeared after the gate looked
             return (
                 "rejected",
@@ -349,47 +349,6 @@ class RegistrationService:
             return await asyncio.to_thread(check_adapter_dir, name, Path(src), context.reference)
         except OSError as error:  # unreadable files, or a directory changing while it is read
             return [Problem(f"adapter {name!r}", "src", f"{src} cannot be read: {error.strerror or error}")]
-
-    async def _copy(self, key: str, src: str) -> tuple[str, str | None, Path] | None:
-        """`copy_admitted` of `src` into a directory unique to this adapter and content:
-        (digest, `src`'s fingerprint, the copy), or None when `src` holds links or cannot be read.
-
-        Unique per name and content because vLLM's prefix cache keys an adapter's KV blocks by its
-        name and path: a re-created adapter (same name, new files) must never share a path with
-        the old one. Copies live under the state directory, so they outlive an in-place restart.
-        """
-        root = await self._copies_root()
-        staging = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=".copying-", dir=root))
-        target = staging / "files"
-        try:
-            digest, fingerprint = await asyncio.to_thread(copy_admitted, Path(src), target)
-        except (DigestRefused, OSError):
-            await asyncio.to_thread(_remove_staging, staging)
-            return None
-        name_key = hashlib.sha256(key.encode()).hexdigest()[:16]
-        served = root / f"{name_key}-{digest[:32]}"
-        if served.exists():  # the same adapter and files, copied before (a retry, a replay)
-            await asyncio.to_thread(_remove_staging, staging)
-        else:
-            target.rename(served)
-            await asyncio.to_thread(shutil.rmtree, staging)
-        return digest, fingerprint, served
-
-    async def _copies_root(self) -> Path:
-        if self._copies is None:
-            state_dir = self._context.settings.state_dir
-            if state_dir is not None:
-                root = Path(state_dir) / "served"
-                await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True, mode=0o700)
-            else:
-                root = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="cdk-adapters-served-"))
-            self._copies = root
-        return self._copies
-
-
-def _remove_staging(staging: Path) -> None:
-    remove_copy(staging / "files")
-    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _rejected(key: str, problems: list[Problem]) -> Refusal:

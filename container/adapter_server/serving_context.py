@@ -14,6 +14,7 @@ from adapter_server.engine_routes import EngineRoutes
 from adapter_server.registrations import RegistrationStore
 from adapter_server.settings import ServingSettings
 from cdk_adapters.gate import BaseModelFacts, Reference
+from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
 
 
 class ServingContext:
@@ -24,7 +25,7 @@ class ServingContext:
         self.store = RegistrationStore(None)
         self.engine: EngineRoutes | None = None
         self.base: BaseModelFacts | None = None
-        self.max_lora_rank = 16
+        self.max_lora_rank = VLLM_DEFAULT_MAX_LORA_RANK
         self.tower_connector_lora = False
         """vLLM's --enable-tower-connector-lora, read from its parsed arguments at start-up."""
         self.served_model_names: frozenset[str] = frozenset()

@@ -25,10 +25,10 @@ from cdk_adapters.gate.checks import (
     vlm_engine_traps,
     weights_file,
 )
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
-from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedCheck
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
+from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS, CoHostedRule
 
-ADAPTER_CHECKS: tuple[AdapterCheck, ...] = (
+ADAPTER_CHECKS: tuple[AdapterRule, ...] = (
     archive_layout.CHECK,
     linked_files.CHECK,
     adapter_config.CHECK,
@@ -53,9 +53,9 @@ ADAPTER_CHECKS: tuple[AdapterCheck, ...] = (
 )
 """Checks for one adapter, run by every gate (synth, `cdk-adapters validate`, the container)."""
 
-_ALL_CHECKS: tuple[AdapterCheck | CoHostedCheck, ...] = (*ADAPTER_CHECKS, *CO_HOSTED_CHECKS)
+_ALL_CHECKS: tuple[AdapterRule | CoHostedRule, ...] = (*ADAPTER_CHECKS, *CO_HOSTED_CHECKS)
 
-RULES: dict[str, AdapterCheck | CoHostedCheck] = {check.id: check for check in _ALL_CHECKS}
+RULES: dict[str, AdapterRule | CoHostedRule] = {check.id: check for check in _ALL_CHECKS}
 """Every rule of the gate by its id: what problems carry and manifest rows acknowledge."""
 
-__all__ = ["ADAPTER_CHECKS", "CO_HOSTED_CHECKS", "RULES", "AdapterCheck", "AdapterCheckContext", "CoHostedCheck"]
+__all__ = ["ADAPTER_CHECKS", "CO_HOSTED_CHECKS", "RULES", "AdapterRule", "AdapterRuleContext", "CoHostedRule"]

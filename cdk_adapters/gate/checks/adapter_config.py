@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from cdk_adapters.gate.adapter_contents import ADAPTER_CONFIG
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     contents = context.contents
     if contents is not None and contents.config_error is not None:
         yield context.problem(
@@ -36,7 +36,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         yield from _malformed_fields(context, contents.config)
 
 
-def _malformed_fields(context: AdapterCheckContext, config: dict[str, Any]) -> Iterator[Problem]:
+def _malformed_fields(context: AdapterRuleContext, config: dict[str, Any]) -> Iterator[Problem]:
     """Fields PEFT itself writes in one shape; another shape means a hand edit the gate must not guess at."""
     alpha = config.get("lora_alpha")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0:
@@ -77,7 +77,7 @@ def _malformed_fields(context: AdapterCheckContext, config: dict[str, Any]) -> I
                 )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="adapter-config",
     description="adapter_config.json exists, is JSON, has peft_type LORA, a positive rank r and lora_alpha, and well-formed target_modules, rank_pattern and alpha_pattern",
     run=_run,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cdk_adapters.gate.adapter_contents import ADAPTER_CONFIG, MAX_ENTRIES
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     contents = context.contents
     assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     kind = "archive" if contents.is_archive else "directory"
@@ -38,7 +38,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="archive-layout",
     description="adapter files sit at the top of the directory or archive; no link, special or escaping archive members; a bounded number of entries",
     run=_run,

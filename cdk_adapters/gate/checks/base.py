@@ -13,7 +13,7 @@ from cdk_adapters.problems import Problem
 
 
 @dataclass(frozen=True)
-class AdapterCheckContext:
+class AdapterRuleContext:
     """Everything a check may look at for one adapter.
 
     `contents` is None when the adapter is known only through its lock entry (an ``s3://`` source
@@ -62,7 +62,7 @@ def with_rule(rule: str, problems: Iterable[Problem]) -> list[Problem]:
 
 
 @dataclass(frozen=True)
-class AdapterCheck:
+class AdapterRule:
     """One rule, identified by `id` (its module's name, dashed). `needs_contents` rules run only
     where the files are at hand.
 
@@ -73,14 +73,14 @@ class AdapterCheck:
 
     id: str
     description: str
-    run: Callable[[AdapterCheckContext], Iterable[Problem]]
+    run: Callable[[AdapterRuleContext], Iterable[Problem]]
     needs_contents: bool = False
     needs_facts: bool = True
     needs_base: bool = False
     """Compares with the base model's facts: skipped where they are unknown (`Reference.base` None)."""
     acknowledgeable: bool = False
 
-    def __call__(self, context: AdapterCheckContext) -> list[Problem]:
+    def __call__(self, context: AdapterRuleContext) -> list[Problem]:
         if self.needs_contents and context.contents is None:
             return []
         if self.needs_base and not context.has_base:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.problems import Problem
 
 BASE_ALTERING = ("pissa", "olora", "corda", "loftq", "lora_ga")
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     assert context.contents is not None  # needs_contents: the rule runs only where the files are at hand
     config = context.contents.config
     if config is None:
@@ -36,7 +36,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="base-altering-init",
     description="init_lora_weights is not PiSSA/OLoRA/CorDA/LoftQ/LoRA-GA (which change the base weights)",
     run=_run,

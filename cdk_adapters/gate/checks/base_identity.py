@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     facts, base = context.facts, context.base
     assert facts is not None  # needs_facts: the rule runs only where the facts are known
     if base.model_id is not None and facts.base_model_name_or_path != base.model_id:
@@ -30,7 +30,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="base-identity",
     description="base_model_name_or_path equals the pinned base id; revision, when recorded, equals the pin",
     run=_run,

@@ -31,7 +31,7 @@ class CoHostedAdapter:
 
 
 @dataclass(frozen=True)
-class CoHostedCheck:
+class CoHostedRule:
     """One rule over all adapters of an endpoint, identified by `id`."""
 
     id: str
@@ -109,22 +109,22 @@ def _some_names(names: list[str], shown: int = 4) -> str:
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-UNIQUE_NAMES = CoHostedCheck(
+UNIQUE_NAMES = CoHostedRule(
     id="unique-names",
     description="no adapter name is given twice, ignoring case (SageMaker compares component names so)",
     run=_unique_names,
 )
-VERSION_SUFFIX_CHECK = CoHostedCheck(
+VERSION_SUFFIX_CHECK = CoHostedRule(
     id="version-suffix",
     description="every adapter name ends with -v<N>, so a new version is a new name",
     run=_version_suffix,
     acknowledgeable=True,
 )
-IDENTICAL_TARGET_MODULES = CoHostedCheck(
+IDENTICAL_TARGET_MODULES = CoHostedRule(
     id="identical-target-modules",
     description="co-hosted adapters target the same modules as the majority of their peers",
     run=_identical_target_modules,
     acknowledgeable=True,
 )
 
-CO_HOSTED_CHECKS: tuple[CoHostedCheck, ...] = (UNIQUE_NAMES, VERSION_SUFFIX_CHECK, IDENTICAL_TARGET_MODULES)
+CO_HOSTED_CHECKS: tuple[CoHostedRule, ...] = (UNIQUE_NAMES, VERSION_SUFFIX_CHECK, IDENTICAL_TARGET_MODULES)

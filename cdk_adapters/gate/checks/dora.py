@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     assert context.facts is not None  # needs_facts: the rule runs only where the facts are known
     if context.facts.use_dora:
         yield context.problem(
@@ -17,4 +17,4 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(id="dora", description="use_dora is false", run=_run)
+CHECK = AdapterRule(id="dora", description="use_dora is false", run=_run)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cdk_adapters.gate.adapter_facts import EMBEDDING_MODULES
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, listed
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     assert context.facts is not None  # needs_facts: the rule runs only where the facts are known
     embedding_targets = [module for module in context.facts.target_modules if module in EMBEDDING_MODULES]
     if embedding_targets:
@@ -26,7 +26,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="embedding-targets",
     description="no LoRA on embed_tokens/lm_head (or other embedding layers) and no trainable tokens",
     run=_run,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     assert context.contents is not None  # needs_contents: the rule runs only where the files are at hand
     for relative, target in context.contents.links.items():
         yield context.problem(
@@ -24,7 +24,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="linked-files",
     description="the adapter directory holds no symbolic links (they are refused, never followed)",
     run=_run,

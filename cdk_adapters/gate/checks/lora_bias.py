@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cdk_adapters.gate.adapter_facts import LORA_PARTS
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, examples
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, examples
 from cdk_adapters.gate.safetensors_header import SafetensorsHeader
 from cdk_adapters.problems import Problem
 
@@ -37,7 +37,7 @@ def lora_bias_tensors(header: SafetensorsHeader | None) -> list[str]:
     return sorted(found)
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     if context.facts is not None and context.facts.bias != "none":
         yield context.problem(
             "bias",
@@ -58,7 +58,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="lora-bias",
     description="bias is 'none' and lora_bias is off (no lora_B.bias tensors): vLLM serves no adapter bias",
     run=_run,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.problems import Problem
 
 VARIANTS: dict[str, str] = {
@@ -40,7 +40,7 @@ def variants_in(config: Mapping[str, Any]) -> dict[str, str]:
     return {key: what for key, what in VARIANTS.items() if _is_set(config.get(key))}
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     assert context.contents is not None  # needs_contents: the rule runs only where the files are at hand
     config = context.contents.config
     if config is None:
@@ -54,7 +54,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="lora-variant",
     description="no LoRA variant vLLM drops (QA-LoRA, aLoRA, BD-LoRA, VeLoRA, MonteCLoRA, Arrow, KaSA, target_parameters, layer_replication)",
     run=_run,

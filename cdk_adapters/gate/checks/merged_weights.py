@@ -8,7 +8,7 @@ from pathlib import PurePosixPath
 
 from cdk_adapters.gate.adapter_contents import ADAPTER_WEIGHTS
 from cdk_adapters.gate.adapter_facts import module_path_of
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, listed
 from cdk_adapters.problems import Problem
 
 FULL_MODEL_FILES = re.compile(
@@ -18,7 +18,7 @@ FULL_MODEL_FILES = re.compile(
 _SHOWN = 4
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     contents = context.contents
     assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     full_model_files = [name for name in contents.files if FULL_MODEL_FILES.match(PurePosixPath(name).name)]
@@ -52,7 +52,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="merged-weights",
     description="no full-model weight files beside the adapter and no full-size tensors inside it",
     run=_run,

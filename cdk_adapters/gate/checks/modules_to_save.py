@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, listed
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     assert context.facts is not None  # needs_facts: the rule runs only where the facts are known
     if context.facts.modules_to_save:
         yield context.problem(
@@ -19,4 +19,4 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(id="modules-to-save", description="modules_to_save is empty", run=_run)
+CHECK = AdapterRule(id="modules-to-save", description="modules_to_save is empty", run=_run)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TypeGuard
 
 from cdk_adapters.gate.adapter_facts import generalise, lora_pairs, pattern_alpha, pattern_rank, patterns
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, examples
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, examples
 from cdk_adapters.problems import Problem
 
 
@@ -26,7 +26,7 @@ def _positive_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     assert context.contents is not None  # needs_contents: the rule runs only where the files are at hand
     config = context.contents.config
     header = context.contents.weights_header
@@ -59,7 +59,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="pattern-scaling",
     description="rank_pattern/alpha_pattern keep every module's alpha/rank equal to lora_alpha/r (vLLM uses one scale)",
     run=_run,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     facts = context.facts
     assert facts is not None  # needs_facts: the rule runs only where the facts are known
     if facts.max_rank is None:
@@ -32,7 +32,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="rank-limit",
     description="the highest rank (r and rank_pattern) is at most max_lora_rank (or 512 when derived)",
     run=_run,

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 
 from cdk_adapters.gate.adapter_contents import ADAPTER_CONFIG, ADAPTER_WEIGHTS, PICKLED_WEIGHTS, TOKENIZER_FILES
 from cdk_adapters.gate.adapter_facts import module_path_of
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.gate.checks.merged_weights import FULL_MODEL_FILES
 from cdk_adapters.gate.safetensors_header import DTYPE_BYTES, SafetensorsHeader
 from cdk_adapters.problems import Problem
@@ -49,7 +49,7 @@ def _refused_elsewhere(basename: str) -> bool:
     return basename in PICKLED_WEIGHTS or bool(FULL_MODEL_FILES.match(basename))
 
 
-def _directory_problems(context: AdapterCheckContext) -> Iterator[Problem]:
+def _directory_problems(context: AdapterRuleContext) -> Iterator[Problem]:
     """A directory is bounded like an archive, from `lstat` sizes only (no file is read to size it)."""
     contents = context.contents
     assert contents is not None  # needs_contents: the rule runs only where the files are at hand
@@ -83,7 +83,7 @@ def _directory_problems(context: AdapterCheckContext) -> Iterator[Problem]:
     # and tensors that are not LoRA matrices are refused by merged-weights / modules-to-save.
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     contents = context.contents
     assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     header = contents.weights_header
@@ -115,7 +115,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
             )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="size-bound",
     description="weights file ends where its header says; an archive, or a directory (allowed files only), is not far larger than its LoRA shapes allow",
     run=_run,

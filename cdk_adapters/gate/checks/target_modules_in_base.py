@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, listed
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     facts = context.facts
     assert facts is not None  # needs_facts: the rule runs only where the facts are known
     if not facts.target_modules:
@@ -28,7 +28,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="target-modules-in-base",
     description="every target module exists in the base model",
     run=_run,

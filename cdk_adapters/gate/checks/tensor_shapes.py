@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 from cdk_adapters.gate.adapter_contents import ADAPTER_WEIGHTS
 from cdk_adapters.gate.adapter_facts import generalise, lora_pairs, pattern_rank
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, examples
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, examples
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     contents = context.contents
     assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     header = contents.weights_header
@@ -77,7 +77,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="tensor-shapes",
     description="each LoRA pair is complete, 2-D, has the configured rank and fits the base layer it adapts",
     run=_run,

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cdk_adapters.gate import vlm_traps
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, listed
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     # Only once vision modules are admitted: otherwise the vision-modules rule already refuses them.
     assert context.facts is not None  # needs_facts: the rule runs only where the facts are known
     if context.facts.vision_modules and context.allow_vision_modules and not context.serves_tower_lora:
@@ -25,7 +25,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="tower-connector-lora",
     description="tower/connector targets are served only with enable_tower_connector_lora on",
     run=_run,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, listed
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     assert context.facts is not None  # needs_facts: the rule runs only where the facts are known
     if context.facts.vision_modules and not context.allow_vision_modules:
         yield context.problem(
@@ -19,7 +19,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="vision-modules",
     description="no vision tower/connector targets unless allow_vision_modules is set",
     run=_run,

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cdk_adapters.gate import vlm_traps
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext, listed
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext, listed
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     assert context.facts is not None  # needs_facts: the rule runs only where the facts are known
     misplaced = vlm_traps.misplaced_tower_paths(context.facts.vision_modules, context.base.vision_tower_type)
     if misplaced:
@@ -27,7 +27,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="vision-tower-layout",
     description="vision tower LoRA tensors are keyed in the layout the pinned vLLM maps (vision_tower.vision_model.*)",
     run=_run,

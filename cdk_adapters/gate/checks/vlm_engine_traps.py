@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cdk_adapters.gate import vlm_traps
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     base = context.base
     if vlm_traps.crashes_engine(base.architecture, base.vision_feature_select_strategy, context.serves_tower_lora):
         trap = vlm_traps.LLAVA_DEFAULT_STRATEGY
@@ -26,7 +26,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="vlm-engine-traps",
     description="no adapter on a base and tower-LoRA setting known to crash the pinned vLLM engine",
     run=_run,

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 from cdk_adapters.gate.adapter_contents import ADAPTER_WEIGHTS, PICKLED_WEIGHTS
 from cdk_adapters.gate.adapter_facts import lora_pairs
-from cdk_adapters.gate.checks.base import AdapterCheck, AdapterCheckContext
+from cdk_adapters.gate.checks.base import AdapterRule, AdapterRuleContext
 from cdk_adapters.problems import Problem
 
 
-def _run(context: AdapterCheckContext) -> Iterator[Problem]:
+def _run(context: AdapterRuleContext) -> Iterator[Problem]:
     contents = context.contents
     assert contents is not None  # needs_contents: the rule runs only where the files are at hand
     if contents.root_file(ADAPTER_WEIGHTS) in contents.links:
@@ -48,7 +48,7 @@ def _run(context: AdapterCheckContext) -> Iterator[Problem]:
         )
 
 
-CHECK = AdapterCheck(
+CHECK = AdapterRule(
     id="weights-file",
     description="adapter_model.safetensors exists, is safetensors (not pickle), and holds LoRA tensors",
     run=_run,

@@ -1,0 +1,78 @@
+"""What `add_adapter` refuses, on the owned endpoint and on an imported one alike.
+
+Both run the same sequence: the name (SageMaker's rules, the version suffix, not added yet), the
+artifact on its own, the adapter's deploy-check request; then, only when those pass, the
+compatibility gate against the endpoint's serving reference and the archive's location. What differs
+is said by the caller: the owned endpoint adds its limits, capture and capacity checks, an import
+its tenant-location rule, and each its own remedy for an archive outside every location.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from cdk_adapters.artifacts.artifact import AdapterArtifact, S3Object
+from cdk_adapters.artifacts.location import AdapterLocation
+from cdk_adapters.deploy_check.deploy_check import AdapterCheck
+from cdk_adapters.endpoint import names
+from cdk_adapters.gate import Acknowledgment, Reference
+from cdk_adapters.gate.check import new_adapter_name_problems
+from cdk_adapters.problems import Problem
+
+ALREADY_ADDED = "is already added (adapter names are case-insensitive, as SageMaker's are)"
+
+
+def name_and_artifact_problems(
+    name: str,
+    artifact: AdapterArtifact,
+    acknowledge: Acknowledgment | None,
+    *,
+    known: Iterable[str],
+    is_added: Callable[[str], bool],
+    subject: str,
+) -> list[Problem]:
+    """The name's rules (SageMaker's, the version suffix unless acknowledged, not added yet) and the artifact's own."""
+    problems = names.validate_adapter_name(name, subject)
+    problems += new_adapter_name_problems(known, name, acknowledge, subject)
+    if isinstance(name, str) and is_added(name):
+        problems.append(Problem(subject, "name", ALREADY_ADDED))
+    problems += artifact.problems(subject)
+    return problems
+
+
+def check_request_problems(check: object, *, has_deploy_check: bool, subject: str, how_to_add: str) -> list[Problem]:
+    """An adapter's own deploy-check request: its type, its fields, and a deploy check to run it."""
+    if check is None:
+        return []
+    if not isinstance(check, AdapterCheck):
+        return [Problem(subject, "check", f"must be an AdapterCheck, got {type(check).__name__}")]
+    found = check.problems(subject, "check")
+    if not has_deploy_check:
+        found.append(Problem(subject, "check", how_to_add))
+    return found
+
+
+def gate_problems(
+    name: str,
+    artifact: AdapterArtifact,
+    reference: Reference,
+    location_problems: Callable[[AdapterArtifact, str], list[Problem]],
+    subject: str,
+) -> list[Problem]:
+    """Run after the checks above pass: the compatibility gate on a local archive, then where the archive lies."""
+    return artifact.compatibility_problems(name, reference) + location_problems(artifact, subject)
+
+
+def containing_location(published: S3Object, locations: Sequence[AdapterLocation]) -> AdapterLocation | None:
+    """The first declared location that holds the published object."""
+    return next((loc for loc in locations if loc.contains(published.bucket_name, published.key)), None)
+
+
+def outside_locations(
+    published: S3Object, locations: Sequence[AdapterLocation], subject: str, *, whose: str, remedy: str
+) -> Problem:
+    """A published archive under none of the declared locations (the role reads adapters only there)."""
+    declared = ", ".join(location.describe() for location in locations) or "none"
+    return Problem(
+        subject, published.field, f"{published.url} is outside every adapter location of {whose} (declared: {declared}); {remedy}"
+    )
