@@ -275,13 +275,43 @@ class AdapterDeployCheck(Construct):
         group_name = f"/cdk-adapters/deploy-check/{stack.stack_name}-{self.node.addr[:8]}"
         self.log_group = log_group(self, "Logs", log_settings, group_name)
         component_pattern = inference_component_arn(self, f"{component_prefix}-*")
-        base_arn = inference_component_arn(self, base_component_name)
         log_streams = f"{self.log_group.log_group_arn}:*"
+        statements = self._function_statements(endpoint_arn, component_pattern, base_component_name, log_streams, vpc is not None)
+        self.policy = iam.Policy(self, "Policy", statements=statements, roles=[self.role])
+        self._create_function(settings, vpc, vpc_subnets)
+        framework_policy = self._create_provider(log_settings, group_name)
+        self.resource = CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            # CloudFormation waits at most this long for an answer (default an hour), should both functions die silently.
+            service_timeout=SERVICE_TIMEOUT,
+            properties={
+                "EndpointName": endpoint_name,
+                "ComponentPrefix": component_prefix,
+                "Request": json.dumps(dict(settings.body), sort_keys=True),
+                "Adapters": Lazy.any(_Entries(self._adapters)),
+                "Checks": Lazy.any(_Entries(self._checks)),
+            },
+        )
+        self.resource.node.add_dependency(self.policy, framework_policy)
+        for resource in after:
+            self.resource.node.add_dependency(resource)
+        self._acknowledge(vpc is not None, None if named_components_only else component_pattern, log_streams)
+        if named_components_only:
+            self.node.add_validation(_NamedComponentsBudget(self))
+
+    def _function_statements(
+        self, endpoint_arn: str, component_pattern: str, base_component_name: str, log_streams: str, in_vpc: bool
+    ) -> list[iam.PolicyStatement]:
+        """Invoke the adapters (never the base), write its own logs, read its stack's status; ENIs in a VPC."""
         self._invoke = iam.PolicyStatement(
             sid="InvokeAdapterComponents",
             actions=[INVOKE_ACTION],
-            resources=[endpoint_arn] if named_components_only else [endpoint_arn, component_pattern],
+            resources=[endpoint_arn] if self._named_components_only else [endpoint_arn, component_pattern],
         )
+        base_arn = inference_component_arn(self, base_component_name)
         statements = [
             self._invoke,
             iam.PolicyStatement(
@@ -300,9 +330,13 @@ class AdapterDeployCheck(Construct):
             "ec2:AssignPrivateIpAddresses",
             "ec2:UnassignPrivateIpAddresses",
         ]
-        if vpc is not None:
+        if in_vpc:
             statements.append(iam.PolicyStatement(sid="LambdaNetworkInterfaces", actions=eni_actions, resources=["*"]))
-        self.policy = iam.Policy(self, "Policy", statements=statements, roles=[self.role])
+        return statements
+
+    def _create_function(self, settings: DeployCheck, vpc: ec2.IVpc | None, vpc_subnets: ec2.SubnetSelection | None) -> None:
+        """The check's function, after its policy; in a VPC with HTTPS out only."""
+        component_prefix = self.component_prefix
         self.security_group: ec2.SecurityGroup | None = None
         if vpc is not None:
             self.security_group = ec2.SecurityGroup(
@@ -332,11 +366,14 @@ class AdapterDeployCheck(Construct):
             security_groups=[self.security_group] if self.security_group is not None else None,
         )
         self.function.node.add_dependency(self.policy)
+
+    def _create_provider(self, log_settings: EndpointLogs, group_name: str) -> iam.Policy:
+        """The provider framework's role, log group and policy, and the provider; the policy."""
         self.framework_role = iam.Role(
             self,
             "ProviderRole",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"CDK provider framework of the deploy check of SageMaker endpoint {component_prefix}",
+            description=f"CDK provider framework of the deploy check of SageMaker endpoint {self.component_prefix}",
         )
         self.framework_log_group = log_group(self, "ProviderLogs", log_settings, f"{group_name}/provider")
         allow_logs_to_use_key(self, log_settings, [group_name, f"{group_name}/provider"])
@@ -366,27 +403,7 @@ class AdapterDeployCheck(Construct):
             log_group=self.framework_log_group,
         )
         self.provider.node.find_child("framework-onEvent").node.add_dependency(framework_policy)
-        self.resource = CustomResource(
-            self,
-            "Resource",
-            service_token=self.provider.service_token,
-            resource_type=RESOURCE_TYPE,
-            # CloudFormation waits at most this long for an answer (default an hour), should both functions die silently.
-            service_timeout=SERVICE_TIMEOUT,
-            properties={
-                "EndpointName": endpoint_name,
-                "ComponentPrefix": component_prefix,
-                "Request": json.dumps(dict(settings.body), sort_keys=True),
-                "Adapters": Lazy.any(_Entries(self._adapters)),
-                "Checks": Lazy.any(_Entries(self._checks)),
-            },
-        )
-        self.resource.node.add_dependency(self.policy, framework_policy)
-        for resource in after:
-            self.resource.node.add_dependency(resource)
-        self._acknowledge(vpc is not None, None if named_components_only else component_pattern, log_streams)
-        if named_components_only:
-            self.node.add_validation(_NamedComponentsBudget(self))
+        return framework_policy
 
     def track(self, component: AdapterInferenceComponent, check: AdapterCheck | None) -> None:
         """Check `component` whenever it is new or changed, after its stack is deployed."""
