@@ -52,7 +52,7 @@ _EXPORTS = {
     "BatchSize": "cdk_adapters.hosting.rolling_update",
     "DeployCheck": "cdk_adapters.deploy_check.deploy_check",
     "AdapterCheck": "cdk_adapters.deploy_check.deploy_check",
-    "RequestMetrics": "cdk_adapters.monitoring.request_metrics",
+    "RequestMetrics": "cdk_adapters.monitoring.metric_source",
     "MonitoringAlarms": "cdk_adapters.monitoring.alarms",
     "AlarmThresholds": "cdk_adapters.monitoring.alarms",
     "MAX_ADAPTER_NAME_LENGTH": "cdk_adapters.endpoint.names",
@@ -84,7 +84,7 @@ def __getattr__(name: str) -> Any:
 
 
 _MOVED = {
-    # old module (package root) -> where it lives now
+    # old module path (under cdk_adapters) -> where it lives now
     "endpoint_interface": "endpoint.interface",
     "imported_endpoint": "endpoint.imported",
     "invoke_grant": "endpoint.invoke_grant",
@@ -126,6 +126,7 @@ _MOVED = {
     "text_table": "private.text_table",
     "nag_acknowledgments": "private.nag_acknowledgments",
     "synth_summary": "cli.synth_summary",
+    "monitoring.request_metrics": "monitoring.metric_source",
 }
 
 

@@ -16,7 +16,7 @@ from constructs import Construct
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.hosting.compute import ComputeRequirements, InstanceScaling, StartupTimeouts
 from cdk_adapters.hosting.scaling import WAKE_UP_PERIOD, ScalableCopyCount
-from cdk_adapters.monitoring.request_metrics import RequestMetricMethods
+from cdk_adapters.monitoring.metric_source import RequestMetricMethods
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 METRIC_NAMESPACE = "AWS/SageMaker"

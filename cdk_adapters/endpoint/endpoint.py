@@ -64,7 +64,7 @@ from cdk_adapters.hosting.vllm_options import VllmOptions
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N
 from cdk_adapters.monitoring.endpoint_monitoring import EndpointMonitoring
-from cdk_adapters.monitoring.request_metrics import RequestMetrics
+from cdk_adapters.monitoring.metric_source import RequestMetrics
 from cdk_adapters.private.arns import endpoint_arn
 from cdk_adapters.private.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any

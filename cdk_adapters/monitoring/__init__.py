@@ -1,6 +1,6 @@
 """Per-adapter monitoring built on the container's request metrics (`cdk_adapters.contract.request_metrics`).
 
-* `request_metrics` - the endpoint's metric settings and typed ``metric_*`` methods per adapter and
+* `metric_source` - the endpoint's metric settings and typed ``metric_*`` methods per adapter and
   for the endpoint rollup;
 * `alarms` - error-rate, p95-latency and cold-start-share alarms (and, opt-in, throttled-share and
   p95-queue-wait alarms), per endpoint and per adapter, with optional SNS actions;
@@ -29,9 +29,9 @@ _EXPORTS = {
     "EndpointDashboard": "cdk_adapters.monitoring.dashboard",
     "dashboard_limit_problems": "cdk_adapters.monitoring.dashboard",
     "top_adapters_query": "cdk_adapters.monitoring.dashboard",
-    "RequestMetricMethods": "cdk_adapters.monitoring.request_metrics",
-    "RequestMetrics": "cdk_adapters.monitoring.request_metrics",
-    "RequestMetricSource": "cdk_adapters.monitoring.request_metrics",
+    "RequestMetricMethods": "cdk_adapters.monitoring.metric_source",
+    "RequestMetrics": "cdk_adapters.monitoring.metric_source",
+    "RequestMetricSource": "cdk_adapters.monitoring.metric_source",
 }
 
 __all__ = list(_EXPORTS)

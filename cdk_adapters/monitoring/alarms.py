@@ -48,7 +48,7 @@ from constructs import Construct
 
 from cdk_adapters.contract import request_metrics as contract
 from cdk_adapters.monitoring import thresholds
-from cdk_adapters.monitoring.request_metrics import RequestMetricSource
+from cdk_adapters.monitoring.metric_source import RequestMetricSource
 from cdk_adapters.private.nag_acknowledgments import acknowledge_alarm_without_action, alarm_without_topic_reason
 from cdk_adapters.problems import Problem
 

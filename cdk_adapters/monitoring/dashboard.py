@@ -44,7 +44,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct, IValidation
 
 from cdk_adapters.contract import request_metrics as contract
-from cdk_adapters.monitoring.request_metrics import RequestMetricSource
+from cdk_adapters.monitoring.metric_source import RequestMetricSource
 from cdk_adapters.problems import Problem
 
 MAX_WIDGETS_PER_DASHBOARD = 500

@@ -20,7 +20,7 @@ from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.monitoring import alarms as monitoring_alarms
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.monitoring.dashboard import EndpointDashboard, dashboard_top_n_problems
-from cdk_adapters.monitoring.request_metrics import RequestMetrics, RequestMetricSource
+from cdk_adapters.monitoring.metric_source import RequestMetrics, RequestMetricSource
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from adapter_server import sagemaker_contract
-from adapter_server.engine_routes import Message, Scope
+from adapter_server.asgi_types import Message, Scope
 from adapter_server.request_json import JsonBodyError, parse_json_object
 from cdk_adapters.contract import error_kinds, runtime_api
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from adapter_server.engine_routes import Message
+from adapter_server.asgi_types import Message
 from cdk_adapters.contract import capture_record
 from cdk_adapters.contract.capture_record import CapturePolicy, CaptureSettings
 

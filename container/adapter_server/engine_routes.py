@@ -9,13 +9,10 @@ routes are closed to outside callers (see `sagemaker_contract.VLLM_ADAPTER_ADMIN
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
+from adapter_server.asgi_types import ASGIApp, Message, Scope
 
 LOAD_PATH = "/v1/load_lora_adapter"
 UNLOAD_PATH = "/v1/unload_lora_adapter"

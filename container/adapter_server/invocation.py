@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from adapter_server import observability, sagemaker_contract
 from adapter_server.admission import CallerGone, FairAdmission, sequence_refusal
 from adapter_server.asgi_io import Receive, Refusal, Send, read_body, read_json_object, send_error
+from adapter_server.asgi_types import ASGIApp, Message, Scope
 from adapter_server.capture import Capture
-from adapter_server.engine_routes import ASGIApp, Message, Scope
 from adapter_server.invocation_request import (
     chosen_adapter,
     forwarded_body,
@@ -158,7 +158,7 @@ class InvocationHandler:
         if record.adapter is None:
             chosen = chosen_adapter(None, document, self._context.served_model_names, body_names_adapter=body_names_adapter)
             record.adapter = self._resolve(chosen) if chosen is not None else None
-        pending.label = label = self._admit(record)
+        pending.label = label = self._resolve_adapter(record)
         cost = sequence_count(document)
         forwarded = forwarded_body(document, record.adapter, self._context.base_model_name, target)
         record.stream = forwarded.stream
@@ -241,7 +241,7 @@ class InvocationHandler:
             )
         return key
 
-    def _admit(self, record: observability.RequestRecord) -> str:
+    def _resolve_adapter(self, record: observability.RequestRecord) -> str:
         """The request's metrics label (its resolved adapter, or the base model's)."""
         if record.adapter is None:
             self._refuse_without_adapter()

@@ -14,7 +14,7 @@ from typing import Any
 
 from adapter_server import sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal
-from adapter_server.engine_routes import Message, Scope
+from adapter_server.asgi_types import Message, Scope
 from cdk_adapters.contract import error_kinds
 
 

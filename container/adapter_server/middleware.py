@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from adapter_server import sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal, Send, refuse_oversized_headers, send_error
-from adapter_server.engine_routes import ASGIApp, Message, Scope
+from adapter_server.asgi_types import ASGIApp, Message, Scope
 from adapter_server.invocation import InvocationHandler
 from adapter_server.origin_guard import refuse_browser_requests
 from adapter_server.readiness import Readiness

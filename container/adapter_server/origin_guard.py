@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from adapter_server import sagemaker_contract
 from adapter_server.asgi_io import Refusal
-from adapter_server.engine_routes import Scope
+from adapter_server.asgi_types import Scope
 from cdk_adapters.contract import error_kinds
 from cdk_adapters.contract.runtime_api import refuses_host
 

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 
 from adapter_server import observability, sagemaker_contract
 from adapter_server.asgi_io import Receive, Refusal, Send, json_object, read_body, send_json, send_text
-from adapter_server.engine_routes import Scope
+from adapter_server.asgi_types import Scope
 from adapter_server.readiness import Readiness
 from adapter_server.registrations import Registration, remove_copy, stat_fingerprint
 from adapter_server.served_copies import ServedCopies

@@ -16,8 +16,9 @@ from typing import Any
 
 from adapter_server import observability
 from adapter_server.admission import FairAdmission
+from adapter_server.asgi_types import ASGIApp, Scope
 from adapter_server.capture_log import capture_log_for
-from adapter_server.engine_routes import ASGIApp, EngineRoutes, Scope
+from adapter_server.engine_routes import EngineRoutes
 from adapter_server.readiness import Readiness
 from adapter_server.registration_service import RegistrationService
 from adapter_server.registrations import RegistrationStore, StateFileError

@@ -119,7 +119,7 @@ def test_bad_settings_are_refused_all_at_once_naming_the_field():
 
 
 def test_a_component_outside_an_endpoint_says_what_binds_its_metrics():
-    from cdk_adapters.monitoring.request_metrics import RequestMetricMethods
+    from cdk_adapters.monitoring.metric_source import RequestMetricMethods
 
     with pytest.raises(ConfigurationError, match="is not served by a MultiAdapterEndpoint"):
         RequestMetricMethods().metric_request_latency()
