@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Aws, Stack, Token
+from aws_cdk import Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -63,19 +63,13 @@ from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCh
 from cdk_adapters.endpoint import adapter_checks, names, serving_reference
 from cdk_adapters.endpoint.components import AdapterInferenceComponent, InferenceComponentMetrics
 from cdk_adapters.endpoint.discovery_parameter import lookup_discovery_record
-from cdk_adapters.endpoint.iam_conditions import kms_via_s3, s3_owned_by
 from cdk_adapters.endpoint.invoke_grant import TenantInvokeGrants, granted_list_problems
 from cdk_adapters.endpoint.logs import EndpointLogs, grant_read_capture
+from cdk_adapters.endpoint.tenant_archives import TenantArchiveGrant
 from cdk_adapters.endpoint.tenant_assignment import TenantStackBudget, assigned_tenant, tenant_location_problems
 from cdk_adapters.gate import Acknowledgment, Reference
-from cdk_adapters.private import nag_acknowledgments as nag
 from cdk_adapters.private.arns import endpoint_arn
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
-
-REASON_TENANT_ARCHIVE_POLICY = (
-    "inline on purpose: it lets the platform's endpoint role read the exact CDK asset objects of this tenant "
-    "stack's local adapter archives, nothing else; it lives and is deleted with the tenant's stack"
-)
 
 
 class _Component(InferenceComponentMetrics):
@@ -121,25 +115,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         """
         super().__init__(scope, id)
         self._subject = f"imported MultiAdapterEndpoint {self.node.path!r}"
-        problems: list[Problem] = []
-        for field, value in (
-            ("endpoint_name", record.endpoint_name),
-            ("base_component_name", record.base_inference_component_name),
-            ("component_prefix", record.component_prefix),
-        ):
-            problems += [
-                Problem(p.subject, field, p.message) for p in adapter_names.validate_component_name(value, self._subject)
-            ]
-        if discovery_parameter_name is not None and (
-            not isinstance(discovery_parameter_name, str) or not discovery_parameter_name.startswith("/")
-        ):
-            problems.append(
-                Problem(
-                    self._subject,
-                    "discovery_parameter_name",
-                    f"must be an SSM parameter name starting with '/', got {discovery_parameter_name!r}",
-                )
-            )
+        problems = _attribute_problems(record, discovery_parameter_name, self._subject)
         assigned, tenant_problems = assigned_tenant(record.serving, tenant, bool(adapter_locations), self._subject)
         problems += tenant_problems
         locations = list(adapter_locations or ())
@@ -147,11 +123,7 @@ class ImportedMultiAdapterEndpoint(Construct):
             locations += serving_reference.adapter_locations(record.serving, assigned)
         for index, location in enumerate(locations):
             problems += location.problems(self._subject, f"adapter_locations[{index}]")
-        if execution_role_arn is not None and (
-            not isinstance(execution_role_arn, str)
-            or not (Token.is_unresolved(execution_role_arn) or execution_role_arn.startswith("arn:"))
-        ):
-            problems.append(Problem(self._subject, "execution_role_arn", f"must be an IAM role ARN, got {execution_role_arn!r}"))
+        problems += _role_arn_problems(execution_role_arn, self._subject)
         raise_if_any(problems, heading=f"cannot import MultiAdapterEndpoint {self.node.path!r}")
         self.record = record
         """The platform's discovery record (aliases and canary included), or the attributes as one."""
@@ -168,9 +140,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         record: names are placeholders and the gate runs without the platform's reference."""
         self.endpoint_arn = endpoint_arn(self, self.endpoint_name)
         self._execution_role_arn = execution_role_arn
-        self._archive_policy: iam.Policy | None = None
-        self._archive_reads: iam.PolicyStatement | None = None
-        self._archive_keys: iam.PolicyStatement | None = None
+        self._archive_grant = TenantArchiveGrant(self, execution_role_arn) if execution_role_arn is not None else None
         self._components: dict[str, AdapterInferenceComponent] = {}
         self.deploy_check: AdapterDeployCheck | None = None
         """This stack's deploy check (`add_deploy_check`), or None."""
@@ -325,7 +295,8 @@ class ImportedMultiAdapterEndpoint(Construct):
         )
         config = component.artifact_config
         if config.asset_object_arn is not None:
-            policy = self._grant_archive(config.asset_object_arn, config.asset_kms_key_arn)
+            assert self._archive_grant is not None, "a local archive is refused without execution_role_arn"
+            policy = self._archive_grant.add(config.asset_object_arn, config.asset_kms_key_arn)
             component.resource.add_resource_dependency(policy.node.default_child)  # type: ignore[arg-type]
         self._components[adapter_names.adapter_name_key(name)] = component
         if self.deploy_check is not None:
@@ -487,23 +458,33 @@ class ImportedMultiAdapterEndpoint(Construct):
         remedy = "the platform's role reads adapters only there: publish it under one of them, or ask the platform to declare its prefix"
         return [adapter_checks.outside_locations(published, self.adapter_locations, subject, whose="the endpoint", remedy=remedy)]
 
-    def _grant_archive(self, object_arn: str, kms_key_arn: str | None) -> iam.Policy:
-        if self._archive_policy is None:
-            assert self._execution_role_arn is not None
-            role = iam.Role.from_role_arn(self, "ExecutionRole", self._execution_role_arn, mutable=True)
-            self._archive_reads = iam.PolicyStatement(
-                sid="ReadTenantAdapterArchives", actions=["s3:GetObject"], conditions=s3_owned_by(Aws.ACCOUNT_ID)
+
+def _attribute_problems(record: DiscoveryRecord, discovery_parameter_name: object, subject: str) -> list[Problem]:
+    """The record's names follow SageMaker's rules; the parameter is an SSM name."""
+    problems: list[Problem] = []
+    for field, value in (
+        ("endpoint_name", record.endpoint_name),
+        ("base_component_name", record.base_inference_component_name),
+        ("component_prefix", record.component_prefix),
+    ):
+        problems += [Problem(p.subject, field, p.message) for p in adapter_names.validate_component_name(value, subject)]
+    if discovery_parameter_name is not None and (
+        not isinstance(discovery_parameter_name, str) or not discovery_parameter_name.startswith("/")
+    ):
+        problems.append(
+            Problem(
+                subject,
+                "discovery_parameter_name",
+                f"must be an SSM parameter name starting with '/', got {discovery_parameter_name!r}",
             )
-            self._archive_policy = iam.Policy(self, "LocalArchivePolicy", statements=[self._archive_reads])
-            self._archive_policy.attach_to_role(role)
-            nag.acknowledge_inline_policy(self._archive_policy, REASON_TENANT_ARCHIVE_POLICY)
-        assert self._archive_reads is not None
-        self._archive_reads.add_resources(object_arn)
-        if kms_key_arn:
-            if self._archive_keys is None:
-                self._archive_keys = iam.PolicyStatement(
-                    sid="DecryptTenantAdapterArchives", actions=["kms:Decrypt"], conditions=kms_via_s3()
-                )
-                self._archive_policy.add_statements(self._archive_keys)
-            self._archive_keys.add_resources(kms_key_arn)
-        return self._archive_policy
+        )
+    return problems
+
+
+def _role_arn_problems(execution_role_arn: object, subject: str) -> list[Problem]:
+    if execution_role_arn is not None and (
+        not isinstance(execution_role_arn, str)
+        or not (Token.is_unresolved(execution_role_arn) or execution_role_arn.startswith("arn:"))
+    ):
+        return [Problem(subject, "execution_role_arn", f"must be an IAM role ARN, got {execution_role_arn!r}")]
+    return []
