@@ -30,13 +30,14 @@ from cdk_adapters.contract import runtime_api
 from cdk_adapters.contract.adapter_names import adapter_name_key, duplicate_adapter_names
 from cdk_adapters.contract.runtime_api import is_loopback
 from cdk_adapters.endpoint.names import validate_adapter_name
+from cdk_adapters.gate.ranks import served_max_lora_rank
 from cdk_adapters.problems import Problem
 
 if TYPE_CHECKING:
     from cdk_adapters.contract.discovery import DiscoveryRecord
     from cdk_adapters.contract.tenant_limits import AdapterLimits
     from cdk_adapters.gate import BaseModelFacts
-    from cdk_adapters.local.serving import AdapterServer, LocalAdapter
+    from cdk_adapters.local.serving import AdapterServer, LocalAdapter, LocalSettings
     from cdk_adapters.manifest import LoadedManifest, Manifest
     from cdk_adapters.manifest.schema import BaseModelSpec
 
@@ -120,68 +121,17 @@ def _port(text: str) -> int:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     started = time.monotonic()
-    from cdk_adapters.contract.discovery import alias_problems
-    from cdk_adapters.local.serving import AdapterServer, LocalSettings, ServerFailed, local_record
-    from cdk_adapters.local.stack import stack_problems
+    from cdk_adapters.local.serving import AdapterServer, ServerFailed, local_record
     from cdk_adapters.manifest import load_manifest
 
     loaded = load_manifest(manifest_path(args.manifest))
     manifest = loaded.manifest
-    adapters, skipped, problems = _adapters_to_serve(args, loaded)
-    problems += [
-        Problem(f"alias '{alias}'", f"aliases.{alias}", message)
-        for alias, message in alias_problems(manifest.alias_weights, [row.name for row in manifest.adapters])
-    ]
-    base, base_problems = _base_model(args.base_model_dir, manifest)
-    problems += base_problems
-    if base is not None:
-        problems += _gate(adapters, base, manifest)
-    problems += [Problem(PROG, "serving stack", message) for message in stack_problems()]
-    listener, port_problem = _listen(args.host, args.port)
-    problems += port_problem
-    for name, why in skipped:
-        err.write(f"{PROG}: skipped adapter '{name}': {why}\n")
-    if not adapters:
-        base_access = (
-            "only the base model answers (--allow-base-model)" if args.allow_base_model else "every call will be refused"
-        )
-        err.write(
-            f"{PROG}: WARNING: no adapter will be served, so {base_access}; "
-            "give adapters with local sources in the manifest or --adapter NAME=PATH\n"
-        )
-    if not is_loopback(args.host):
-        err.write(
-            f"{PROG}: WARNING: --host {args.host} serves beyond this machine, and local mode checks no "
-            "credentials: anyone who reaches this address can call every adapter\n"
-        )
-    if problems:
-        if listener is not None:
-            listener.close()
-        raise Failure(problems, f"{len(problems)} problem(s) found; nothing was started")
-    assert listener is not None  # _listen reported a problem otherwise, raised above
-
+    adapters, listener = _preflight(args, loaded, err)
     temporary = args.work_dir is None
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="cdk-adapters-local-"))
     work_dir.mkdir(parents=True, exist_ok=True)
-    serving = manifest.serving
     limits = _row_limits(manifest)
-    server = AdapterServer(
-        LocalSettings(
-            base_model_dir=args.base_model_dir.resolve(),
-            base_model_id=manifest.base_model.id,
-            base_model_revision=manifest.base_model.revision,
-            work_dir=work_dir.resolve(),
-            max_loras=serving.max_loras,
-            max_cpu_loras=serving.max_cpu_loras,
-            max_lora_rank=_max_lora_rank(manifest),
-            max_model_len=args.max_model_len,
-            dtype=args.dtype,
-            allow_base_model=args.allow_base_model,
-            allow_vision_modules=manifest.base_model.allow_vision_modules,
-            kv_cache_gib=args.kv_cache_gib,
-            extra_env=_row_environment(manifest, limits),
-        )
-    )
+    server = AdapterServer(_settings(args, manifest, work_dir, limits))
     # SIGTERM must run the `finally` below, or the adapter server (its own process group) outlives us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -209,8 +159,77 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def _preflight(args: argparse.Namespace, loaded: LoadedManifest, err: TextIO) -> tuple[list[LocalAdapter], socket.socket]:
+    """Every check that needs no vLLM (adapters, aliases, base model, gate, serving stack, port), its
+    warnings written to `err`: the adapters to serve and the front's listening socket, or every problem raised."""
+    from cdk_adapters.contract.discovery import alias_problems
+    from cdk_adapters.local.stack import stack_problems
+
+    manifest = loaded.manifest
+    adapters, skipped, problems = _adapters_to_serve(args, loaded)
+    problems += [
+        Problem(f"alias '{alias}'", f"aliases.{alias}", message)
+        for alias, message in alias_problems(manifest.alias_weights, [row.name for row in manifest.adapters])
+    ]
+    base, base_problems = _base_model(args.base_model_dir, manifest)
+    problems += base_problems
+    if base is not None:
+        problems += _gate(adapters, base, manifest)
+    problems += [Problem(PROG, "serving stack", message) for message in stack_problems()]
+    listener, port_problem = _listen(args.host, args.port)
+    problems += port_problem
+    _warn(args, adapters, skipped, err)
+    if problems:
+        if listener is not None:
+            listener.close()
+        raise Failure(problems, f"{len(problems)} problem(s) found; nothing was started")
+    assert listener is not None  # _listen reported a problem otherwise, raised above
+    return adapters, listener
+
+
+def _warn(args: argparse.Namespace, adapters: Sequence[LocalAdapter], skipped: Sequence[tuple[str, str]], err: TextIO) -> None:
+    """The skipped rows, no adapter to serve, and a --host beyond this machine."""
+    for name, why in skipped:
+        err.write(f"{PROG}: skipped adapter '{name}': {why}\n")
+    if not adapters:
+        base_access = (
+            "only the base model answers (--allow-base-model)" if args.allow_base_model else "every call will be refused"
+        )
+        err.write(
+            f"{PROG}: WARNING: no adapter will be served, so {base_access}; "
+            "give adapters with local sources in the manifest or --adapter NAME=PATH\n"
+        )
+    if not is_loopback(args.host):
+        err.write(
+            f"{PROG}: WARNING: --host {args.host} serves beyond this machine, and local mode checks no "
+            "credentials: anyone who reaches this address can call every adapter\n"
+        )
+
+
+def _settings(args: argparse.Namespace, manifest: Manifest, work_dir: Path, limits: Mapping[str, AdapterLimits]) -> LocalSettings:
+    """The adapter server's settings: the manifest's base model and serving limits, the flags, the rows' environment."""
+    from cdk_adapters.local.serving import LocalSettings
+
+    serving = manifest.serving
+    return LocalSettings(
+        base_model_dir=args.base_model_dir.resolve(),
+        base_model_id=manifest.base_model.id,
+        base_model_revision=manifest.base_model.revision,
+        work_dir=work_dir.resolve(),
+        max_loras=serving.max_loras,
+        max_cpu_loras=serving.max_cpu_loras,
+        max_lora_rank=_max_lora_rank(manifest),
+        max_model_len=args.max_model_len,
+        dtype=args.dtype,
+        allow_base_model=args.allow_base_model,
+        allow_vision_modules=manifest.base_model.allow_vision_modules,
+        kv_cache_gib=args.kv_cache_gib,
+        extra_env=_row_environment(manifest, limits),
+    )
+
+
 def _max_lora_rank(manifest: Manifest) -> int:
-    return manifest.serving.max_lora_rank or 16
+    return served_max_lora_rank(manifest.serving.max_lora_rank)
 
 
 def _listen(host: str, port: int) -> tuple[socket.socket | None, list[Problem]]:

@@ -1,4 +1,8 @@
-"""``cdk-adapters plan``: cost, capacity and LoRA memory for the manifest's fleet (docs/planner.md)."""
+"""``cdk-adapters plan``: cost, capacity and LoRA memory for the manifest's fleet (docs/planner.md).
+
+The arguments are checked and resolved here (manifest, instance pools and prices, tenants, base
+shapes); `cdk_adapters.planner.endpoint_plan` builds each pool's plan; this module prints it.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +19,13 @@ from cdk_adapters.hosting.instance_types import DEFAULT_INSTANCE_TYPE
 from cdk_adapters.problems import ConfigurationError, Problem
 
 if TYPE_CHECKING:
-    from cdk_adapters.gate import AdapterFacts
     from cdk_adapters.hosting.instance_types import GpuInstanceType
     from cdk_adapters.manifest.plan import ManifestPlan
+    from cdk_adapters.planner.endpoint_plan import PlanSettings
     from cdk_adapters.planner.gpu_lora import TenantLora
+    from cdk_adapters.planner.lora_memory import BaseModelShapes
     from cdk_adapters.planner.prices import InstancePrice
+    from cdk_adapters.planner.report import PlanReport
     from cdk_adapters.planner.traffic import TenantTraffic
 
 T = TypeVar("T")
@@ -37,6 +43,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "Prices are never fetched: the shipped table, --price-file or --price-per-hour."
         ),
     )
+    _add_fleet_options(plan)
+    _add_what_if_options(plan)
+    _add_capacity_options(plan)
+    _add_memory_options(plan)
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.add_argument("--chart", type=Path, metavar="PNG", help="also write a chart of monthly cost against tenant count")
+    plan.set_defaults(handler=run)
+
+
+def _add_fleet_options(plan: argparse.ArgumentParser) -> None:
+    """The manifest, the instance types (pools) and their prices, the hours of a month."""
     plan.add_argument("--manifest", type=Path, help="manifest to plan (default: manifests/example.yaml)")
     plan.add_argument(
         "--instance-type",
@@ -49,6 +66,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     prices.add_argument("--price-per-hour", type=float, metavar="USD", help="price of one instance-hour")
     prices.add_argument("--price-file", type=Path, metavar="CSV", help="CSV with columns instance_type,usd_per_hour[,source]")
     plan.add_argument("--hours", type=float, default=730, help="hours per month (default: 730)")
+
+
+def _add_what_if_options(plan: argparse.ArgumentParser) -> None:
+    """Identical what-if tenants instead of the manifest's rows' traffic: fields."""
     what_if = plan.add_argument_group("what-if traffic (instead of the manifest's traffic: fields)")
     what_if.add_argument("--tenants", type=int, help="number of identical tenants")
     what_if.add_argument("--requests-per-minute", type=float, default=8.0, help="per tenant (default: 8)")
@@ -66,6 +87,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="S",
         help="skew the what-if tenants' requests: the k-th busiest gets 1/k^S of the weight (default: even)",
     )
+
+
+def _add_capacity_options(plan: argparse.ArgumentParser) -> None:
+    """Throughput of one instance, headroom and the shared fleet's size."""
     capacity = plan.add_argument_group("capacity")
     capacity.add_argument(
         "--throughput",
@@ -85,6 +110,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     capacity.add_argument(
         "--shared-instances", type=int, help="price this fixed shared fleet instead of the one capacity asks for"
     )
+
+
+def _add_memory_options(plan: argparse.ArgumentParser) -> None:
+    """The base model's shapes, the dtype, the LoRA slots and cache, vLLM's memory settings."""
     memory = plan.add_argument_group("memory")
     memory.add_argument(
         "--num-layers",
@@ -108,9 +137,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="host memory kept for the OS, agents and server processes (default: 8)",
     )
     memory.add_argument("--active-adapters", type=int, help="adapters in use at once (default: tenants with traffic)")
-    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
-    plan.add_argument("--chart", type=Path, metavar="PNG", help="also write a chart of monthly cost against tenant count")
-    plan.set_defaults(handler=run)
 
 
 def _collect(problems: list[Problem], step: Callable[[], T]) -> T | None:
@@ -233,34 +259,12 @@ def _what_if_lora_problems(args: argparse.Namespace) -> list[Problem]:
 def _lora_tenants(args: argparse.Namespace, tenants: Sequence[TenantTraffic], manifest_plan: ManifestPlan) -> list[TenantLora]:
     """Each tenant's rank, targets and request rate, for the GPU LoRA plan: the manifest's rows (their
     adapters' own ranks and targets), or the what-if's (--ranks, --zipf)."""
-    from cdk_adapters.planner.gpu_lora import TenantLora
-    from cdk_adapters.planner.swaps import zipf_rates
+    from cdk_adapters.planner.endpoint_plan import manifest_lora_tenants, what_if_lora_tenants
 
     if args.tenants is None:
-        facts = {adapter.name: adapter.facts for adapter in manifest_plan.adapters}
-        return [
-            TenantLora(
-                t.name,
-                _gated_max_rank(facts[t.name]) if t.name in facts else manifest_plan.max_lora_rank,
-                t.requests_per_minute,
-                tuple(facts[t.name].target_modules) if t.name in facts else None,
-            )
-            for t in tenants
-        ]
-    ranks = _parse_ranks(args.ranks) if args.ranks else [manifest_plan.max_lora_rank] * len(tenants)
-    total = sum(t.requests_per_minute for t in tenants)
-    rates = (
-        list(zipf_rates(len(tenants), args.zipf, total).values())
-        if args.zipf is not None
-        else [t.requests_per_minute for t in tenants]
-    )
-    return [TenantLora(t.name, rank, rate) for t, rank, rate in zip(tenants, ranks, rates)]
-
-
-def _gated_max_rank(facts: AdapterFacts) -> int:
-    """A gated adapter's highest rank: the gate refuses an adapter without a positive ``r``, so it is known."""
-    assert facts.max_rank is not None
-    return facts.max_rank
+        return manifest_lora_tenants(tenants, manifest_plan)
+    ranks = _parse_ranks(args.ranks) if args.ranks else None
+    return what_if_lora_tenants(tenants, default_rank=manifest_plan.max_lora_rank, ranks=ranks, zipf=args.zipf)
 
 
 def _pool_flag_problems(args: argparse.Namespace, names: list[str]) -> list[Problem]:
@@ -296,20 +300,48 @@ def _cache_smaller_than_slots(args: argparse.Namespace, max_loras: int, max_cpu_
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-    from cdk_adapters.gate.ranks import smallest_allowed_max_lora_rank
-    from cdk_adapters.hosting.instance_types import UnknownInstanceType, require_instance_type
+    from cdk_adapters.planner.endpoint_plan import EndpointPlanner
+
+    manifest_plan, pools, tenants, base = _plan_inputs(args)
+    planner = EndpointPlanner.create(manifest_plan, base, tenants, _lora_tenants(args, tenants, manifest_plan), _settings(args))
+    if planner.cache_smaller_than_slots:
+        raise Failure(
+            [_cache_smaller_than_slots(args, planner.max_loras, planner.max_cpu_loras, manifest_plan.loaded.path)],
+            "1 problem(s) found; nothing was planned",
+        )
+    reports = [planner.plan(instance, price) for instance, price in pools]
+    _write_plan(reports, args.json, out)
+    if args.chart is not None:
+        _write_chart(args.chart, tenants, reports[0], err)
+    _refuse_unfit(reports)
+
+
+def _settings(args: argparse.Namespace) -> PlanSettings:
+    from cdk_adapters.planner.endpoint_plan import PlanSettings
+
+    return PlanSettings(
+        hours=args.hours,
+        swap_headroom=args.swap_headroom,
+        min_instances=args.min_instances,
+        shared_instances=args.shared_instances,
+        throughput=args.throughput,
+        dtype=args.dtype,
+        max_loras=args.max_loras,
+        max_cpu_loras=args.max_cpu_loras,
+        max_model_len=args.max_model_len,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        host_reserve_gib=args.host_reserve_gib,
+        active_adapters=args.active_adapters,
+    )
+
+
+def _plan_inputs(
+    args: argparse.Namespace,
+) -> tuple[ManifestPlan, list[tuple[GpuInstanceType, InstancePrice]], list[TenantTraffic], BaseModelShapes]:
+    """The manifest's plan, each pool's instance type and price, the tenants and the base model's shapes;
+    every problem with the arguments and these inputs raised together, before anything is planned."""
     from cdk_adapters.manifest import plan_manifest_file
-    from cdk_adapters.planner import cost as cost_model
-    from cdk_adapters.planner.fit import GIB, MemoryInputs, plan_memory
-    from cdk_adapters.planner.gpu_lora import plan_gpu_lora
-    from cdk_adapters.planner.lora_memory import gpu_bytes_per_slot
-    from cdk_adapters.planner.manifest_inputs import adapter_sizes, base_shapes
-    from cdk_adapters.planner.pools import PoolsPlan
-    from cdk_adapters.planner.prices import resolve_price
-    from cdk_adapters.planner.recommendation import recommend
-    from cdk_adapters.planner.report import PlanReport, to_json, to_table
-    from cdk_adapters.planner.throughput import given_throughput, instance_throughput
-    from cdk_adapters.planner.traffic import identical_tenants, manifest_tenants
+    from cdk_adapters.planner.manifest_inputs import base_shapes
 
     problems = _check_ranges(args) + _what_if_lora_problems(args)
     try:
@@ -318,6 +350,21 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         raise Failure(list(error.problems) + problems, f"{error.heading}: nothing was planned") from None
     names = args.instance_type or [DEFAULT_INSTANCE_TYPE]
     problems += _pool_flag_problems(args, names)
+    instances, prices = _pools(args, names, problems)
+    tenants = _collect(problems, lambda: _tenants(args, manifest_plan))
+    base = _collect(problems, lambda: base_shapes(manifest_plan, num_layers=args.num_layers, base_model_dir=args.base_model_dir))
+    if problems or len(instances) != len(set(names)) or None in prices or tenants is None or base is None:
+        raise Failure(problems, f"{len(problems)} problem(s) found; nothing was planned")
+    return manifest_plan, [(i, p) for i, p in zip(instances, prices) if p is not None], tenants, base
+
+
+def _pools(
+    args: argparse.Namespace, names: list[str], problems: list[Problem]
+) -> tuple[list[GpuInstanceType], list[InstancePrice | None]]:
+    """Each instance type named (once) and its price; what is unknown or unpriced added to `problems`."""
+    from cdk_adapters.hosting.instance_types import UnknownInstanceType, require_instance_type
+    from cdk_adapters.planner.prices import resolve_price
+
     instances, prices = [], []
     for name in dict.fromkeys(names):
         try:
@@ -330,117 +377,66 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
                 functools.partial(resolve_price, name, price_per_hour=args.price_per_hour, price_file=args.price_file),
             )
         )
+    return instances, prices
+
+
+def _tenants(args: argparse.Namespace, manifest_plan: ManifestPlan) -> list[TenantTraffic]:
+    """The what-if's identical tenants (--tenants and friends), else the manifest rows' traffic: fields."""
+    from cdk_adapters.planner.traffic import identical_tenants, manifest_tenants
+
     if args.tenants is not None:
-        tenants = _collect(
-            problems,
-            lambda: identical_tenants(
-                args.tenants,
-                requests_per_minute=args.requests_per_minute,
-                prompt_tokens=args.prompt_tokens,
-                output_tokens=args.output_tokens,
-                peak_factor=args.peak_factor,
-            ),
+        return identical_tenants(
+            args.tenants,
+            requests_per_minute=args.requests_per_minute,
+            prompt_tokens=args.prompt_tokens,
+            output_tokens=args.output_tokens,
+            peak_factor=args.peak_factor,
         )
-    else:
-        tenants = _collect(problems, lambda: manifest_tenants(manifest_plan.manifest.adapters))
-    base = _collect(problems, lambda: base_shapes(manifest_plan, num_layers=args.num_layers, base_model_dir=args.base_model_dir))
-    if problems or len(instances) != len(set(names)) or None in prices or tenants is None or base is None:
-        raise Failure(problems, f"{len(problems)} problem(s) found; nothing was planned")
+    return manifest_tenants(manifest_plan.manifest.adapters)
 
-    lora_tenants = _lora_tenants(args, tenants, manifest_plan)
-    # The slots are sized for the largest rank served: the manifest's, or the what-if's --ranks.
-    lora_rank = max(manifest_plan.max_lora_rank, smallest_allowed_max_lora_rank(t.rank for t in lora_tenants))
-    max_loras = args.max_loras or manifest_plan.max_loras
-    max_cpu_loras = args.max_cpu_loras or manifest_plan.max_cpu_loras or max_loras
-    if max_cpu_loras < max_loras:
-        raise Failure(
-            [_cache_smaller_than_slots(args, max_loras, max_cpu_loras, manifest_plan.loaded.path)],
-            "1 problem(s) found; nothing was planned",
-        )
 
-    def plan_one(instance: GpuInstanceType, price: InstancePrice | None) -> PlanReport:
-        assert price is not None  # None in prices raised above
-        throughput = (
-            given_throughput(instance.name, args.throughput)
-            if args.throughput is not None
-            else instance_throughput(instance, base.parameters)
-        )
-        inputs = cost_model.CostInputs(
-            price_per_hour=price.usd_per_hour,
-            throughput=throughput.tokens_per_second,
-            hours=args.hours,
-            swap_headroom=args.swap_headroom,
-            min_instances=args.min_instances,
-            shared_instances=args.shared_instances,
-        )
-        comparison = cost_model.compare(tenants, inputs)
-        memory = plan_memory(
-            MemoryInputs(
-                instance=instance,
-                dtype=args.dtype,
-                base_weight_bytes=base.weight_bytes(args.dtype),
-                slot_bytes=gpu_bytes_per_slot(base, lora_rank, args.dtype),
-                kv_bytes_per_token=base.kv_bytes_per_token(args.dtype, manifest_plan.manifest.base_model.hidden_size),
-                max_loras=max_loras,
-                max_cpu_loras=max_cpu_loras,
-                max_lora_rank=lora_rank,
-                adapters=adapter_sizes(manifest_plan, base, args.dtype),
-                active_adapters=args.active_adapters or sum(1 for t in tenants if t.requests_per_minute > 0),
-                gpu_memory_utilization=args.gpu_memory_utilization,
-                max_model_len=args.max_model_len,
-                host_reserve_gib=args.host_reserve_gib,
-            )
-        )
-        return PlanReport(
-            instance=instance,
-            price=price,
-            throughput=throughput,
-            inputs=inputs,
-            tenants=tuple(tenants),
-            cost=comparison,
-            memory=memory,
-            recommendation=recommend(comparison, memory, instance.name, min_instances=args.min_instances),
-            base_source=base.source,
-            gpu_lora=plan_gpu_lora(
-                lora_tenants,
-                gpu_model=instance.gpu_model,
-                max_loras=max_loras,
-                max_cpu_loras=max_cpu_loras,
-                base_weight_gib=base.weight_bytes(args.dtype) / GIB,
-            ),
-        )
+def _write_plan(reports: list[PlanReport], as_json: bool, out: TextIO) -> None:
+    """One instance type's plan, or the pools' plan, as a table or JSON."""
+    from cdk_adapters.planner.pools import PoolsPlan
+    from cdk_adapters.planner.report import to_json, to_table
 
-    reports = [plan_one(instance, price) for instance, price in zip(instances, prices)]
     if len(reports) == 1:
         [report] = reports
-        out.write(json.dumps(to_json(report), indent=2) + "\n" if args.json else to_table(report))
+        out.write(json.dumps(to_json(report), indent=2) + "\n" if as_json else to_table(report))
     else:
         pools = PoolsPlan(tuple(reports))
-        out.write(json.dumps(pools.to_json(), indent=2) + "\n" if args.json else pools.to_table())
-    report = reports[0]
-    if args.chart is not None:
-        from cdk_adapters.planner.chart import render_cost_chart
+        out.write(json.dumps(pools.to_json(), indent=2) + "\n" if as_json else pools.to_table())
 
-        try:
-            path = render_cost_chart(
-                args.chart,
-                cost_model.average_tenant(tenants),
-                report.inputs,
-                tenants=len(tenants),
-                instance_type=report.instance.name,
-            )
-        except OSError as error:
-            raise Failure(
-                [Problem(PROG, "--chart", f"cannot write {args.chart}: {error.strerror or error}")], "no chart was written"
-            ) from None
-        except ImportError as error:
-            from cdk_adapters.local.stack import extra_install_command
 
-            raise Failure(
-                [Problem(PROG, "--chart", f"needs matplotlib ({error.name} is not installed): {extra_install_command('chart')}")],
-                "no chart was written",
-            ) from None
-        err.write(f"{PROG}: wrote {path}\n")
+def _write_chart(chart: Path, tenants: Sequence[TenantTraffic], report: PlanReport, err: TextIO) -> None:
+    """The monthly cost against tenant count, for the first pool's plan (``--chart``)."""
+    from cdk_adapters.planner import cost as cost_model
+    from cdk_adapters.planner.chart import render_cost_chart
+
+    try:
+        path = render_cost_chart(
+            chart,
+            cost_model.average_tenant(tenants),
+            report.inputs,
+            tenants=len(tenants),
+            instance_type=report.instance.name,
+        )
+    except OSError as error:
+        raise Failure(
+            [Problem(PROG, "--chart", f"cannot write {chart}: {error.strerror or error}")], "no chart was written"
+        ) from None
+    except ImportError as error:
+        from cdk_adapters.local.stack import extra_install_command
+
+        raise Failure(
+            [Problem(PROG, "--chart", f"needs matplotlib ({error.name} is not installed): {extra_install_command('chart')}")],
+            "no chart was written",
+        ) from None
+    err.write(f"{PROG}: wrote {path}\n")
+
+
+def _refuse_unfit(reports: list[PlanReport]) -> None:
+    """Every instance type the adapters do not fit in memory on: its problems, and status 1."""
     unfit = [r for r in reports if r.memory is not None and r.memory.problems]
     if unfit:
         where = ", ".join(r.instance.name for r in unfit)

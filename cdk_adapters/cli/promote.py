@@ -48,7 +48,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     import yaml
 
     from cdk_adapters.contract.adapter_names import adapter_name_key
-    from cdk_adapters.evaluation.record import last_evaluation, record_path_for
 
     new_weight, old_weight = _weights(args.weights)
     if adapter_name_key(args.new) == adapter_name_key(args.old):
@@ -56,6 +55,26 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     path = manifest_path(args.manifest)
     text = path.read_text()
     document = yaml.safe_load(text)
+    current = _current_targets(args, document, path)
+    had = sum(weight for name, weight in current.items() if adapter_name_key(name) == adapter_name_key(args.new))
+    rollback = new_weight <= had
+    if not rollback:
+        _require_passed_evaluation(args, path, had, new_weight)
+    targets = {args.new: new_weight, args.old: old_weight}
+    edited, old_line, new_line = edit_alias_row(text, args.alias, {k: v for k, v in targets.items() if v})
+    _check_only_alias_changed(document, yaml.safe_load(edited), args.alias, path)
+    temporary = path.with_name(path.name + ".promote.tmp")
+    temporary.write_text(edited)
+    os.replace(temporary, path)
+    out.write(f"- {old_line.strip()}\n+ {new_line.strip()}\n")
+    how = "rollback, no evaluation needed" if rollback else f"evaluation of {args.new} against {args.old} passed"
+    err.write(f"cdk-adapters: {path}: alias {args.alias} now {_flow(targets)} ({how}); deploy to apply\n")
+
+
+def _current_targets(args: argparse.Namespace, document: Any, path: Path) -> dict[str, int]:
+    """The alias's weights now; every way the alias, NEW or OLD is not the manifest's raised together."""
+    from cdk_adapters.contract.adapter_names import adapter_name_key
+
     subject = f"alias '{args.alias}'"
     field = f"aliases.{args.alias}"
     aliases = document.get("aliases") if isinstance(document, dict) else None
@@ -87,69 +106,70 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if problems:
         raise Failure(problems, "nothing was changed")
     assert current is not None
-    had = sum(weight for name, weight in current.items() if adapter_name_key(name) == adapter_name_key(args.new))
-    rollback = new_weight <= had
-    if not rollback:
-        if args.golden is None:
-            raise Failure(
-                [
-                    Problem(
-                        subject,
-                        "--golden",
-                        f"raising {args.new}'s share from {had}% to {new_weight}% needs the golden set it was evaluated on",
-                    )
-                ],
-                "nothing was changed",
-            )
-        try:
-            digest = "sha256:" + hashlib.sha256(args.golden.read_bytes()).hexdigest()
-        except OSError as error:
-            raise Failure(
-                [Problem(f"golden set '{args.golden}'", "--golden", f"cannot be read: {error.strerror or error}")],
-                "nothing was changed",
-            ) from None
-        record = record_path_for(path)
-        try:
-            evaluation = last_evaluation(record, digest=digest, candidate=args.new, reference=args.old)
-        except ValueError as error:
-            raise Failure([Problem(f"evaluation record '{record}'", "(file)", str(error))], "nothing was changed") from None
-        again = f"run: cdk-adapters eval {args.golden} {args.new} {args.old} --reference {args.old} --manifest {path}"
-        if evaluation is None:
-            raise Failure(
-                [
-                    Problem(
-                        subject,
-                        "--to",
-                        f"{args.new} has no evaluation against {args.old} on {args.golden} "
-                        f"({digest[:19]}...) in {record}; {again}",
-                    )
-                ],
-                "promotion refused; nothing was changed",
-            )
-        if not evaluation.passed:
-            lost = ", ".join(
-                f"{name} {v.get('candidate', 0):.2f} < {v.get('reference', 0):.2f}" for name, v in evaluation.worse.items()
-            )
-            raise Failure(
-                [
-                    Problem(
-                        subject,
-                        "--to",
-                        f"the last evaluation of {args.new} against {args.old} on {args.golden} "
-                        f"({evaluation.evaluated_at}) failed: {lost}; fix the adapter, then {again}",
-                    )
-                ],
-                "promotion refused; nothing was changed",
-            )
-    targets = {args.new: new_weight, args.old: old_weight}
-    edited, old_line, new_line = edit_alias_row(text, args.alias, {k: v for k, v in targets.items() if v})
-    _check_only_alias_changed(document, yaml.safe_load(edited), args.alias, path)
-    temporary = path.with_name(path.name + ".promote.tmp")
-    temporary.write_text(edited)
-    os.replace(temporary, path)
-    out.write(f"- {old_line.strip()}\n+ {new_line.strip()}\n")
-    how = "rollback, no evaluation needed" if rollback else f"evaluation of {args.new} against {args.old} passed"
-    err.write(f"cdk-adapters: {path}: alias {args.alias} now {_flow(targets)} ({how}); deploy to apply\n")
+    return current
+
+
+def _require_passed_evaluation(args: argparse.Namespace, path: Path, had: int, new_weight: int) -> None:
+    """Raising NEW's share from `had` to `new_weight` needs its last evaluation against OLD on the
+    golden set (recorded beside the manifest) to have passed; otherwise the promotion is refused."""
+    from cdk_adapters.evaluation.record import last_evaluation, record_path_for
+
+    subject = f"alias '{args.alias}'"
+    if args.golden is None:
+        raise Failure(
+            [
+                Problem(
+                    subject,
+                    "--golden",
+                    f"raising {args.new}'s share from {had}% to {new_weight}% needs the golden set it was evaluated on",
+                )
+            ],
+            "nothing was changed",
+        )
+    digest = _golden_digest(args.golden)
+    record = record_path_for(path)
+    try:
+        evaluation = last_evaluation(record, digest=digest, candidate=args.new, reference=args.old)
+    except ValueError as error:
+        raise Failure([Problem(f"evaluation record '{record}'", "(file)", str(error))], "nothing was changed") from None
+    again = f"run: cdk-adapters eval {args.golden} {args.new} {args.old} --reference {args.old} --manifest {path}"
+    if evaluation is None:
+        raise Failure(
+            [
+                Problem(
+                    subject,
+                    "--to",
+                    f"{args.new} has no evaluation against {args.old} on {args.golden} ({digest[:19]}...) in {record}; {again}",
+                )
+            ],
+            "promotion refused; nothing was changed",
+        )
+    if not evaluation.passed:
+        lost = ", ".join(
+            f"{name} {v.get('candidate', 0):.2f} < {v.get('reference', 0):.2f}" for name, v in evaluation.worse.items()
+        )
+        raise Failure(
+            [
+                Problem(
+                    subject,
+                    "--to",
+                    f"the last evaluation of {args.new} against {args.old} on {args.golden} "
+                    f"({evaluation.evaluated_at}) failed: {lost}; fix the adapter, then {again}",
+                )
+            ],
+            "promotion refused; nothing was changed",
+        )
+
+
+def _golden_digest(golden: Path) -> str:
+    """The golden set's ``sha256:`` digest, as the evaluation record names it."""
+    try:
+        return "sha256:" + hashlib.sha256(golden.read_bytes()).hexdigest()
+    except OSError as error:
+        raise Failure(
+            [Problem(f"golden set '{golden}'", "--golden", f"cannot be read: {error.strerror or error}")],
+            "nothing was changed",
+        ) from None
 
 
 def _weights(given: str) -> tuple[int, int]:

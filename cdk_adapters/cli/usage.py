@@ -11,6 +11,9 @@ table, or ``--price-per-hour`` / ``--price-file``). Each adapter's share is its 
 all adapters' output tokens (generated tokens are what occupies the GPUs); when no adapter generated
 a token, the share is by requests; with no requests at all nothing is attributed. The shares add up
 to the whole cost: idle capacity is charged to the tenants who used the endpoint, in proportion.
+
+The reading, parsing and split are `cdk_adapters.usage`'s (one module each); this module checks the
+arguments, asks it for the report and prints it (table, ``--csv`` or ``--json``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import argparse
 import csv
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,53 +30,47 @@ from typing import Any, TextIO
 from cdk_adapters.cli.common import PROG, Failure, UsageError
 from cdk_adapters.cli.terminal import printable
 from cdk_adapters.contract import request_metrics as rm
-from cdk_adapters.contract.runtime_api import METRICS_PATH
 from cdk_adapters.private.text_table import aligned_rows
 from cdk_adapters.problems import ConfigurationError, Problem
-
-MAX_QUERIES_PER_REQUEST = 500
-"""GetMetricData takes at most 500 queries per call (CloudWatch API reference)."""
-HOUR = 3600
-"""The GetMetricData period: hourly datapoints, summed. Standard-resolution data older than 15
-days is kept at 5-minute and, after 63 days, hourly resolution, so an hour always resolves."""
-SINCE = re.compile(r"^(\d+)([mhd])$")
-
-# (column, metric, statistic): what one adapter's row is made of, each one query.
-QUERIES: tuple[tuple[str, str, str], ...] = (
-    ("requests", rm.ERRORS_5XX.name, "SampleCount"),  # every request line carries Errors5XX
-    ("input_tokens", rm.PROMPT_TOKENS_METRIC.name, "Sum"),
-    ("output_tokens", rm.OUTPUT_TOKENS_METRIC.name, "Sum"),
-    ("errors_4xx", rm.ERRORS_4XX.name, "Sum"),
-    ("errors_5xx", rm.ERRORS_5XX.name, "Sum"),
-    ("throttled", rm.THROTTLED.name, "Sum"),
+from cdk_adapters.usage import prometheus
+from cdk_adapters.usage.cloudwatch import (
+    HOUR,
+    MAX_QUERIES_PER_REQUEST,
+    QUERIES,
+    cloudwatch_client,
+    endpoint_usage,
+    list_adapters,
+    metric_queries,
+    read_cloudwatch,
 )
-COUNT_COLUMNS = tuple(column for column, _, _ in QUERIES)
+from cdk_adapters.usage.cost_split import period_instance_hours, split_endpoint_cost
+from cdk_adapters.usage.prometheus import MetricsUnreadable, parse_prometheus
+from cdk_adapters.usage.report import COUNT_COLUMNS, AdapterUsage, UsageReport
 
+__all__ = [  # the reading, parsing and splitting live in `cdk_adapters.usage`; importable from here too
+    "COUNT_COLUMNS",
+    "HOUR",
+    "MAX_QUERIES_PER_REQUEST",
+    "QUERIES",
+    "SINCE",
+    "AdapterUsage",
+    "UsageReport",
+    "cloudwatch_client",
+    "cloudwatch_report",
+    "list_adapters",
+    "metric_queries",
+    "parse_prometheus",
+    "period",
+    "read_cloudwatch",
+    "read_prometheus",
+    "register",
+    "run",
+    "split_cost",
+    "write_csv",
+    "write_table",
+]
 
-@dataclass
-class AdapterUsage:
-    """One adapter's figures over the period."""
-
-    adapter: str
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    errors_4xx: int = 0
-    errors_5xx: int = 0
-    throttled: int = 0
-    cost_share: float | None = None
-    """0-1 of the endpoint's cost (None: no cost asked for)."""
-    cost_usd: float | None = None
-
-
-@dataclass
-class UsageReport:
-    source: str
-    start: datetime | None
-    end: datetime | None
-    adapters: list[AdapterUsage]
-    cost: dict[str, Any] | None = field(default=None)
-    """instance type, price per hour and its source, instance-hours, total USD, the split rule."""
+SINCE = re.compile(r"^(\d+)([mhd])$")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -137,177 +134,33 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         write_table(report, out)
 
 
-# --------------------------------------------------------------------------------- CloudWatch
-
-
-def cloudwatch_client(region: str | None) -> Any:
-    import boto3
-
-    return boto3.client("cloudwatch", region_name=region)
+# ------------------------------------------------------------------ reading (cdk_adapters.usage)
 
 
 def cloudwatch_report(client: Any, args: argparse.Namespace) -> UsageReport:
     """The report for ``--endpoint``: its adapters (given, or listed), each one's figures for the period."""
     start, end = period(args)
-    adapters = args.adapters or list_adapters(client, args.namespace, args.endpoint)
-    figures = read_cloudwatch(client, args.namespace, args.endpoint, adapters, start, end)
-    return UsageReport(f"CloudWatch {args.namespace} EndpointName={args.endpoint}", start, end, figures)
-
-
-def list_adapters(client: Any, namespace: str, endpoint: str) -> list[str]:
-    """Every ``Adapter`` value CloudWatch has for the endpoint (ListMetrics, every page)."""
-    found: set[str] = set()
-    request: dict[str, Any] = {
-        "Namespace": namespace,
-        "MetricName": rm.ERRORS_5XX.name,
-        "Dimensions": [{"Name": rm.ENDPOINT_DIMENSION, "Value": endpoint}],
-    }
-    while True:
-        page = client.list_metrics(**request)
-        for metric in page.get("Metrics", []):
-            dimensions = {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
-            if rm.ADAPTER_DIMENSION in dimensions and dimensions.get(rm.ENDPOINT_DIMENSION) == endpoint:
-                found.add(dimensions[rm.ADAPTER_DIMENSION])
-        token = page.get("NextToken")
-        if not token:
-            return sorted(found)
-        request["NextToken"] = token
-
-
-def metric_queries(namespace: str, endpoint: str, adapters: list[str]) -> list[dict[str, Any]]:
-    """One GetMetricData query per adapter and figure, ids ``q<adapter index>_<figure index>``."""
-    queries = []
-    for adapter_index, adapter in enumerate(adapters):
-        dimensions = [{"Name": rm.ENDPOINT_DIMENSION, "Value": endpoint}, {"Name": rm.ADAPTER_DIMENSION, "Value": adapter}]
-        for figure_index, (_, metric, statistic) in enumerate(QUERIES):
-            queries.append(
-                {
-                    "Id": f"q{adapter_index}_{figure_index}",
-                    "MetricStat": {
-                        "Metric": {"Namespace": namespace, "MetricName": metric, "Dimensions": dimensions},
-                        "Period": HOUR,
-                        "Stat": statistic,
-                    },
-                    "ReturnData": True,
-                }
-            )
-    return queries
-
-
-def read_cloudwatch(
-    client: Any, namespace: str, endpoint: str, adapters: list[str], start: datetime, end: datetime
-) -> list[AdapterUsage]:
-    """Each adapter's figures: GetMetricData in batches of 500 queries, each batch's pages followed."""
-    queries = metric_queries(namespace, endpoint, adapters)
-    totals: dict[str, float] = {}
-    for first in range(0, len(queries), MAX_QUERIES_PER_REQUEST):
-        request: dict[str, Any] = {
-            "MetricDataQueries": queries[first : first + MAX_QUERIES_PER_REQUEST],
-            "StartTime": start,
-            "EndTime": end,
-            "ScanBy": "TimestampAscending",
-        }
-        while True:
-            page = client.get_metric_data(**request)
-            for result in page.get("MetricDataResults", []):
-                totals[result["Id"]] = totals.get(result["Id"], 0.0) + sum(result.get("Values", []))
-            token = page.get("NextToken")
-            if not token:
-                break
-            request["NextToken"] = token
-    rows = []
-    for adapter_index, adapter in enumerate(adapters):
-        row = AdapterUsage(adapter)
-        for figure_index, (column, _, _) in enumerate(QUERIES):
-            setattr(row, column, round(totals.get(f"q{adapter_index}_{figure_index}", 0.0)))
-        rows.append(row)
-    return rows
-
-
-# --------------------------------------------------------------------------------- Prometheus
+    return endpoint_usage(client, args.namespace, args.endpoint, args.adapters, start, end)
 
 
 def read_prometheus(url: str) -> list[AdapterUsage]:
     """Each adapter's totals since the server started, from its Prometheus text (``/metrics``)."""
-    import httpx
-
-    target = url if url.rstrip("/").endswith(METRICS_PATH) else url.rstrip("/") + METRICS_PATH
     try:
-        answer = httpx.get(target, timeout=30)
-    except httpx.HTTPError as error:
-        raise Failure([Problem(PROG, "--prometheus", f"cannot read {target}: {error}")], "no metrics read") from None
-    if answer.status_code != 200:
-        raise Failure([Problem(PROG, "--prometheus", f"{target} answered {answer.status_code}")], "no metrics read")
-    return parse_prometheus(answer.text)
-
-
-def parse_prometheus(text: str) -> list[AdapterUsage]:
-    """The container's per-adapter series (`adapter_server.observability`), parsed with prometheus_client."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    rows: dict[str, AdapterUsage] = {}
-
-    def row(adapter: str) -> AdapterUsage:
-        return rows.setdefault(adapter, AdapterUsage(adapter))
-
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            adapter = sample.labels.get("adapter")
-            if adapter is None or not sample.name.endswith("_total"):
-                continue
-            value = round(sample.value)
-            if sample.name == "cdk_adapters_requests_total":
-                label = sample.labels.get("status") or ""
-                status = int(label) if label.isdigit() else 0
-                row(adapter).requests += value
-                if 400 <= status < 500:
-                    row(adapter).errors_4xx += value
-                elif status >= 500:
-                    row(adapter).errors_5xx += value
-            elif sample.name == "cdk_adapters_prompt_tokens_total":
-                row(adapter).input_tokens += value
-            elif sample.name == "cdk_adapters_output_tokens_total":
-                row(adapter).output_tokens += value
-            elif sample.name == "cdk_adapters_throttled_requests_total":
-                row(adapter).throttled += value
-    return [rows[name] for name in sorted(rows)]
-
-
-# ------------------------------------------------------------------------------------- cost
+        return prometheus.read_prometheus(url)
+    except MetricsUnreadable as error:
+        raise Failure([Problem(PROG, "--prometheus", str(error))], "no metrics read") from None
 
 
 def split_cost(report: UsageReport, args: argparse.Namespace) -> dict[str, Any]:
-    """The endpoint's cost for the period, and each adapter's share of it (the module's rule)."""
+    """The endpoint's cost for the period, and each adapter's share of it (`cdk_adapters.usage.cost_split`)."""
     from cdk_adapters.planner.prices import resolve_price
 
     try:
         price = resolve_price(args.instance_type, price_per_hour=args.price_per_hour, price_file=args.price_file)
     except ConfigurationError as error:
         raise Failure(list(error.problems), "no price for the cost split") from None
-    if args.instance_hours is not None:
-        instance_hours = args.instance_hours
-    else:
-        assert report.start is not None and report.end is not None
-        instance_hours = (args.instances or 1) * (report.end - report.start).total_seconds() / 3600
-    total = instance_hours * price.usd_per_hour
-    tokens = sum(row.output_tokens for row in report.adapters)
-    requests = sum(row.requests for row in report.adapters)
-    rule, weights = "output tokens", [row.output_tokens for row in report.adapters]
-    if not tokens:
-        rule, weights = "requests (no output tokens in the period)", [row.requests for row in report.adapters]
-    whole = sum(weights)
-    for row, weight in zip(report.adapters, weights):
-        row.cost_share = weight / whole if whole else 0.0
-        row.cost_usd = round(total * row.cost_share, 4)
-    return {
-        "instance_type": args.instance_type,
-        "usd_per_hour": price.usd_per_hour,
-        "price_source": price.source,
-        "instance_hours": round(instance_hours, 4),
-        "total_usd": round(total, 4),
-        "split_by": rule if whole else "nothing (no requests in the period): not attributed",
-        "requests": requests,
-    }
+    hours = args.instance_hours if args.instance_hours is not None else period_instance_hours(report, args.instances)
+    return split_endpoint_cost(report, args.instance_type, price, hours)
 
 
 # ------------------------------------------------------------------------------------ period
