@@ -305,6 +305,7 @@ class MultiAdapterEndpoint(Construct):
         self._canary_percent = 0
         self.monitoring = EndpointMonitoring(
             self,
+            endpoint=self,
             request_metrics=request_metrics,
             alarms=alarms,
             deployment=deployment,

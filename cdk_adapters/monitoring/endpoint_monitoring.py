@@ -10,11 +10,11 @@ are a public contract.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aws_cdk import Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.monitoring import alarms as monitoring_alarms
@@ -27,13 +27,33 @@ if TYPE_CHECKING:
     from cdk_adapters.hosting.rolling_update import RollingUpdate
 
 
+class _AlarmCapacity(Protocol):
+    """What adapter alarms need of the fleet: room in the adapter's shard, and reserving it."""
+
+    def capacity_problems(self, name: str, subject: str, *, resources: int, what: str) -> list[Problem]: ...
+    def reserve(self, name: str, resources: int) -> None: ...
+
+
+class MonitoredEndpoint(IConstruct, Protocol):
+    """What the monitoring reads of a `MultiAdapterEndpoint` (described here, so that monitoring
+    imports nothing of the endpoint): its names and, once created, its fleet."""
+
+    @property
+    def endpoint_name(self) -> str: ...
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def fleet(self) -> _AlarmCapacity: ...
+
+
 class EndpointMonitoring:
     """Request metrics, alarms and the dashboard of one endpoint (a helper, not a construct)."""
 
     def __init__(
         self,
-        endpoint: Any,
+        scope: Construct,
         *,
+        endpoint: MonitoredEndpoint,
         request_metrics: RequestMetrics | None,
         alarms: MonitoringAlarms | None,
         deployment: RollingUpdate | None,
@@ -43,6 +63,8 @@ class EndpointMonitoring:
         subject: str,
     ) -> None:
         """No constructs are created here: `create_endpoint_alarms` and `create_dashboard` do."""
+        self._scope = scope
+        """Where the alarms and the dashboard are created (the endpoint construct)."""
         self._endpoint = endpoint
         self._subject = subject
         self.settings = request_metrics or RequestMetrics()
@@ -107,7 +129,7 @@ class EndpointMonitoring:
         if settings is not None and settings.endpoint is not None:
             deployment = self._deployment
             self.endpoint_alarms = monitoring_alarms.create_alarms(
-                Construct(self._endpoint, "Alarms"),
+                Construct(self._scope, "Alarms"),
                 source=self.rollup,
                 thresholds=settings.endpoint,
                 name_prefix=self._endpoint.prefix,
@@ -181,7 +203,7 @@ class EndpointMonitoring:
             return None
         endpoint = self._endpoint
         self.dashboard = EndpointDashboard(
-            endpoint,
+            self._scope,
             "Dashboard",
             # Dashboards are global, not per region (CloudFormation's AWS::CloudWatch::Dashboard):
             # the region keeps the same stack in two regions from fighting over one name.
