@@ -35,7 +35,7 @@ from aws_cdk import aws_s3 as s3
 
 from cdk_adapters.contract.discovery import tenant_name_problems
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
-from cdk_adapters.endpoint.iam_conditions import account_problem, kms_via_s3, s3_owned_by
+from cdk_adapters.private.iam_conditions import account_problem, kms_via_s3, s3_owned_by
 from cdk_adapters.problems import Problem
 
 

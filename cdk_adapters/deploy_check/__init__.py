@@ -8,8 +8,8 @@ from typing import Any
 
 _EXPORTS = {
     # what ``from cdk_adapters.deploy_check import ...`` gave when this folder was one module
-    "DeployCheck": "cdk_adapters.deploy_check.deploy_check",
-    "AdapterCheck": "cdk_adapters.deploy_check.deploy_check",
+    "DeployCheck": "cdk_adapters.deploy_check.settings",
+    "AdapterCheck": "cdk_adapters.deploy_check.settings",
     "AdapterDeployCheck": "cdk_adapters.deploy_check.deploy_check",
 }
 

@@ -1,5 +1,5 @@
-"""The endpoint, its imported twin and the interface both satisfy, and what they share: adapter
-components, grants, discovery, the execution role and the log groups."""
+"""The endpoint, its imported twin and the interface both satisfy, and what they share: the checks
+`add_adapter` runs, adapter components, grants, discovery, tenant assignment and the execution role."""
 
 from __future__ import annotations
 

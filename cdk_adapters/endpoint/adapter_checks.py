@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact, S3Object
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.deploy_check.deploy_check import AdapterCheck
+from cdk_adapters.deploy_check.settings import AdapterCheck
 from cdk_adapters.endpoint import names
 from cdk_adapters.gate import Acknowledgment, Reference
 from cdk_adapters.gate.check import new_adapter_name_problems

@@ -33,14 +33,14 @@ from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
 from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.contract.tenant_limits import AdapterLimits
-from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
+from cdk_adapters.deploy_check.deploy_check import AdapterDeployCheck
+from cdk_adapters.deploy_check.settings import AdapterCheck, DeployCheck
 from cdk_adapters.endpoint import adapter_checks, discovery_parameter, names, serving_reference
 from cdk_adapters.endpoint.adapter_settings import AdapterSettings, ServingEnvironment, SettingsSizeValidation
 from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInferenceComponent
-from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, log_group_arn, sagemaker_principal
+from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.endpoint.invoke_grant import InvokeGrants, granted_list_problems
-from cdk_adapters.endpoint.logs import EndpointLogGroups, EndpointLogs, grant_read_capture, with_logs_key
 from cdk_adapters.endpoint.serving_policy import ServingPolicy
 from cdk_adapters.endpoint.synth_validations import AdapterNamesValidation, AliasValidation, alias_name_problems
 from cdk_adapters.gate import Acknowledgment, BaseModelFacts, Reference
@@ -55,6 +55,7 @@ from cdk_adapters.hosting.instance_access import SsmAccess
 from cdk_adapters.hosting.instance_pools import (
     InstancePool,
 )
+from cdk_adapters.hosting.logs import EndpointLogGroups, EndpointLogs, grant_read_capture, with_logs_key
 from cdk_adapters.hosting.model_data import ModelData, ModelDataConfig
 from cdk_adapters.hosting.networking import EndpointNetworking, VpcPlacement
 from cdk_adapters.hosting.rolling_update import RollingUpdate
@@ -65,7 +66,7 @@ from cdk_adapters.monitoring.alarms import MonitoringAlarms
 from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N
 from cdk_adapters.monitoring.endpoint_monitoring import EndpointMonitoring
 from cdk_adapters.monitoring.metric_source import RequestMetrics
-from cdk_adapters.private.arns import endpoint_arn
+from cdk_adapters.private.arns import endpoint_arn, log_group_arn
 from cdk_adapters.private.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 

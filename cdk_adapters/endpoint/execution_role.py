@@ -27,21 +27,19 @@ import json
 from collections.abc import Iterable, Sequence
 
 import jsii
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IValidation
 
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.contract import capture_record
-from cdk_adapters.endpoint.iam_conditions import kms_via_s3, s3_owned_by
+from cdk_adapters.hosting.logs import log_group_arns
 from cdk_adapters.hosting.networking import VpcPlacement
 from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.private.iam_conditions import kms_via_s3, s3_owned_by
 
 SAGEMAKER_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
-ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
-COMPONENT_LOG_GROUP_PREFIX = "/aws/sagemaker/InferenceComponents/"
 ECR_PULL_ACTIONS = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents")
 """No ``logs:CreateLogGroup``: the endpoint creates its log groups (retention, key) before SageMaker writes."""
@@ -80,31 +78,6 @@ def inline_policy_characters(policies: Iterable[iam.Policy]) -> int:
         document = Stack.of(policy).resolve(policy.document.to_json())
         total += len("".join(json.dumps(document, separators=(",", ":")).split()))
     return total
-
-
-def log_group_names(endpoint_name: str, base_component_name: str) -> tuple[str, str, str]:
-    """Where the endpoint's logs go: SageMaker's groups for the endpoint and the base component,
-    and the capture group the container writes one stream per adapter to."""
-    return (
-        ENDPOINT_LOG_GROUP_PREFIX + endpoint_name,
-        COMPONENT_LOG_GROUP_PREFIX + base_component_name,
-        capture_record.capture_log_group_name(endpoint_name),
-    )
-
-
-def log_group_arn(scope: Construct, group: str) -> str:
-    return Stack.of(scope).format_arn(
-        service="logs", resource="log-group", resource_name=group, arn_format=ArnFormat.COLON_RESOURCE_NAME
-    )
-
-
-def log_group_arns(scope: Construct, endpoint_name: str, base_component_name: str) -> list[str]:
-    """The endpoint's three log groups (`log_group_names`), and their streams (``:*``)."""
-    arns = []
-    for group in log_group_names(endpoint_name, base_component_name):
-        arn = log_group_arn(scope, group)
-        arns += [arn, f"{arn}:*"]
-    return arns
 
 
 def sagemaker_principal(scope: Construct) -> iam.IPrincipal:

@@ -59,15 +59,16 @@ from cdk_adapters.contract.discovery import (
     DiscoveryRecord,
     ServingReference,
 )
-from cdk_adapters.deploy_check.deploy_check import AdapterCheck, AdapterDeployCheck, DeployCheck
+from cdk_adapters.deploy_check.deploy_check import AdapterDeployCheck
+from cdk_adapters.deploy_check.settings import AdapterCheck, DeployCheck
 from cdk_adapters.endpoint import adapter_checks, names, serving_reference
 from cdk_adapters.endpoint.components import AdapterInferenceComponent, InferenceComponentMetrics
 from cdk_adapters.endpoint.discovery_parameter import lookup_discovery_record
 from cdk_adapters.endpoint.invoke_grant import TenantInvokeGrants, granted_list_problems
-from cdk_adapters.endpoint.logs import EndpointLogs, grant_read_capture
 from cdk_adapters.endpoint.tenant_archives import TenantArchiveGrant
 from cdk_adapters.endpoint.tenant_assignment import TenantStackBudget, assigned_tenant, tenant_location_problems
 from cdk_adapters.gate import Acknowledgment, Reference
+from cdk_adapters.hosting.logs import EndpointLogs, grant_read_capture
 from cdk_adapters.private.arns import endpoint_arn
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 

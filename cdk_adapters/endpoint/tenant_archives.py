@@ -7,8 +7,8 @@ from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from cdk_adapters.endpoint.iam_conditions import kms_via_s3, s3_owned_by
 from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.private.iam_conditions import kms_via_s3, s3_owned_by
 
 REASON_TENANT_ARCHIVE_POLICY = (
     "inline on purpose: it lets the platform's endpoint role read the exact CDK asset objects of this tenant "

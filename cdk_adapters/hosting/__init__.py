@@ -1,2 +1,2 @@
 """What runs the base model: compute, instance types and pools, networking, scaling, the rolling
-update, vLLM options, the model data and the container image."""
+update, vLLM options, the model data, the container image and the log groups."""

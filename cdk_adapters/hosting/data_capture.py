@@ -15,7 +15,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 
-from cdk_adapters.endpoint.iam_conditions import kms_via_s3
+from cdk_adapters.private.iam_conditions import kms_via_s3
 from cdk_adapters.problems import Problem
 
 CAPTURE_MODES = ("Input", "Output", "InputAndOutput")

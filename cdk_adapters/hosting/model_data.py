@@ -24,7 +24,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 
-from cdk_adapters.endpoint.iam_conditions import account_problem, kms_via_s3, s3_owned_by
+from cdk_adapters.private.iam_conditions import account_problem, kms_via_s3, s3_owned_by
 from cdk_adapters.problems import Problem
 
 

@@ -27,7 +27,7 @@ from cdk_adapters.gate import vlm_traps
 from cdk_adapters.gate.acknowledgments import reason_error, rule_error
 from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.monitoring import thresholds as alarm_thresholds
-from cdk_adapters.planner.traffic import TRAFFIC_BOUNDS
+from cdk_adapters.private.traffic_bounds import TRAFFIC_BOUNDS
 
 if TYPE_CHECKING:
     from cdk_adapters.contract.capture_record import CaptureSettings

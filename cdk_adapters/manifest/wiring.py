@@ -27,7 +27,7 @@ from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.contract.capture_record import CaptureSettings
 from cdk_adapters.contract.s3_url import parse_s3_url
 from cdk_adapters.contract.tenant_limits import AdapterLimits
-from cdk_adapters.deploy_check.deploy_check import AdapterCheck
+from cdk_adapters.deploy_check.settings import AdapterCheck
 from cdk_adapters.endpoint.components import AdapterInferenceComponent
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.gate import Acknowledgment

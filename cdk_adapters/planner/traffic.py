@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from cdk_adapters.private.traffic_bounds import TRAFFIC_BOUNDS
 from cdk_adapters.problems import ConfigurationError, Problem
 
 
@@ -38,20 +39,6 @@ DEFAULT_PEAK_FACTOR = 2.0
 MAX_TENANTS = 10_000
 """Most tenants one plan prices (the what-if's ``--tenants``): ten endpoints' worth at the fleet's
 1,000 adapters each. The work grows with the count, so it is bounded rather than left to run."""
-MAX_REQUESTS_PER_MINUTE = 1_000_000.0
-"""Per tenant: about 16,700 requests a second, far past any one adapter's share of an endpoint."""
-MAX_TOKENS = 1_048_576
-"""Per request, prompt or output: past every context length vLLM serves today."""
-MAX_PEAK_FACTOR = 100.0
-
-TRAFFIC_BOUNDS = {
-    # field -> (smallest, largest): the manifest's ``traffic:`` and the command line's what-if
-    "requests_per_minute": (0.0, MAX_REQUESTS_PER_MINUTE),
-    "prompt_tokens": (0, MAX_TOKENS),
-    "output_tokens": (1, MAX_TOKENS),
-    "peak_factor": (1.0, MAX_PEAK_FACTOR),
-}
-"""Every traffic number is finite and within these bounds, so no plan overflows or runs away."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ needs a reference to the resource: a grant or a check in another stack names it 
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import ArnFormat, Stack
 from constructs import IConstruct
 
 
@@ -18,3 +18,10 @@ def endpoint_arn(scope: IConstruct, endpoint_name: str) -> str:
 def inference_component_arn(scope: IConstruct, component_name: str) -> str:
     """The ARN of an inference component (or, with a trailing ``*``, a name pattern of them)."""
     return Stack.of(scope).format_arn(service="sagemaker", resource="inference-component", resource_name=component_name)
+
+
+def log_group_arn(scope: IConstruct, group: str) -> str:
+    """A CloudWatch Logs group's ARN (``arn:...:log-group:<name>``, without the ``:*`` of its streams)."""
+    return Stack.of(scope).format_arn(
+        service="logs", resource="log-group", resource_name=group, arn_format=ArnFormat.COLON_RESOURCE_NAME
+    )

@@ -22,8 +22,8 @@ from aws_cdk.assertions import Template
 
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
-from cdk_adapters.endpoint.logs import EndpointLogs
 from cdk_adapters.hosting.container_image import ContainerImage
+from cdk_adapters.hosting.logs import EndpointLogs
 from cdk_adapters.hosting.model_data import ModelData
 from cdk_adapters.hosting.rolling_update import RollingUpdate
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms

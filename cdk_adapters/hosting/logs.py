@@ -31,8 +31,8 @@ from constructs import Construct
 
 from cdk_adapters.contract import capture_record
 from cdk_adapters.contract.adapter_names import adapter_name_key
-from cdk_adapters.endpoint.execution_role import log_group_arn, log_group_names
 from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.private.arns import log_group_arn
 from cdk_adapters.problems import ConfigurationError, Problem
 
 DEFAULT_RETENTION = logs.RetentionDays.ONE_YEAR
@@ -49,6 +49,29 @@ LOGS_KEY_ACTIONS = (
 """What CloudWatch Logs needs of a key that encrypts a log group ("Encrypt log data in CloudWatch
 Logs using AWS KMS", whose example grants the same families with wildcards)."""
 REMOVAL_POLICIES = (RemovalPolicy.RETAIN, RemovalPolicy.DESTROY, RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE)
+
+
+ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
+COMPONENT_LOG_GROUP_PREFIX = "/aws/sagemaker/InferenceComponents/"
+
+
+def log_group_names(endpoint_name: str, base_component_name: str) -> tuple[str, str, str]:
+    """Where the endpoint's logs go: SageMaker's groups for the endpoint and the base component,
+    and the capture group the container writes one stream per adapter to."""
+    return (
+        ENDPOINT_LOG_GROUP_PREFIX + endpoint_name,
+        COMPONENT_LOG_GROUP_PREFIX + base_component_name,
+        capture_record.capture_log_group_name(endpoint_name),
+    )
+
+
+def log_group_arns(scope: Construct, endpoint_name: str, base_component_name: str) -> list[str]:
+    """The endpoint's three log groups (`log_group_names`), and their streams (``:*``)."""
+    arns = []
+    for group in log_group_names(endpoint_name, base_component_name):
+        arn = log_group_arn(scope, group)
+        arns += [arn, f"{arn}:*"]
+    return arns
 
 
 @dataclass(frozen=True)
