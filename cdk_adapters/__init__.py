@@ -127,6 +127,7 @@ _MOVED = {
     "nag_acknowledgments": "private.nag_acknowledgments",
     "synth_summary": "cli.synth_summary",
     "monitoring.request_metrics": "monitoring.metric_source",
+    "manifest.plan": "manifest.gating",
 }
 
 

@@ -20,7 +20,7 @@ from cdk_adapters.problems import ConfigurationError, Problem
 
 if TYPE_CHECKING:
     from cdk_adapters.hosting.instance_types import GpuInstanceType
-    from cdk_adapters.manifest.plan import ManifestPlan
+    from cdk_adapters.manifest.gating import ManifestPlan
     from cdk_adapters.planner.endpoint_plan import PlanSettings
     from cdk_adapters.planner.gpu_lora import TenantLora
     from cdk_adapters.planner.lora_memory import BaseModelShapes

@@ -9,9 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from cdk_adapters.manifest.loader import DEFAULT_MANIFEST_PATH, LoadedManifest, load_manifest, parse_manifest
-from cdk_adapters.manifest.lock import LockEntry, LockFile, load_lock, lock_path_for, write_lock
-from cdk_adapters.manifest.plan import (
+from cdk_adapters.manifest.gating import (
     ManifestPlan,
     PlannedAdapter,
     base_facts,
@@ -20,6 +18,8 @@ from cdk_adapters.manifest.plan import (
     plan_manifest,
     plan_manifest_file,
 )
+from cdk_adapters.manifest.loader import DEFAULT_MANIFEST_PATH, LoadedManifest, load_manifest, parse_manifest
+from cdk_adapters.manifest.lock import LockEntry, LockFile, load_lock, lock_path_for, write_lock
 from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest, ServingLimits
 
 _WIRING = (

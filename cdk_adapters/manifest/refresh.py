@@ -21,9 +21,9 @@ from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.gate.adapter_facts import AdapterFacts
 from cdk_adapters.gate.check import check_adapter_contents
 from cdk_adapters.manifest.base_pin import pin_differences, read_base_pin
+from cdk_adapters.manifest.gating import manifest_reference
 from cdk_adapters.manifest.loader import LoadedManifest
 from cdk_adapters.manifest.lock import BaseModelPin, LockEntry, LockFile
-from cdk_adapters.manifest.plan import manifest_reference
 from cdk_adapters.problems import Problem
 
 _CHUNK = 1024 * 1024

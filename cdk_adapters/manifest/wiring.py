@@ -33,7 +33,7 @@ from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.gate import Acknowledgment
 from cdk_adapters.hosting.model_data import ModelData
 from cdk_adapters.hosting.vllm_options import VllmOptions
-from cdk_adapters.manifest.plan import ManifestPlan, PlannedAdapter, plan_manifest, plan_manifest_file
+from cdk_adapters.manifest.gating import ManifestPlan, PlannedAdapter, plan_manifest, plan_manifest_file
 from cdk_adapters.manifest.schema import BaseModelSpec
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
 

@@ -27,7 +27,7 @@ from cdk_adapters.planner.throughput import InstanceThroughput, given_throughput
 if TYPE_CHECKING:
     from cdk_adapters.gate import AdapterFacts
     from cdk_adapters.hosting.instance_types import GpuInstanceType
-    from cdk_adapters.manifest.plan import ManifestPlan
+    from cdk_adapters.manifest.gating import ManifestPlan
     from cdk_adapters.planner.lora_memory import BaseModelShapes
     from cdk_adapters.planner.prices import InstancePrice
     from cdk_adapters.planner.traffic import TenantTraffic

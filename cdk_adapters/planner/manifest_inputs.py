@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.gate.safetensors_header import TensorInfo
-from cdk_adapters.manifest.plan import ManifestPlan
+from cdk_adapters.manifest.gating import ManifestPlan
 from cdk_adapters.planner.fit import AdapterSize
 from cdk_adapters.planner.lora_memory import (
     BaseModelShapes,
