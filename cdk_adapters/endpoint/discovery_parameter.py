@@ -67,7 +67,7 @@ def publish_discovery(
         string_value=rendered,
         description=f"cdk-adapters discovery record (endpoint, base component, naming rule) of endpoint {component_prefix}",
     )
-    cfn: ssm.CfnParameter = parameter.node.default_child  # type: ignore[assignment]
+    cfn: ssm.CfnParameter = parameter.node.default_child  # type: ignore[assignment]  # CDK types default_child as IConstruct
     cfn.tier = Lazy.string(_Tier(record))
     parameter.node.add_validation(_RecordSizeValidation(record, parameter_name))
     return parameter

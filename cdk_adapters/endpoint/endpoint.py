@@ -471,7 +471,7 @@ class MultiAdapterEndpoint(Construct):
             placement=self.placement,
             base=self.base_component,
             endpoint_name=self.endpoint.attr_endpoint_name,
-            prerequisites=[self.permissions.policy.node.default_child],  # type: ignore[list-item]
+            prerequisites=[self.permissions.policy.node.default_child],  # type: ignore[list-item]  # the Policy's CfnPolicy
         )
         self.deploy_check: AdapterDeployCheck | None = None
         """The deploy check (`deploy_check=`): its function, provider and custom resource."""
@@ -594,7 +594,7 @@ class MultiAdapterEndpoint(Construct):
         if config.asset_object_arn is not None:
             self.permissions.add_local_archive(config.asset_object_arn, config.asset_kms_key_arn)
             assert self.permissions.local_archive_policy is not None
-            self.fleet.add_prerequisite(self.permissions.local_archive_policy.node.default_child)  # type: ignore[arg-type]
+            self.fleet.add_prerequisite(self.permissions.local_archive_policy.node.default_child)  # type: ignore[arg-type]  # its CfnPolicy
         return component
 
     def add_adapter_alarms(self, adapter: str, overrides: Mapping[str, Any] | None = None) -> dict[str, cloudwatch.Alarm]:

@@ -298,7 +298,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         if config.asset_object_arn is not None:
             assert self._archive_grant is not None, "a local archive is refused without execution_role_arn"
             policy = self._archive_grant.add(config.asset_object_arn, config.asset_kms_key_arn)
-            component.resource.add_resource_dependency(policy.node.default_child)  # type: ignore[arg-type]
+            component.resource.add_resource_dependency(policy.node.default_child)  # type: ignore[arg-type]  # its CfnPolicy
         self._components[adapter_names.adapter_name_key(name)] = component
         if self.deploy_check is not None:
             self.deploy_check.track(component, check)

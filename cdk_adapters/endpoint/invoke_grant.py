@@ -119,11 +119,13 @@ class InvokeGrants:
             component = endpoint.fleet.component(adapter)
             if component is not None:
                 main_arns.append(_component_arn(endpoint, component.inference_component_name))
-            served = canary.fleet.component(adapter) if canary is not None else None
+            if canary is None:
+                continue
+            served = canary.fleet.component(adapter)
             if served is not None:
-                canary_arns.append(_component_arn(canary, served.inference_component_name))  # type: ignore[arg-type]
-        if canary_arns:
-            canary_arns.insert(0, canary.endpoint_arn)  # type: ignore[union-attr]
+                canary_arns.append(_component_arn(canary, served.inference_component_name))
+        if canary is not None and canary_arns:
+            canary_arns.insert(0, canary.endpoint_arn)
         return list(dict.fromkeys(main_arns + canary_arns))
 
 
@@ -254,7 +256,7 @@ class TenantInvokeGrants:
 def granted_list_problems(adapters: object, subject: str, *, leave_out: str) -> list[Problem]:
     """`grant_invoke(adapters=...)` is None or a non-empty list of names (a bare string is refused:
     it would be read letter by letter). `leave_out` says what leaving it out grants."""
-    if adapters is not None and (isinstance(adapters, str) or not list(adapters)):  # type: ignore[call-overload]
+    if adapters is not None and (isinstance(adapters, str) or not list(adapters)):  # type: ignore[call-overload]  # user input: an iterable or not
         return [
             Problem(
                 subject,

@@ -77,7 +77,8 @@ def assigned_tenant(
                 ),
             )
         ]
-    assigned = serving.tenant_of(tenant)  # type: ignore[union-attr]
+    assert serving is not None, "tenants are assigned only in a serving reference"
+    assigned = serving.tenant_of(tenant)
     if assigned is None:
         return None, [
             Problem(
@@ -96,7 +97,7 @@ def assigned_tenant(
                 "adapter_locations",
                 (
                     f"cannot widen tenant {assigned!r}'s locations: the platform assigns them "
-                    f"({', '.join(serving.locations_of(assigned))}); leave adapter_locations out"  # type: ignore[union-attr]
+                    f"({', '.join(serving.locations_of(assigned))}); leave adapter_locations out"
                 ),
             )
         ]

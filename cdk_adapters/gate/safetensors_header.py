@@ -12,7 +12,7 @@ import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 MAX_TENSORS = 131_072
 """The most tensors an adapter's safetensors file may declare.
@@ -142,9 +142,10 @@ def _tensor_info(name: str, entry: object) -> TensorInfo:
     if isinstance(raw_shape, list) and len(raw_shape) > MAX_TENSOR_DIMS:  # refused before converting a single dim
         raise SafetensorsHeaderError(f"tensor {name!r} declares more than {MAX_TENSOR_DIMS} dimensions")
     try:
-        dtype = entry["dtype"]  # type: ignore[index]
-        shape = tuple(int(dim) for dim in entry["shape"])  # type: ignore[index]
-        start, end = (int(offset) for offset in entry["data_offsets"])  # type: ignore[index]
+        fields: dict[str, Any] = entry  # type: ignore[assignment]  # a non-dict entry raises TypeError below, as intended
+        dtype = fields["dtype"]
+        shape = tuple(int(dim) for dim in fields["shape"])
+        start, end = (int(offset) for offset in fields["data_offsets"])
     except (TypeError, KeyError, ValueError):
         raise SafetensorsHeaderError(f"tensor {name!r} has a malformed header entry") from None
     if end < start or start < 0:

@@ -183,7 +183,7 @@ def grant_read_capture(
 ) -> iam.Grant:
     """``logs:GetLogEvents`` on exactly the capture streams of `adapters`; a name `is_own` refuses
     is a problem (`not_own` says why), as is an empty list."""
-    names = [adapters] if isinstance(adapters, str) else list(adapters)  # type: ignore[call-overload]
+    names = [adapters] if isinstance(adapters, str) else list(adapters)  # type: ignore[call-overload]  # any iterable the caller passes; names are checked next
     refused = [name for name in names if not isinstance(name, str) or not is_own(name)]
     if not names or refused:
         raise ConfigurationError(
@@ -232,7 +232,7 @@ class EndpointLogGroups(Construct):
     @property
     def resources(self) -> list[CfnResource]:
         """The ``AWS::Logs::LogGroup`` resources, for dependencies."""
-        return [group.node.default_child for group in (self.endpoint, self.base_component, self.capture)]  # type: ignore[misc]
+        return [group.node.default_child for group in (self.endpoint, self.base_component, self.capture)]  # type: ignore[misc]  # a LogGroup's default child is its CfnLogGroup
 
 
 def _is_key(value: object) -> bool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeGuard
 
 import jsii
 from aws_cdk import Duration, Stack
@@ -165,7 +166,7 @@ class ScalableCopyCount(Construct):
         subject = _subject(inference_component_name)
         found: list[Problem] = []
         for field, value, low in (("min_copies", min_copies, 0), ("max_copies", max_copies, 1)):
-            if not _is_int(value) or value < low:  # type: ignore[operator]
+            if not _is_int(value) or value < low:
                 found.append(Problem(subject, field, f"must be an integer >= {low}, got {value!r}"))
         if found:
             return found
@@ -347,7 +348,7 @@ def _subject(inference_component_name: str) -> str:
     return f"base inference component {inference_component_name!r}"
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -98,7 +98,7 @@ def build_base_model(out_dir: Path, *, seed: int = 0, num_key_value_heads: int =
         dtype="float32",
     )
     # transformers leaves __init__ unannotated, and types its @wraps'd to() as unbound (self first)
-    model = LlamaForCausalLM(config).to(torch.float32)  # type: ignore[no-untyped-call, arg-type]
+    model = LlamaForCausalLM(config).to(torch.float32)  # type: ignore[no-untyped-call, arg-type]  # transformers: unannotated __init__, to() typed unbound
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     return out_dir
@@ -153,7 +153,7 @@ def build_lora_adapter(
             if "lora_B" in name:
                 param.mul_(20.0)
     # PEFT annotates save_directory as str, but takes any path (os.path / os.makedirs)
-    model.save_pretrained(out_dir, safe_serialization=True, save_embedding_layers=save_embedding_layers)  # type: ignore[arg-type]
+    model.save_pretrained(out_dir, safe_serialization=True, save_embedding_layers=save_embedding_layers)  # type: ignore[arg-type]  # PEFT annotates str, takes any path
     set_base_identity(out_dir, base_model_name_or_path, revision)
     return out_dir
 
