@@ -3,8 +3,7 @@ construct, the request contract and the Lambda handler)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from cdk_adapters.private.lazy_exports import lazy_exports
 
 _EXPORTS = {
     # what ``from cdk_adapters.deploy_check import ...`` gave when this folder was one module
@@ -13,9 +12,4 @@ _EXPORTS = {
     "AdapterDeployCheck": "cdk_adapters.deploy_check.deploy_check",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

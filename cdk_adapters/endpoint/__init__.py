@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from cdk_adapters.private.lazy_exports import lazy_exports
 
 _EXPORTS = {
     # what ``from cdk_adapters.endpoint import ...`` gave when this folder was one module
@@ -12,9 +11,4 @@ _EXPORTS = {
     "VARIANT_NAME": "cdk_adapters.endpoint.endpoint",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -14,8 +14,7 @@ read (by the manifest schema) without starting the CDK's runtime.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from cdk_adapters.private.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "ALARM_KINDS": "cdk_adapters.monitoring.alarms",
@@ -36,9 +35,4 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cdk_adapters.monitoring' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
