@@ -267,6 +267,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if name in host:\n            pass\n",
         ("tests/planner/test_gpu_lora.py",),
     ),
+    Mutant(
+        "cell-over-its-cap",
+        "planner",
+        "cdk_adapters/planner/cells.py",
+        "if len(members[index]) < cap]",
+        "if len(members[index]) <= cap]",
+        ("tests/planner/test_plan_cells.py",),
+    ),
+    Mutant(
+        "cells-without-their-floor",
+        "planner",
+        "cdk_adapters/planner/cells.py",
+        "        instances = shared_instances_needed(peak, inputs)\n",
+        "        instances = max(1, shared_instances_needed(peak, inputs) - inputs.min_instances + 1)\n",
+        ("tests/planner/test_plan_cells.py",),
+    ),
     # --- capture
     Mutant(
         "capture-skips-failures",

@@ -110,6 +110,12 @@ def _add_capacity_options(plan: argparse.ArgumentParser) -> None:
     capacity.add_argument(
         "--shared-instances", type=int, help="price this fixed shared fleet instead of the one capacity asks for"
     )
+    capacity.add_argument(
+        "--cell-cap",
+        type=int,
+        metavar="ADAPTERS",
+        help="also plan cells: independent endpoints of at most ADAPTERS adapters each, priced against one endpoint",
+    )
 
 
 def _add_memory_options(plan: argparse.ArgumentParser) -> None:
@@ -182,6 +188,7 @@ def _check_ranges(args: argparse.Namespace) -> list[Problem]:
         ("--max-loras", args.max_loras),
         ("--max-cpu-loras", args.max_cpu_loras),
         ("--active-adapters", args.active_adapters),
+        ("--cell-cap", args.cell_cap),
     ):
         if value is not None:
             checks.append((name, value, value > 0, "> 0"))
@@ -332,6 +339,7 @@ def _settings(args: argparse.Namespace) -> PlanSettings:
         gpu_memory_utilization=args.gpu_memory_utilization,
         host_reserve_gib=args.host_reserve_gib,
         active_adapters=args.active_adapters,
+        cell_cap=args.cell_cap,
     )
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from cdk_adapters.gate.ranks import smallest_allowed_max_lora_rank
 from cdk_adapters.planner import cost as cost_model
+from cdk_adapters.planner.cells import plan_cells
 from cdk_adapters.planner.fit import GIB, MemoryInputs, MemoryPlan, plan_memory
 from cdk_adapters.planner.gpu_lora import TenantLora, plan_gpu_lora
 from cdk_adapters.planner.lora_memory import gpu_bytes_per_slot
@@ -53,6 +54,8 @@ class PlanSettings:
     host_reserve_gib: float
     active_adapters: int | None
     """Adapters in use at once; None: the tenants with traffic."""
+    cell_cap: int | None = None
+    """Adapters one cell may hold, to plan cells (`planner.cells`); None: one endpoint only."""
 
 
 def manifest_lora_tenants(tenants: Sequence[TenantTraffic], manifest_plan: ManifestPlan) -> list[TenantLora]:
@@ -133,6 +136,7 @@ class EndpointPlanner:
             shared_instances=settings.shared_instances,
         )
         comparison = cost_model.compare(self.tenants, inputs)
+        cells = None if settings.cell_cap is None else plan_cells(self.tenants, inputs, comparison, cap=settings.cell_cap)
         memory = self._memory(instance)
         return PlanReport(
             instance=instance,
@@ -151,6 +155,7 @@ class EndpointPlanner:
                 max_cpu_loras=self.max_cpu_loras,
                 base_weight_gib=self.base.weight_bytes(settings.dtype) / GIB,
             ),
+            cells=cells,
         )
 
     def _throughput(self, instance: GpuInstanceType) -> InstanceThroughput:

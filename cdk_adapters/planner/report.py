@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdk_adapters.hosting.instance_types import GpuInstanceType
+from cdk_adapters.planner.cells import CellPlan
 from cdk_adapters.planner.cost import CostComparison, CostInputs
 from cdk_adapters.planner.fit import GIB, MemoryPlan
 from cdk_adapters.planner.gpu_lora import GpuLoraPlan
@@ -29,6 +30,8 @@ class PlanReport:
     base_source: str | None = None
     gpu_lora: GpuLoraPlan | None = None
     """What the adapters' LoRA work costs on these GPUs, and whether to split the rank mix."""
+    cells: CellPlan | None = None
+    """The tenants spread over cells of a capped size (``--cell-cap``), against one endpoint."""
 
 
 def _gib(value: float) -> float:
@@ -111,6 +114,8 @@ def to_json(report: PlanReport) -> dict[str, Any]:
         }
     if report.gpu_lora is not None:
         document["gpu_lora"] = report.gpu_lora.to_json()
+    if report.cells is not None:
+        document["cells"] = report.cells.to_json()
     return document
 
 
@@ -186,6 +191,9 @@ def to_table(report: PlanReport) -> str:
     if report.gpu_lora is not None:
         lines.append("")
         lines += report.gpu_lora.table_lines()
+    if report.cells is not None:
+        lines.append("")
+        lines += report.cells.table_lines()
     lines.append("")
     lines.append(f"recommendation: {report.recommendation}")
     return "\n".join(lines) + "\n"
