@@ -18,7 +18,9 @@ def cells_for(tenants, cap):
     return plan_cells(tenants, INPUTS, compare(tenants, INPUTS), cap=cap)
 
 
-@pytest.mark.parametrize(("tenants", "cap", "cells"), [(12, 5, 3), (12, 4, 3), (12, 12, 1), (12, 100, 1), (1, 1, 1), (10_000, 1_000, 10)])
+@pytest.mark.parametrize(
+    ("tenants", "cap", "cells"), [(12, 5, 3), (12, 4, 3), (12, 12, 1), (12, 100, 1), (1, 1, 1), (10_000, 1_000, 10)]
+)
 def test_the_fewest_cells_that_hold_every_tenant(tenants, cap, cells):
     assert cell_count(tenants, cap) == cells
 
