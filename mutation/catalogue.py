@@ -271,8 +271,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "cell-over-its-cap",
         "planner",
         "cdk_adapters/planner/cells.py",
-        "if len(members[index]) < cap]",
-        "if len(members[index]) <= cap]",
+        "        if len(members[target]) < cap:\n",
+        "        if len(members[target]) <= cap:\n",
         ("tests/planner/test_plan_cells.py",),
     ),
     Mutant(

@@ -10,6 +10,7 @@ about as evenly once there are many.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,11 +80,14 @@ def plan_cells(tenants: Sequence[TenantTraffic], inputs: CostInputs, comparison:
     count = cell_count(len(tenants), cap)
     members: list[list[TenantTraffic]] = [[] for _ in range(count)]
     demand = [0.0] * count
+    # The open cells by (demand, tenants, index): the least loaded first; a full cell leaves the heap.
+    open_cells = [(0.0, 0, index) for index in range(count)]
     for tenant in sorted(tenants, key=lambda t: (-t.peak_output_tokens_per_second, t.name)):
-        open_cells = [index for index in range(count) if len(members[index]) < cap]
-        target = min(open_cells, key=lambda index: (demand[index], len(members[index]), index))
+        _, _, target = heapq.heappop(open_cells)
         members[target].append(tenant)
         demand[target] += tenant.peak_output_tokens_per_second
+        if len(members[target]) < cap:
+            heapq.heappush(open_cells, (demand[target], len(members[target]), target))
     cells = []
     for group, peak in zip(members, demand):
         instances = shared_instances_needed(peak, inputs)
