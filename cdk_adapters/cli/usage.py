@@ -33,42 +33,10 @@ from cdk_adapters.contract import request_metrics as rm
 from cdk_adapters.private.text_table import aligned_rows
 from cdk_adapters.problems import ConfigurationError, Problem
 from cdk_adapters.usage import prometheus
-from cdk_adapters.usage.cloudwatch import (
-    HOUR,
-    MAX_QUERIES_PER_REQUEST,
-    QUERIES,
-    cloudwatch_client,
-    endpoint_usage,
-    list_adapters,
-    metric_queries,
-    read_cloudwatch,
-)
+from cdk_adapters.usage.cloudwatch import cloudwatch_client, endpoint_usage
 from cdk_adapters.usage.cost_split import period_instance_hours, split_endpoint_cost
-from cdk_adapters.usage.prometheus import MetricsUnreadable, parse_prometheus
+from cdk_adapters.usage.prometheus import MetricsUnreadable
 from cdk_adapters.usage.report import COUNT_COLUMNS, AdapterUsage, UsageReport
-
-__all__ = [  # the reading, parsing and splitting live in `cdk_adapters.usage`; importable from here too
-    "COUNT_COLUMNS",
-    "HOUR",
-    "MAX_QUERIES_PER_REQUEST",
-    "QUERIES",
-    "SINCE",
-    "AdapterUsage",
-    "UsageReport",
-    "cloudwatch_client",
-    "cloudwatch_report",
-    "list_adapters",
-    "metric_queries",
-    "parse_prometheus",
-    "period",
-    "read_cloudwatch",
-    "read_prometheus",
-    "register",
-    "run",
-    "split_cost",
-    "write_csv",
-    "write_table",
-]
 
 SINCE = re.compile(r"^(\d+)([mhd])$")
 

@@ -17,6 +17,9 @@ from botocore.stub import Stubber
 
 from cdk_adapters.cli import build_parser, main, usage
 from cdk_adapters.contract import request_metrics as rm
+from cdk_adapters.usage import cloudwatch as usage_cloudwatch
+from cdk_adapters.usage import prometheus as usage_prometheus
+from cdk_adapters.usage.report import AdapterUsage, UsageReport
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 END = datetime(2026, 11, 2, tzinfo=UTC)
@@ -159,12 +162,12 @@ def test_queries_go_in_batches_of_500_and_named_adapters_skip_the_listing():
                 {"MetricDataResults": [result(q["Id"], 1) for q in batch]},
                 {"MetricDataQueries": batch, "StartTime": START, "EndTime": END, "ScanBy": "TimestampAscending"},
             )
-        rows = usage.read_cloudwatch(client, "CdkAdapters", ENDPOINT, adapters, START, END)
+        rows = usage_cloudwatch.read_cloudwatch(client, "CdkAdapters", ENDPOINT, adapters, START, END)
         stub.assert_no_pending_responses()
     assert len(rows) == 90 and all(row.requests == 1 and row.output_tokens == 1 for row in rows)
-    assert usage.MAX_QUERIES_PER_REQUEST == 500
+    assert usage_cloudwatch.MAX_QUERIES_PER_REQUEST == 500
     # Every figure is a contract metric: a renamed metric would break the report, not silently read zero.
-    assert {metric for _, metric, _ in usage.QUERIES} <= set(rm.METRICS_BY_NAME)
+    assert {metric for _, metric, _ in usage_cloudwatch.QUERIES} <= set(rm.METRICS_BY_NAME)
 
 
 def run_cli(monkeypatch, *argv: str, stub_with=stub_two_adapters) -> tuple[int, str, str]:
@@ -236,11 +239,11 @@ def test_csv_and_table(monkeypatch):
 
 
 def test_without_output_tokens_the_cost_is_split_by_requests():
-    report = usage.UsageReport("test", START, END, [usage.AdapterUsage("a", requests=1), usage.AdapterUsage("b", requests=3)])
+    report = UsageReport("test", START, END, [AdapterUsage("a", requests=1), AdapterUsage("b", requests=3)])
     cost = usage.split_cost(report, args_for("--instance-type", "ml.g5.xlarge", "--instance-hours", "4"))
     assert cost["split_by"].startswith("requests")
     assert [row.cost_share for row in report.adapters] == [0.25, 0.75]
-    idle = usage.UsageReport("test", START, END, [usage.AdapterUsage("a")])
+    idle = UsageReport("test", START, END, [AdapterUsage("a")])
     assert (
         "not attributed"
         in usage.split_cost(idle, args_for("--instance-type", "ml.g5.xlarge", "--instance-hours", "4"))["split_by"]
@@ -311,7 +314,7 @@ def test_prometheus_text_is_read_per_adapter_with_statuses_as_errors():
         'cdk_adapters_output_tokens_total{adapter="a-v1"} 24.0\n'
         'vllm:num_requests_running{model_name="base"} 0.0\n'
     )
-    (row,) = usage.parse_prometheus(text)
+    (row,) = usage_prometheus.parse_prometheus(text)
     assert (row.adapter, row.requests, row.input_tokens, row.output_tokens, row.errors_4xx, row.errors_5xx, row.throttled) == (
         "a-v1",
         6,

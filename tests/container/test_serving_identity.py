@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_adapters.cli.usage import parse_prometheus
 from cdk_adapters.contract import error_kinds, request_metrics
 from cdk_adapters.contract.capture_record import MARKER, REDACTED, decode_line
+from cdk_adapters.usage.prometheus import parse_prometheus
 from tests.container.conftest import COMPONENT_PREFIX, IDENTITY_MAX_N
 from tests.container.sagemaker_calls import completion_body, invoke, register, unregister
 

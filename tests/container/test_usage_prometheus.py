@@ -12,6 +12,7 @@ import json
 import pytest
 
 from cdk_adapters.cli import main, usage
+from cdk_adapters.usage.report import AdapterUsage
 from tests.container.sagemaker_calls import CUSTOM_ATTRIBUTES_HEADER, completion_body, invoke, register, server_sent_events
 
 pytestmark = pytest.mark.vllm
@@ -19,14 +20,14 @@ pytestmark = pytest.mark.vllm
 ADAPTER = "usage-v1"
 
 
-def figures(url: str) -> dict[str, usage.AdapterUsage]:
+def figures(url: str) -> dict[str, AdapterUsage]:
     return {row.adapter: row for row in usage.read_prometheus(f"{url}/metrics")}
 
 
 def test_usage_reads_local_metrics_per_adapter_after_real_requests(served, zoo):
     client = served.client
     assert register(client, ADAPTER, zoo.adapter("good")).status_code == 200
-    before = figures(served.url).get(ADAPTER, usage.AdapterUsage(ADAPTER))
+    before = figures(served.url).get(ADAPTER, AdapterUsage(ADAPTER))
 
     answers = [invoke(client, ADAPTER), invoke(client, ADAPTER, completion_body(max_tokens=5))]
     stream = invoke(client, ADAPTER, completion_body(stream=True, stream_options={"include_usage": True}))
