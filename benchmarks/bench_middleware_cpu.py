@@ -18,9 +18,6 @@ import contextlib
 import json
 import os
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "container"))  # the serving code, as the image has it
 
 from adapter_server.admission import FairAdmission
 from benchmarks._timing import interleaved_medians

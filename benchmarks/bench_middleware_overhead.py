@@ -33,21 +33,18 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
+from adapter_server import launch  # container/ is on sys.path: see benchmarks/__init__.py
 from benchmarks._timing import interleaved_medians, print_table, wait_until_quiet, yield_to_clients
 from cdk_adapters.contract import serving_env
 from tests.support import tiny_models as tm
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "container"))
-
-from adapter_server import launch  # noqa: E402  (container/ is not a package on sys.path by default)
 
 ADAPTER = "bench-v1"
 ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
