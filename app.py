@@ -37,6 +37,7 @@ from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 from constructs import Construct
 
 from cdk_adapters import (
+    BaseCopies,
     BatchSize,
     ComputeRequirements,
     ContainerImage,
@@ -44,6 +45,7 @@ from cdk_adapters import (
     DeployCheck,
     FleetPlacement,
     InstancePool,
+    Instances,
     Observability,
     RollingUpdate,
     Routing,
@@ -102,11 +104,8 @@ class AdapterServingStack(cdk.Stack):
                 min_memory_required_in_mb=settings["min_memory_required_in_mb"],
                 accelerator_devices=settings.get("accelerator_devices", 1),
             ),
-            **instance_options(settings),
-            initial_instance_count=settings.get("initial_instance_count", 1),
-            min_instance_count=settings.get("min_instance_count"),
-            max_instance_count=settings.get("max_instance_count"),
-            copy_count=settings.get("copy_count", 1),
+            instances=instances(settings),
+            base_copies=base_copies(settings),
             placement=FleetPlacement(**settings.get("placement", {})),
             request_metrics=RequestMetrics(**_request_metrics_kwargs(settings.get("request_metrics", {}))),
             alarms=monitoring_alarms(settings.get("alarms"), topic),
@@ -118,17 +117,27 @@ class AdapterServingStack(cdk.Stack):
             apply_copy_scaling(self.endpoint, scaling)
 
 
-def instance_options(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """cdk.json's "instance_type", or "instance_pools" (instance type names, first tried first), and
-    "instance_provisioning_timeout_seconds"; checked by `instance_settings_problems`."""
-    options: dict[str, Any] = {}
-    if "instance_pools" in settings:
-        options["instance_pools"] = [InstancePool(instance_type=name) for name in settings["instance_pools"]]
-    else:
-        options["instance_type"] = settings["instance_type"]
-    if "instance_provisioning_timeout_seconds" in settings:
-        options["instance_provisioning_timeout"] = cdk.Duration.seconds(settings["instance_provisioning_timeout_seconds"])
-    return options
+def instances(settings: Mapping[str, Any]) -> Instances:
+    """cdk.json's "instance_type", or "instance_pools" (instance type names, first tried first),
+    "instance_provisioning_timeout_seconds" (checked by `instance_settings_problems`), the instance
+    counts and "data_cache"."""
+    pools = settings.get("instance_pools")
+    timeout = settings.get("instance_provisioning_timeout_seconds")
+    return Instances(
+        instance_type=None if pools is not None else settings["instance_type"],
+        pools=None if pools is None else [InstancePool(instance_type=name) for name in pools],
+        provisioning_timeout=None if timeout is None else cdk.Duration.seconds(timeout),
+        initial_count=settings.get("initial_instance_count", 1),
+        min_count=settings.get("min_instance_count"),
+        max_count=settings.get("max_instance_count"),
+        data_cache=settings.get("data_cache"),
+    )
+
+
+def base_copies(settings: Mapping[str, Any]) -> BaseCopies:
+    """cdk.json's "copy_count" and "copy_placement" (`CopyPlacement`'s fields)."""
+    placement = settings.get("copy_placement")
+    return BaseCopies(count=settings.get("copy_count", 1), placement=None if placement is None else CopyPlacement(**placement))
 
 
 def instance_settings_problems(name: str, settings: Mapping[str, Any]) -> list[Problem]:
@@ -187,12 +196,10 @@ HOSTING_BLOCKS = {
 
 
 def hosting_options(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """cdk.json's "routing", "observability", "copy_placement", "deploy_check" and "data_cache";
-    absent: the construct's defaults. ("reasons" beside them says why an environment sets them; not read.)"""
-    options: dict[str, Any] = {key: kind(**settings[key]) for key, kind in HOSTING_BLOCKS.items() if key in settings}
-    if "data_cache" in settings:
-        options["data_cache"] = settings["data_cache"]
-    return options
+    """cdk.json's "routing", "observability" and "deploy_check"; absent: the construct's defaults.
+    ("reasons" beside them says why an environment sets them; not read.) "copy_placement" is
+    checked with them and goes into `base_copies`."""
+    return {key: kind(**settings[key]) for key, kind in HOSTING_BLOCKS.items() if key in settings and key != "copy_placement"}
 
 
 def hosting_settings_problems(name: str, settings: Mapping[str, Any]) -> list[Problem]:
@@ -227,11 +234,16 @@ def _thresholds(block: Mapping[str, Any] | None) -> AlarmThresholds:
 
 
 def monitoring_alarms(block: Mapping[str, Any] | None, topic: sns.ITopic | None) -> MonitoringAlarms | None:
-    """cdk.json's "alarms": {"endpoint": {...}, "adapters": {...}, "topic_arn": ARN}; absent: no alarms
-    (unless manifest rows opt in, which gives the defaults)."""
+    """cdk.json's "alarms": {"endpoint": {...}, "adapters": {...}, "topic_arn": ARN, "runbook_url": URL};
+    absent: no alarms (unless manifest rows opt in, which gives the defaults)."""
     if block is None:
         return None
-    return MonitoringAlarms(endpoint=_thresholds(block.get("endpoint")), adapters=_thresholds(block.get("adapters")), topic=topic)
+    return MonitoringAlarms(
+        endpoint=_thresholds(block.get("endpoint")),
+        adapters=_thresholds(block.get("adapters")),
+        topic=topic,
+        runbook_url=block.get("runbook_url"),
+    )
 
 
 def rolling_update(block: Mapping[str, Any] | None) -> RollingUpdate | None:

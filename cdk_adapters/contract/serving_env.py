@@ -137,11 +137,6 @@ class PolicySettings:
     base_model_id: str | None = None
     base_model_revision: str | None = None
 
-    def problems(self, subject: str) -> list[Problem]:
-        """Every problem with these settings, each naming `subject` and the prop."""
-        revision = revision_problem(self.base_model_id, self.base_model_revision, "base_model_id")
-        return [Problem(subject, "base_model_revision", revision)] if revision else []
-
     def environment(self) -> dict[str, str]:
         """The container variables for these settings (identity variables only when set)."""
         env = {

@@ -102,7 +102,7 @@ REASON_NO_DLQ = (
 )
 REASON_OUTSIDE_VPC_CHECK = (
     "the endpoint is not in a VPC (no vpc given), so the check calls the SageMaker runtime's regional API as any "
-    "client of the endpoint does; with MultiAdapterEndpoint(vpc=...) the check function runs in that VPC"
+    "client of the endpoint does; with MultiAdapterEndpoint(networking=Networking(vpc=...)) the check function runs in that VPC"
 )
 REASON_OUTSIDE_VPC_FRAMEWORK = (
     "CDK's provider framework function only invokes the check function and posts its result to CloudFormation's "

@@ -171,7 +171,7 @@ class BaseInferenceComponent(InferenceComponentMetrics, Construct):
         and with ``min_copies=0`` also ``scale_to_zero()``. The component's template keeps
         ``copy_count`` (the count every deploy creates it with), so scaling changes never touch it.
         Refused at once, with every problem, when the range is wrong or `max_copies` cannot fit on
-        the endpoint's ``max_instance_count`` instances.
+        the endpoint's ``Instances.max_count`` instances.
         """
         problems = ScalableCopyCount.problems(
             inference_component_name=self.inference_component_name,

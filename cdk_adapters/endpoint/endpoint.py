@@ -19,9 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Duration, Lazy, Stack, Token
+from aws_cdk import Lazy, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -31,12 +30,12 @@ from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.contract import adapter_identity, capture_record
 from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_name_key
 from cdk_adapters.contract.discovery import CanaryRecord, DiscoveryRecord, alias_problems
-from cdk_adapters.contract.serving_image import INFERENCE_AMI_VERSION
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.deploy_check.deploy_check import AdapterDeployCheck
 from cdk_adapters.deploy_check.settings import AdapterCheck, DeployCheck
-from cdk_adapters.endpoint import adapter_checks, discovery_parameter, names, serving_reference
+from cdk_adapters.endpoint import adapter_checks, discovery_parameter, names, prop_groups, serving_reference
 from cdk_adapters.endpoint.adapter_settings import AdapterSettings, ServingEnvironment, SettingsSizeValidation
+from cdk_adapters.endpoint.base_model_identity import BaseModelIdentity
 from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInferenceComponent
 from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
@@ -45,19 +44,16 @@ from cdk_adapters.endpoint.serving_policy import ServingPolicy
 from cdk_adapters.endpoint.synth_validations import AdapterNamesValidation, AliasValidation, alias_name_problems
 from cdk_adapters.gate import Acknowledgment, BaseModelFacts, Reference
 from cdk_adapters.gate.ranks import served_max_lora_rank
-from cdk_adapters.hosting.capacity_reservation import CapacityReservation
-from cdk_adapters.hosting.compute import ComputeRequirements, StartupTimeouts
+from cdk_adapters.hosting.base_copies import BaseCopies
+from cdk_adapters.hosting.compute import ComputeRequirements
 from cdk_adapters.hosting.container_image import ContainerImage, ContainerImageConfig
-from cdk_adapters.hosting.copy_placement import CopyPlacement, render_data_cache
+from cdk_adapters.hosting.copy_placement import render_data_cache
 from cdk_adapters.hosting.data_capture import REASON_CAPTURE_PREFIX, DataCapture
 from cdk_adapters.hosting.endpoint_hosting import VARIANT_NAME, EndpointHosting, HostedModel
-from cdk_adapters.hosting.instance_access import SsmAccess
-from cdk_adapters.hosting.instance_pools import (
-    InstancePool,
-)
+from cdk_adapters.hosting.instances import Instances
 from cdk_adapters.hosting.logs import EndpointLogGroups, EndpointLogs, grant_read_capture, with_logs_key
 from cdk_adapters.hosting.model_data import ModelData, ModelDataConfig
-from cdk_adapters.hosting.networking import EndpointNetworking, VpcPlacement
+from cdk_adapters.hosting.networking import Networking, VpcPlacement
 from cdk_adapters.hosting.rolling_update import RollingUpdate
 from cdk_adapters.hosting.routing import Routing
 from cdk_adapters.hosting.sagemaker_metrics import Observability
@@ -93,28 +89,14 @@ class MultiAdapterEndpoint(Construct):
         vllm: VllmOptions | None = None,
         adapter_locations: Sequence[AdapterLocation] | None = None,
         placement: FleetPlacement | None = None,
-        instance_type: str | None = None,
-        instance_pools: Sequence[InstancePool] | None = None,
-        instance_provisioning_timeout: Duration | None = None,
-        initial_instance_count: int = 1,
-        min_instance_count: int | None = None,
-        max_instance_count: int | None = None,
-        copy_count: int = 1,
-        startup: StartupTimeouts | None = None,
+        instances: Instances | None = None,
+        base_copies: BaseCopies | None = None,
         allow_base_model: bool = False,
         allow_vision_modules: bool = False,
-        base_model_id: str | None = None,
-        base_model_revision: str | None = None,
-        base_model_facts: BaseModelFacts | None = None,
+        base_model: BaseModelIdentity | None = None,
         environment: Mapping[str, str] | None = None,
         role: iam.IRole | None = None,
-        volume_key: kms.IKey | None = None,
-        volume_size_in_gb: int | None = None,
-        inference_ami_version: str = INFERENCE_AMI_VERSION,
-        network_isolation: bool = True,
-        vpc: ec2.IVpc | None = None,
-        vpc_subnets: ec2.SubnetSelection | None = None,
-        security_groups: Sequence[ec2.ISecurityGroup] | None = None,
+        networking: Networking | None = None,
         discovery_parameter_name: str | None = None,
         request_metrics: RequestMetrics | None = None,
         alarms: MonitoringAlarms | None = None,
@@ -127,12 +109,9 @@ class MultiAdapterEndpoint(Construct):
         logs: EndpointLogs | None = None,
         observability: Observability | None = None,
         routing: Routing | None = None,
-        copy_placement: CopyPlacement | None = None,
-        data_cache: bool | None = None,
-        ssm_access: SsmAccess | None = None,
         data_capture: DataCapture | None = None,
-        capacity_reservation: CapacityReservation | None = None,
         deploy_check: DeployCheck | None = None,
+        **flat_props: Any,
     ) -> None:
         """
         :param model_data: the base model's weights in S3 (`ModelData.from_s3_prefix` / `from_s3_archive`).
@@ -147,52 +126,25 @@ class MultiAdapterEndpoint(Construct):
         :param placement: where adapter components live. Default `FleetPlacement()`: hashed over
             8 nested stacks of at most 400 resources (about 3,000 adapters); fixed for the
             endpoint's life. `FleetPlacement.in_endpoint_stack()` keeps them in this stack.
-        :param instance_type: the variant's one instance type. Default ``ml.g6.2xlarge`` (one L4
-            GPU, 24 GB), unless `instance_pools` is given (then not allowed).
-        :param instance_pools: 2 to 5 `InstancePool`, in priority order: SageMaker launches the first
-            type while it has capacity and falls back to the next (``InstancePools``). The base
-            component then gets one specification per type, each with the pool's reservation
-            (default: `compute`); a type that cannot hold one copy is refused, and every capacity
-            check takes the pool that holds fewest copies. Default None: one type, `instance_type`.
-        :param instance_provisioning_timeout: how long SageMaker retries for capacity before the next
-            pool, or failing (``VariantInstanceProvisionTimeoutInSeconds``: capacity only, not model
-            download or container start); whole seconds from 300 to 3600. Default None: SageMaker's.
-        :param initial_instance_count: instances at creation. Default 1.
-        :param min_instance_count: managed instance scaling floor. Default: `initial_instance_count`.
-            0 lets an idle endpoint release its last instance: with
-            ``base_component.auto_scale_copy_count(min_copies=0, ...).scale_to_zero()`` (docs/scaling.md).
-        :param max_instance_count: managed instance scaling ceiling. Default: `initial_instance_count`.
-            Autoscaling's ``max_copies`` must fit on this many instances (checked at synth).
-        :param copy_count: copies of the base component at creation, kept in every later template
-            (autoscaling moves the live count; the template never follows it). Default 1.
-        :param startup: download and health-check timeouts. Default 20 minutes each.
+        :param instances: what the endpoint runs on: the instance type or pools of types, counts
+            (``min_count=0`` lets an idle endpoint release its last instance, docs/scaling.md), the
+            volume, the AMI, the data cache, SSM access and a capacity reservation (`Instances`,
+            each field's default documented there). Default `Instances()`: one ml.g6.2xlarge.
+        :param base_copies: copies of the base component at creation, their startup timeouts and
+            their spread over instances (`BaseCopies`). Default `BaseCopies()`: one copy, 20-minute
+            timeouts, SageMaker's placement.
         :param allow_base_model: let requests without an adapter reach the base model. Default
             False: the container answers 400, so a dropped adapter header never silently returns
             un-fine-tuned output.
         :param allow_vision_modules: admit adapters that target a vision-language model's vision
             tower or connector when SageMaker registers them. Default False: vLLM serves LoRA on
             the language model only unless told otherwise.
-        :param base_model_id: the base model's identity (e.g. a Hugging Face repo id) that adapters
-            must name in ``base_model_name_or_path``; checked when SageMaker registers an adapter.
-        :param base_model_revision: the base model's pinned revision. Default: not checked.
-        :param base_model_facts: the base model's modules and shapes
-            (``BaseModelFacts.from_model_dir(...)``; `endpoint_from_manifest` passes the manifest's),
-            so the compatibility gate that checks each local archive at `add_adapter` also runs
-            the rules comparing adapters with the base. Default None: those rules (
-            ``target-modules-in-base``, ``base-identity``, the layer widths of ``tensor-shapes``)
-            run only in the container, when SageMaker registers the adapter.
+        :param base_model: the base model adapters must name, its pinned revision, and its modules
+            and shapes for the gate at synth (`BaseModelIdentity`). Default: nothing checked.
         :param environment: further container variables. Default none. May not override ours.
         :param role: execution role. Default: a least-privilege role created here.
-        :param volume_key: KMS key for the instances' EBS volume. Default: a key with rotation is
-            created, unless `instance_type` has local NVMe storage, for which SageMaker refuses a
-            key (the hardware encrypts it).
-        :param volume_size_in_gb: EBS volume size. Default: SageMaker's. Not allowed on instance types
-            with local storage.
-        :param inference_ami_version: default matches the pinned image's CUDA (driver 580).
-        :param network_isolation: no network inside the container. Default True.
-        :param vpc: run the instances in this VPC. Default: none.
-        :param vpc_subnets: which subnets of `vpc`. Default: private subnets.
-        :param security_groups: default: one created with no ingress, when `vpc` is given.
+        :param networking: the container's network isolation and the VPC, subnets and security
+            groups of the instances (`Networking`). Default `Networking()`: no VPC, isolated.
         :param discovery_parameter_name: SSM parameter holding the discovery record (JSON, see
             `cdk_adapters.contract.discovery`). Default ``/cdk-adapters/<prefix>/inference-components``.
         :param request_metrics: what the container publishes per request (CloudWatch EMF): namespace,
@@ -228,63 +180,50 @@ class MultiAdapterEndpoint(Construct):
             ``request_metrics.emf`` is False, so per-adapter figures are billed once.
         :param routing: how requests are routed among instances and copies. Default
             `Routing()`: ``LEAST_OUTSTANDING_REQUESTS``.
-        :param copy_placement: how the base component's copies spread over instances and zones
-            (`CopyPlacement(strategy="SPREAD")` spreads them). Default None: SageMaker's placement.
-        :param data_cache: each instance caches the base model and image, so copies added by
-            autoscaling start faster (at the cost of instance storage). Default None: SageMaker's
-            choice (it caches on its own on instance types with large local NVMe storage).
-        :param ssm_access: `SsmAccess(reason)` turns on SSM sessions into the instances
-            (``EnableSSMAccess``). Default None: off, as in SageMaker.
         :param data_capture: `DataCapture(bucket, sampling_percentage, ...)` captures a sample of
             requests and responses to S3; the role may write under its prefix. Default None: off.
             Unconfirmed for endpoints with inference components (docs/constructs.md).
-        :param capacity_reservation: `CapacityReservation(arn)` launches instances only into that
-            ML capacity reservation (no fallback: past its free instances, launches fail).
-            Default None: on-demand capacity.
         :param deploy_check: `DeployCheck(...)` invokes every new or changed adapter once after
             CloudFormation creates or updates its component, and fails the deployment (rolling it
             back) when one errors, times out or is answered by the base model (docs/deploy-check.md).
             `add_adapter(check=AdapterCheck(...))` gives an adapter its own request. Default None: off.
+        :param flat_props: the props these option objects replaced (``instance_type=``,
+            ``copy_count=``, ``base_model_id=``, ``vpc=``, ...), still accepted with a
+            `FlatPropWarning` naming the new spelling (`cdk_adapters.endpoint.prop_groups`).
         """
         super().__init__(scope, id)
         self._subject_text = f"MultiAdapterEndpoint {self.node.path!r}"  # one jsii round trip, not one per adapter
+        groups = prop_groups.regroup(
+            {"instances": instances, "base_copies": base_copies, "base_model": base_model, "networking": networking},
+            flat_props,
+        )
+        raise_if_any(prop_groups.type_problems(groups, self._subject), heading=f"{self._subject} is misconfigured")
+        self.instances: Instances = groups["instances"] or Instances()
+        self.base_copies: BaseCopies = groups["base_copies"] or BaseCopies()
+        self.base_model: BaseModelIdentity = groups["base_model"] or BaseModelIdentity()
+        self.networking: Networking = groups["networking"] or Networking()
         self.compute = compute or ComputeRequirements()
         self.vllm = vllm or VllmOptions()
-        self.startup = startup or StartupTimeouts()
         self.image = image or ContainerImage.from_asset()
         self.placement = placement or FleetPlacement()
         self.hosting = EndpointHosting(
             compute=self.compute,
-            startup=self.startup,
             vllm=self.vllm,
-            instance_type=instance_type,
-            instance_pools=instance_pools,
-            instance_provisioning_timeout=instance_provisioning_timeout,
-            initial_instance_count=initial_instance_count,
-            min_instance_count=min_instance_count,
-            max_instance_count=max_instance_count,
-            copy_count=copy_count,
-            volume_key=volume_key,
-            volume_size_in_gb=volume_size_in_gb,
-            inference_ami_version=inference_ami_version,
-            network_isolation=network_isolation,
+            instances=self.instances,
+            base_copies=self.base_copies,
+            networking=self.networking,
             observability=observability,
             routing=routing,
-            copy_placement=copy_placement,
-            data_cache=data_cache,
-            ssm_access=ssm_access,
             data_capture=data_capture,
-            capacity_reservation=capacity_reservation,
         )
         """Instances, the variant and its options (`cdk_adapters.hosting.endpoint_hosting`)."""
         self.serving_policy = ServingPolicy(
             allow_base_model=allow_base_model,
             allow_vision_modules=allow_vision_modules,
-            base_model_id=base_model_id,
-            base_model_revision=base_model_revision,
+            base_model_id=self.base_model.model_id,
+            base_model_revision=self.base_model.revision,
             environment=dict(environment or {}),
         )
-        self.networking = EndpointNetworking(vpc=vpc, vpc_subnets=vpc_subnets, security_groups=security_groups)
         self.adapter_locations: list[AdapterLocation] = []
         self.aliases: dict[str, dict[str, int]] = {}
         self.prefix = self._derive_prefix()
@@ -316,10 +255,10 @@ class MultiAdapterEndpoint(Construct):
             subject=self._subject,
         )
         """Request metrics, alarms and the dashboard (`cdk_adapters.monitoring.endpoint_monitoring`)."""
-        container_environment = self._checked_environment(model_data, adapter_locations or (), base_model_facts)
+        container_environment = self._checked_environment(model_data, adapter_locations or (), self.base_model.facts)
 
         # Everything below only creates constructs; all checks passed above.
-        image_config, model_data_config = self._create_role(role, volume_key, model_data, adapter_locations or ())
+        image_config, model_data_config = self._create_role(role, self.instances.volume_key, model_data, adapter_locations or ())
         vpc_placement = self._create_network_and_logs()
         self.model, self.endpoint_config, self.endpoint = self.hosting.create(
             self,
@@ -338,7 +277,7 @@ class MultiAdapterEndpoint(Construct):
         self.model.node.add_dependency(self.permissions.policy)
         self.endpoint_config.node.add_dependency(self.permissions.policy)
         self.endpoint_arn = endpoint_arn(self, self.endpoint_name)
-        self._create_base_component(copy_count, deployment)
+        self._create_base_component(self.base_copies.count, deployment)
         self._create_fleet_and_checks()
         if self.hosting.local_storage:
             acknowledge_local_storage_kms(self.endpoint_config)
@@ -359,7 +298,7 @@ class MultiAdapterEndpoint(Construct):
         problems += self.networking.problems(subject)
         problems += self.log_settings.problems(subject)
         problems += self.hosting.option_problems(subject, extra=[("deploy_check", DeployCheck, self.deploy_check_settings)])
-        for part in (self.placement, self.compute, self.startup, self.vllm):
+        for part in (self.placement, self.compute, self.base_copies.startup, self.vllm):
             problems += part.problems(subject)
         problems += self.adapter_settings.default_problems(subject)
         problems += self.image.problems(subject)
@@ -447,7 +386,7 @@ class MultiAdapterEndpoint(Construct):
             variant_name=VARIANT_NAME,
             model_name=self.model.attr_model_name,
             compute=self.compute,
-            startup=self.startup,
+            startup=self.base_copies.startup,
             copy_count=copy_count,
             instance_scaling=hosting.instance_scaling,
             container=hosting.observability.render_container(self.monitoring.settings.emf),
@@ -773,21 +712,21 @@ class MultiAdapterEndpoint(Construct):
         return self._subject_text
 
     def _compatibility_reference(self, facts: BaseModelFacts | None) -> tuple[Reference, list[Problem]]:
-        """The gate's reference; a `base_model_facts` identity must agree with base_model_id/revision
+        """The gate's reference; the identity in `base_model.facts` must agree with its model_id/revision
         (missing fields are taken from them, as the container does from its environment)."""
         problems: list[Problem] = []
         policy = self.serving_policy
         if facts is not None and not isinstance(facts, BaseModelFacts):
-            problems.append(Problem(self._subject, "base_model_facts", f"must be a BaseModelFacts, got {type(facts).__name__}"))
+            problems.append(Problem(self._subject, "base_model.facts", f"must be a BaseModelFacts, got {type(facts).__name__}"))
             facts = None
         if facts is not None:
             for field, stated, prop, pinned in (
-                ("model_id", facts.model_id, "base_model_id", policy.base_model_id),
-                ("revision", facts.revision, "base_model_revision", policy.base_model_revision),
+                ("model_id", facts.model_id, "base_model.model_id", policy.base_model_id),
+                ("revision", facts.revision, "base_model.revision", policy.base_model_revision),
             ):
                 if stated is not None and pinned is not None and stated != pinned:
                     message = f"is {stated!r} but {prop} is {pinned!r}; both describe the one base model"
-                    problems.append(Problem(self._subject, f"base_model_facts.{field}", message))
+                    problems.append(Problem(self._subject, f"base_model.facts.{field}", message))
             facts = replace(
                 facts, model_id=facts.model_id or policy.base_model_id, revision=facts.revision or policy.base_model_revision
             )

@@ -41,7 +41,8 @@ class ServingPolicy:
             base_model_id=self.base_model_id,
             base_model_revision=self.base_model_revision,
         )
-        problems = policy.problems(subject)
+        revision = serving_env.revision_problem(self.base_model_id, self.base_model_revision, "base_model.model_id")
+        problems = [Problem(subject, "base_model.revision", revision)] if revision else []
         env = vllm.environment()
         env.update(policy.environment())
         if self.allow_vision_modules and vllm.enable_tower_connector_lora is None:

@@ -2,7 +2,7 @@
 ``CapacityReservationConfig``).
 
 SageMaker's one preference, ``capacity-reservations-only``, means no fallback: when the
-reservation has no free instance, the instance fails to launch. So ``max_instance_count`` (and
+reservation has no free instance, the instance fails to launch. So ``Instances.max_count`` (and
 every scale-out to it) must fit the reservation's free instances of this variant's instance type;
 the reservation's size is not known at synth, so that is the user's to keep true.
 """
@@ -41,7 +41,7 @@ class CapacityReservation:
         return [
             Problem(
                 subject,
-                "capacity_reservation.ml_reservation_arn",
+                "instances.capacity_reservation.ml_reservation_arn",
                 f"must be an ML capacity reservation ARN like 'arn:aws:sagemaker:us-east-1:123456789012:"
                 f"reservation/abc' ({low} to {high} characters), got {arn!r}",
             )

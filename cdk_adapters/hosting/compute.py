@@ -94,7 +94,9 @@ class StartupTimeouts:
         for name in ("model_data_download", "container_startup_health_check"):
             seconds = getattr(self, name).to_seconds()
             if not low <= seconds <= high:
-                found.append(Problem(subject, f"startup.{name}", f"is {seconds:g} s; SageMaker accepts {low} to {high} s"))
+                found.append(
+                    Problem(subject, f"base_copies.startup.{name}", f"is {seconds:g} s; SageMaker accepts {low} to {high} s")
+                )
         return found
 
     def seconds(self) -> tuple[int, int]:
@@ -174,8 +176,8 @@ def copies_fit_problems(
 ) -> list[Problem]:
     """`copies` copies must fit on `instance_count` instances, each of the type that holds fewest.
 
-    The one rule for the copies a deploy starts with (``copy_count`` on ``initial_instance_count``
-    instances) and the copies autoscaling may reach (``max_copies`` on ``max_instance_count``).
+    The one rule for the copies a deploy starts with (``base_copies.count`` on ``instances.initial_count``
+    instances) and the copies autoscaling may reach (``max_copies`` on ``instances.max_count``).
     Raises `UnknownInstanceType` for a type not in the table; callers decide whether that is a
     problem.
     """

@@ -41,13 +41,17 @@ class CopyPlacement:
         found: list[Problem] = []
         if self.strategy not in STRATEGIES:
             found.append(
-                Problem(subject, "copy_placement.strategy", f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+                Problem(
+                    subject, "base_copies.placement.strategy", f"must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
+                )
             )
         low, high = MAX_IMBALANCE_RANGE
         value = self.max_zone_imbalance
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             found.append(
-                Problem(subject, "copy_placement.max_zone_imbalance", f"must be an integer from {low} to {high}, got {value!r}")
+                Problem(
+                    subject, "base_copies.placement.max_zone_imbalance", f"must be an integer from {low} to {high}, got {value!r}"
+                )
             )
         return found
 
@@ -64,7 +68,7 @@ class CopyPlacement:
 def data_cache_problems(data_cache: object, subject: str) -> list[Problem]:
     if data_cache is None or isinstance(data_cache, bool):
         return []
-    return [Problem(subject, "data_cache", f"must be True, False or None, got {data_cache!r}")]
+    return [Problem(subject, "instances.data_cache", f"must be True, False or None, got {data_cache!r}")]
 
 
 def render_data_cache(

@@ -19,8 +19,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from cdk_adapters.hosting.base_copies import BaseCopies
 from cdk_adapters.hosting.capacity_reservation import CapacityReservation
-from cdk_adapters.hosting.compute import ComputeRequirements, InstanceScaling, StartupTimeouts, copies_fit_problems
+from cdk_adapters.hosting.compute import ComputeRequirements, InstanceScaling, copies_fit_problems
 from cdk_adapters.hosting.copy_placement import CopyPlacement, data_cache_problems
 from cdk_adapters.hosting.data_capture import DataCapture
 from cdk_adapters.hosting.instance_access import SsmAccess
@@ -33,7 +34,8 @@ from cdk_adapters.hosting.instance_pools import (
 from cdk_adapters.hosting.instance_storage import has_local_instance_storage
 from cdk_adapters.hosting.instance_types import DEFAULT_INSTANCE_TYPE
 from cdk_adapters.hosting.instance_types import instance_type as instance_type_row
-from cdk_adapters.hosting.networking import VpcPlacement
+from cdk_adapters.hosting.instances import Instances
+from cdk_adapters.hosting.networking import Networking, VpcPlacement
 from cdk_adapters.hosting.routing import Routing
 from cdk_adapters.hosting.sagemaker_metrics import Observability
 from cdk_adapters.hosting.vllm_options import VllmOptions
@@ -59,51 +61,42 @@ class EndpointHosting:
         self,
         *,
         compute: ComputeRequirements,
-        startup: StartupTimeouts,
         vllm: VllmOptions,
-        instance_type: str | None,
-        instance_pools: Sequence[InstancePool] | None,
-        instance_provisioning_timeout: Duration | None,
-        initial_instance_count: int,
-        min_instance_count: int | None,
-        max_instance_count: int | None,
-        copy_count: int,
-        volume_key: kms.IKey | None,
-        volume_size_in_gb: int | None,
-        inference_ami_version: str,
-        network_isolation: bool,
+        instances: Instances,
+        base_copies: BaseCopies,
+        networking: Networking,
         observability: Observability | None,
         routing: Routing | None,
-        copy_placement: CopyPlacement | None,
-        data_cache: bool | None,
-        ssm_access: SsmAccess | None,
         data_capture: DataCapture | None,
-        capacity_reservation: CapacityReservation | None,
     ) -> None:
         self.compute = compute
-        self.startup = startup
         self.vllm = vllm
-        self.given_instance_type = instance_type
-        self.instance_pools: tuple[InstancePool, ...] | None = None if instance_pools is None else _as_tuple(instance_pools)
+        self.instances = instances
+        self.base_copies = base_copies
+        self.startup = base_copies.startup
+        self.given_instance_type = instances.instance_type
+        pools = instances.pools
+        self.instance_pools: tuple[InstancePool, ...] | None = None if pools is None else _as_tuple(pools)
         """The pools in priority order, or None for one instance type."""
-        self.instance_provisioning_timeout = instance_provisioning_timeout
-        self.instance_type = _first_type(self.instance_pools) or instance_type or DEFAULT_INSTANCE_TYPE
+        self.instance_provisioning_timeout = instances.provisioning_timeout
+        self.instance_type = _first_type(self.instance_pools) or instances.instance_type or DEFAULT_INSTANCE_TYPE
         """The variant's instance type; with pools, the first (highest-priority) pool's."""
-        self.initial_instance_count = initial_instance_count
-        self.min_instance_count = initial_instance_count if min_instance_count is None else min_instance_count
-        self.max_instance_count = initial_instance_count if max_instance_count is None else max_instance_count
-        self.copy_count = copy_count
-        self.given_volume_key = volume_key
-        self.volume_size_in_gb = volume_size_in_gb
-        self.inference_ami_version = inference_ami_version
-        self.network_isolation = network_isolation
+        initial = instances.initial_count
+        self.initial_instance_count = initial
+        self.min_instance_count = initial if instances.min_count is None else instances.min_count
+        self.max_instance_count = initial if instances.max_count is None else instances.max_count
+        self.copy_count = base_copies.count
+        self.given_volume_key = instances.volume_key
+        self.volume_size_in_gb = instances.volume_size_in_gb
+        self.inference_ami_version = instances.ami_version
+        self.network_isolation = networking.network_isolation
         self.observability = observability or Observability()
         self.routing = routing or Routing()
-        self.copy_placement = copy_placement
-        self.data_cache = data_cache
-        self.ssm_access = ssm_access
+        self.copy_placement = base_copies.placement
+        self.data_cache = instances.data_cache
+        self.ssm_access = instances.ssm_access
         self.data_capture = data_capture
-        self.capacity_reservation = capacity_reservation
+        self.capacity_reservation = instances.capacity_reservation
 
     @property
     def local_storage(self) -> bool:
@@ -126,13 +119,13 @@ class EndpointHosting:
         found: list[Problem] = []
         if self.instance_pools is not None:
             if self.given_instance_type is not None:
-                found.append(Problem(subject, "instance_type", "is set with instance_pools; give the types as pools only"))
+                found.append(Problem(subject, "instances.instance_type", "is set with pools; give the types as pools only"))
             if self.capacity_reservation is not None:
                 found.append(
                     Problem(
                         subject,
-                        "capacity_reservation",
-                        "is set with instance_pools: an ML capacity reservation holds one instance type and allows no "
+                        "instances.capacity_reservation",
+                        "is set with pools: an ML capacity reservation holds one instance type and allows no "
                         "fallback, so the other pools could never launch; use one instance_type with it",
                     )
                 )
@@ -141,7 +134,7 @@ class EndpointHosting:
             found.append(
                 Problem(
                     subject,
-                    "instance_type",
+                    "instances.instance_type",
                     f"must be a SageMaker instance type like 'ml.g6.2xlarge', got {self.instance_type!r}",
                 )
             )
@@ -158,30 +151,33 @@ class EndpointHosting:
 
         initial = self.initial_instance_count
         for field, value, low in (
-            ("initial_instance_count", initial, 1),
-            ("min_instance_count", self.min_instance_count, 0),
-            ("max_instance_count", self.max_instance_count, 1),
-            ("copy_count", self.copy_count, 1),
+            ("instances.initial_count", initial, 1),
+            ("instances.min_count", self.min_instance_count, 0),
+            ("instances.max_count", self.max_instance_count, 1),
+            ("base_copies.count", self.copy_count, 1),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 bad(field, f"must be an integer >= {low}, got {value!r}")
         counts = (self.min_instance_count, initial, self.max_instance_count)
         if all(isinstance(c, int) for c in counts) and not counts[0] <= counts[1] <= counts[2]:
             bad(
-                "initial_instance_count",
-                f"must lie within min_instance_count..max_instance_count ({counts[0]}..{counts[2]}), got {counts[1]}",
+                "instances.initial_count",
+                f"must lie within min_count..max_count ({counts[0]}..{counts[2]}), got {counts[1]}",
             )
         if isinstance(self.instance_type, str) and self.local_storage:
             if self.given_volume_key is not None:
                 bad(
-                    "volume_key",
+                    "instances.volume_key",
                     f"{self.instance_type} has local NVMe storage, which the hardware encrypts; SageMaker refuses a KMS key for it",
                 )
             if self.volume_size_in_gb is not None:
-                bad("volume_size_in_gb", f"{self.instance_type} has local NVMe storage; SageMaker refuses a volume size for it")
+                bad(
+                    "instances.volume_size_in_gb",
+                    f"{self.instance_type} has local NVMe storage; SageMaker refuses a volume size for it",
+                )
         size = self.volume_size_in_gb
         if size is not None and (not isinstance(size, int) or not 1 <= size <= 512):
-            bad("volume_size_in_gb", f"must be an integer from 1 to 512, got {size!r}")
+            bad("instances.volume_size_in_gb", f"must be an integer from 1 to 512, got {size!r}")
         tensor_parallel = self.vllm.tensor_parallel_size
         if tensor_parallel is not None and tensor_parallel != self.compute.accelerator_devices:
             bad(
@@ -199,10 +195,10 @@ class EndpointHosting:
         options: tuple[tuple[str, type[Any], Any], ...] = (
             ("observability", Observability, self.observability),
             ("routing", Routing, self.routing),
-            ("copy_placement", CopyPlacement, self.copy_placement),
-            ("ssm_access", SsmAccess, self.ssm_access),
+            ("base_copies.placement", CopyPlacement, self.copy_placement),
+            ("instances.ssm_access", SsmAccess, self.ssm_access),
             ("data_capture", DataCapture, self.data_capture),
-            ("capacity_reservation", CapacityReservation, self.capacity_reservation),
+            ("instances.capacity_reservation", CapacityReservation, self.capacity_reservation),
             *extra,
         )
         for prop, kind, value in options:
@@ -232,9 +228,9 @@ class EndpointHosting:
             subject,
             scaling,
             copies=copy_count,
-            copies_field="copy_count",
+            copies_field="base_copies.count",
             instance_count=initial,
-            count_field="initial_instance_count",
+            count_field="instances.initial_count",
         )
 
     # ------------------------------------------------------------------ resources

@@ -26,7 +26,7 @@ class SsmAccess:
         return [
             Problem(
                 subject,
-                "ssm_access.reason",
+                "instances.ssm_access.reason",
                 f"must say why sessions into the instances are needed (at least {MIN_REASON_LENGTH} characters), "
                 f"got {self.reason!r}",
             )

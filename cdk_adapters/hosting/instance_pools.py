@@ -40,7 +40,7 @@ PROVISION_TIMEOUT_RANGE_SECONDS = (300, 3600)
 class InstancePool:
     """One instance type a variant may launch; pools are tried in the order given.
 
-    ``MultiAdapterEndpoint(instance_pools=[InstancePool("ml.g6.2xlarge"), InstancePool("ml.g5.2xlarge")])``
+    ``MultiAdapterEndpoint(instances=Instances(pools=[InstancePool("ml.g6.2xlarge"), InstancePool("ml.g5.2xlarge")]))``
     launches g6 while SageMaker has them and g5 when it has not.
     """
 
@@ -62,17 +62,17 @@ def instance_pool_problems(pools: object, compute: ComputeRequirements, subject:
     """Everything wrong with `pools` for an endpoint whose copies reserve `compute`, at once."""
     low, high = POOL_COUNT_RANGE
     if isinstance(pools, (str, bytes)) or not isinstance(pools, Sequence):
-        return [Problem(subject, "instance_pools", f"must be a list of InstancePool, got {type(pools).__name__}")]
+        return [Problem(subject, "instances.pools", f"must be a list of InstancePool, got {type(pools).__name__}")]
     found: list[Problem] = []
     if not low <= len(pools) <= high:
-        advice = "; for one instance type use instance_type=" if len(pools) < low else ""
+        advice = "; for one instance type use Instances(instance_type=...)" if len(pools) < low else ""
         found.append(
-            Problem(subject, "instance_pools", f"has {len(pools)} pool(s); SageMaker takes {low} to {high} here{advice}")
+            Problem(subject, "instances.pools", f"has {len(pools)} pool(s); SageMaker takes {low} to {high} here{advice}")
         )
     seen: dict[str, int] = {}
     storage: dict[bool, str] = {}
     for index, pool in enumerate(pools):
-        field = f"instance_pools[{index}]"
+        field = f"instances.pools[{index}]"
         if not isinstance(pool, InstancePool):
             found.append(Problem(subject, field, f"must be an InstancePool, got {type(pool).__name__}"))
             continue
@@ -89,7 +89,7 @@ def instance_pool_problems(pools: object, compute: ComputeRequirements, subject:
             continue
         if name in seen:
             found.append(
-                Problem(subject, f"{field}.instance_type", f"{name} is already instance_pools[{seen[name]}]; each type once")
+                Problem(subject, f"{field}.instance_type", f"{name} is already instances.pools[{seen[name]}]; each type once")
             )
             continue
         seen[name] = index
@@ -122,7 +122,7 @@ def instance_pool_problems(pools: object, compute: ComputeRequirements, subject:
         found.append(
             Problem(
                 subject,
-                "instance_pools",
+                "instances.pools",
                 f"mixes a type with local NVMe storage ({storage[True]}) and one without ({storage[False]}): SageMaker "
                 "refuses a volume KMS key on the first and the second needs one; use pools of one kind",
             )
@@ -132,7 +132,7 @@ def instance_pool_problems(pools: object, compute: ComputeRequirements, subject:
 
 def provision_timeout_problems(timeout: object, subject: str) -> list[Problem]:
     return whole_seconds_problems(
-        subject, "instance_provisioning_timeout", timeout, PROVISION_TIMEOUT_RANGE_SECONDS, "Duration.minutes(15)"
+        subject, "instances.provisioning_timeout", timeout, PROVISION_TIMEOUT_RANGE_SECONDS, "Duration.minutes(15)"
     )
 
 

@@ -1,5 +1,6 @@
-"""Running an endpoint's instances in a VPC: subnets, security groups, the VpcConfig both the model
-and the endpoint config carry."""
+"""`Networking`, one option object of `MultiAdapterEndpoint`: the container's network isolation and
+running the instances in a VPC (subnets, security groups, the VpcConfig both the model and the
+endpoint config carry)."""
 
 from __future__ import annotations
 
@@ -22,29 +23,33 @@ class VpcPlacement:
 
 
 @dataclass(frozen=True)
-class EndpointNetworking:
-    """Where the instances run. Without a VPC, SageMaker's own network is used."""
+class Networking:
+    """Where the instances run and what the container may reach. ``Networking()``: SageMaker's own
+    network, no network inside the container."""
 
     vpc: ec2.IVpc | None = None
+    """Run the instances in this VPC. Default: none."""
     vpc_subnets: ec2.SubnetSelection | None = None
     """Default: the VPC's private subnets with egress (a VPC without them must choose, e.g. its
     isolated subnets, which then need an S3 gateway endpoint for the model download)."""
     security_groups: Sequence[ec2.ISecurityGroup] | None = None
     """Default: one created with no ingress, when `vpc` is given."""
+    network_isolation: bool = True
+    """No network inside the container (``EnableNetworkIsolation``). Default True."""
 
     def problems(self, subject: str) -> list[Problem]:
         if self.vpc is None:
             if self.vpc_subnets is not None or self.security_groups:
-                return [Problem(subject, "vpc", "vpc_subnets and security_groups need a vpc")]
+                return [Problem(subject, "networking.vpc", "vpc_subnets and security_groups need a vpc")]
             return []
         if self.vpc_subnets is None and not self.vpc.private_subnets:
-            return [Problem(subject, "vpc_subnets", _no_default_subnets(self.vpc))]
+            return [Problem(subject, "networking.vpc_subnets", _no_default_subnets(self.vpc))]
         try:
             selected = self.vpc.select_subnets(**_subnet_kwargs(self.vpc_subnets))
         except RuntimeError as error:  # jsii's wrapper of the selection's own error
-            return [Problem(subject, "vpc_subnets", f"selects no subnet of the VPC: {_jsii_message(error)}")]
+            return [Problem(subject, "networking.vpc_subnets", f"selects no subnet of the VPC: {_jsii_message(error)}")]
         if not selected.subnet_ids:
-            return [Problem(subject, "vpc_subnets", "selects no subnet of the VPC")]
+            return [Problem(subject, "networking.vpc_subnets", "selects no subnet of the VPC")]
         return []
 
     def bind(self, scope: Construct, description: str) -> tuple[VpcPlacement | None, list[ec2.ISecurityGroup]]:
@@ -66,10 +71,10 @@ def _no_default_subnets(vpc: ec2.IVpc) -> str:
     )
     message = f"the default is the VPC's private subnets with egress, and this VPC has none (it has {found or 'no'} subnets)"
     if not vpc.isolated_subnets:
-        return f"{message}; pass vpc_subnets= naming the private subnets the instances run in"
+        return f"{message}; pass Networking(vpc_subnets=...) naming the private subnets the instances run in"
     return (
         f"{message}; to run in the isolated ones pass "
-        "vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED) and give the VPC an S3 "
+        "Networking(vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)) and give the VPC an S3 "
         "gateway endpoint (vpc.add_gateway_endpoint('S3', service=ec2.GatewayVpcEndpointAwsService.S3)): "
         "isolated subnets reach S3 only through one, and the instances download the model and the adapters from S3"
     )

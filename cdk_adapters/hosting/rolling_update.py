@@ -16,7 +16,7 @@ a rolling update of a one-copy base component is refused here: run at least two 
 rolling-update sample uses two) or leave `deployment` unset (SageMaker then replaces the copy
 without a rollback guard). Whether SageMaker itself would accept a one-copy roll is unconfirmed;
 refusing is the cheap side of being wrong. SageMaker may launch an extra instance for the roll
-(AWS sample notebooks), so keep ``max_instance_count`` above what the copies need.
+(AWS sample notebooks), so keep ``Instances.max_count`` above what the copies need.
 
 A rollback needs an alarm: SageMaker rolls back only when an alarm in
 ``AutoRollbackConfiguration`` fires, so a rollback batch size with no alarm is refused rather
@@ -141,8 +141,8 @@ class RollingUpdate:
                 Problem(
                     subject,
                     f"{field_prefix}.maximum_batch_size",
-                    f"a rolling update replaces 5-50% of the copies per batch, and copy_count={copy_count} has no such "
-                    "batch; run copy_count >= 2 (AWS's sample uses 2) or leave deployment unset",
+                    f"a rolling update replaces 5-50% of the copies per batch, and base_copies.count={copy_count} has no such "
+                    "batch; run base_copies.count >= 2 (AWS's sample uses 2) or leave deployment unset",
                 )
             )
         else:

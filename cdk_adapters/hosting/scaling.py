@@ -178,9 +178,9 @@ class ScalableCopyCount(Construct):
             found.append(
                 Problem(
                     subject,
-                    "copy_count",
+                    "base_copies.count",
                     f"({copies}) must lie within {max(min_copies, 1)}..{max_copies}: every deploy creates the component "
-                    "with copy_count copies (never 0), and autoscaling moves it within min_copies..max_copies. Set it "
+                    "with base_copies.count copies (never 0), and autoscaling moves it within min_copies..max_copies. Set it "
                     "once and leave it: changing it updates the base component and resets an autoscaled count",
                 )
             )
@@ -296,8 +296,8 @@ class ScalableCopyCount(Construct):
             problems.append(
                 Problem(
                     subject,
-                    "min_instance_count",
-                    f"is {found}; scale to zero needs MultiAdapterEndpoint(min_instance_count=0) so managed instance "
+                    "instances.min_count",
+                    f"is {found}; scale to zero needs MultiAdapterEndpoint(instances=Instances(min_count=0)) so managed instance "
                     "scaling may release the last instance",
                 )
             )
@@ -368,10 +368,14 @@ def _capacity_problems(scaling: InstanceScaling | None, subject: str, max_copies
             copies=max_copies,
             copies_field="max_copies",
             instance_count=scaling.max_instance_count,
-            count_field="max_instance_count",
+            count_field="instances.max_count",
         )
     except UnknownInstanceType as error:
-        return [Problem(subject, "instance_type", f"{error}; autoscaling needs its GPUs and memory to check that max_copies fit")]
+        return [
+            Problem(
+                subject, "instances.instance_type", f"{error}; autoscaling needs its GPUs and memory to check that max_copies fit"
+            )
+        ]
 
 
 @jsii.implements(IValidation)

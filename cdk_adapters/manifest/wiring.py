@@ -28,6 +28,7 @@ from cdk_adapters.contract.capture_record import CaptureSettings
 from cdk_adapters.contract.s3_url import parse_s3_url
 from cdk_adapters.contract.tenant_limits import AdapterLimits
 from cdk_adapters.deploy_check.settings import AdapterCheck
+from cdk_adapters.endpoint.base_model_identity import BaseModelIdentity
 from cdk_adapters.endpoint.components import AdapterInferenceComponent
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.gate import Acknowledgment
@@ -73,7 +74,7 @@ def endpoint_from_manifest(
         manifest allows vision modules).
     :param encryption_key: KMS key of the manifest's adapter locations that declare no
         ``kms_key_arn``, when the objects use a customer managed key.
-    :param props: every other `MultiAdapterEndpoint` option (instance type, compute, image, ...).
+    :param props: every other `MultiAdapterEndpoint` option (``instances``, ``compute``, ``image``, ...).
         When rows opt into alarms (``alarms:``) and `props` has no ``alarms``, the endpoint gets
         `MonitoringAlarms()` (its defaults).
     """
@@ -122,7 +123,7 @@ def endpoint_props(
 ) -> dict[str, Any]:
     """Keyword arguments for `MultiAdapterEndpoint` taken from the manifest.
 
-    ``MultiAdapterEndpoint(stack, "Endpoint", **endpoint_props(stack, plan), instance_type=...)``
+    ``MultiAdapterEndpoint(stack, "Endpoint", **endpoint_props(stack, plan), instances=Instances(...))``
 
     :param weights_id: construct ID, in `scope`, of the imported base-model bucket.
     """
@@ -132,9 +133,9 @@ def endpoint_props(
             scope, plan, encryption_key=encryption_key, id_prefix=f"{weights_id}LocationKey"
         ),
         "vllm": plan.vllm_options(vllm),
-        "base_model_id": plan.manifest.base_model.id,
-        "base_model_revision": plan.manifest.base_model.revision,
-        "base_model_facts": plan.base,
+        "base_model": BaseModelIdentity(
+            model_id=plan.manifest.base_model.id, revision=plan.manifest.base_model.revision, facts=plan.base
+        ),
         "allow_vision_modules": plan.manifest.base_model.allow_vision_modules,
     }
 

@@ -154,9 +154,17 @@ class MonitoringAlarms:
     topic: sns.ITopic | None = None
     """SNS topic told when an alarm fires and when it is OK again. Default: none (the alarms still
     drive rollbacks and show on the dashboard)."""
+    runbook_url: str | None = None
+    """The page the on-call reads for these alarms (a team wiki, or this library's monitoring guide
+    where the team publishes it). Every alarm's description then ends with ``Runbook: <url>#<kind>``,
+    the kind as in the alarm's name (``error-rate``, ``latency-p95``, ``cold-start-share``,
+    ``throttled-share``, ``queue-wait-p95``); the monitoring guide has one section per kind under
+    those anchors. Default None: each description says what to do in its own words and names no
+    document (a path into this repository means nothing to whoever reads the alarm)."""
 
     def problems(self, subject: str) -> list[Problem]:
-        found = self.adapters.problems(subject, "alarms.adapters")
+        found = runbook_url_problems(self.runbook_url, subject)
+        found += self.adapters.problems(subject, "alarms.adapters")
         if self.endpoint is not None:
             found += self.endpoint.problems(subject, "alarms.endpoint")
         if isinstance(self.adapter_names, str):
@@ -166,6 +174,28 @@ class MonitoringAlarms:
                 )
             )
         return found
+
+
+RUNBOOK_URL_MAX_LENGTH = 300
+"""Keeps the longest description with its runbook line within CloudWatch's 1,024 characters."""
+
+
+def runbook_url_problems(url: object, subject: str) -> list[Problem]:
+    """An absolute http(s) URL without a fragment (the alarm kind is appended as one)."""
+    if url is None:
+        return []
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")) or any(c.isspace() for c in url):
+        return [Problem(subject, "alarms.runbook_url", f"must be an http(s) URL without spaces, got {url!r}")]
+    if "#" in url:
+        return [Problem(subject, "alarms.runbook_url", "must not have a fragment: each alarm appends its kind as one")]
+    if len(url) > RUNBOOK_URL_MAX_LENGTH:
+        return [Problem(subject, "alarms.runbook_url", f"is {len(url)} characters; at most {RUNBOOK_URL_MAX_LENGTH}")]
+    return []
+
+
+def runbook_line(runbook_url: str | None, kind: str) -> str:
+    """What ends an alarm's description: where to read about it, or nothing."""
+    return "" if runbook_url is None else f" Runbook: {runbook_url}#{kind.replace('_', '-')}"
 
 
 def metric_problems(
@@ -197,6 +227,7 @@ def create_alarms(
     topic: sns.ITopic | None,
     rollback_kinds: Sequence[str] = (),
     on_dashboard: bool = False,
+    runbook_url: str | None = None,
 ) -> dict[str, cloudwatch.Alarm]:
     """One alarm per enabled kind, as children of `scope`; ``what`` names the subject in descriptions.
 
@@ -217,7 +248,7 @@ def create_alarms(
             scope,
             construct_id,
             alarm_name=f"{name_prefix}/{kind.replace('_', '-')}",
-            alarm_description=description,
+            alarm_description=description + runbook_line(runbook_url, kind),
             metric=metric(),
             threshold=threshold,
             **common,
@@ -266,13 +297,13 @@ def _alarm_specs(
             lambda: source.metric_throttled_share(**period),
             (thresholds.throttled_share_percent or 0) / 100,
             f"{what}: more than {thresholds.throttled_share_percent}% of requests refused with 429 over the adapter's limits. "
-            "Raise its weight or max_queue, add copies, or give the tenant its own endpoint (docs/monitoring.md).",
+            "Raise its weight or max_queue, add copies, or give the tenant its own endpoint.",
         ),
         QUEUE_WAIT_P95: (
             "QueueWaitP95",
             lambda: source.metric_queue_wait(**period),
             thresholds.queue_wait_p95_ms or 0,
             f"{what}: p95 wait for a place in the engine above {thresholds.queue_wait_p95_ms} ms (starved by fair share). "
-            "Raise the adapter's weight, add copies, or give the tenant its own endpoint (docs/monitoring.md).",
+            "Raise the adapter's weight, add copies, or give the tenant its own endpoint.",
         ),
     }

@@ -137,6 +137,7 @@ class EndpointMonitoring:
                 topic=settings.topic,
                 rollback_kinds=tuple(deployment.rollback_on_endpoint_alarms) if deployment is not None else (),
                 on_dashboard=self._dashboard_wanted,
+                runbook_url=settings.runbook_url,
             )
         return self.endpoint_alarms
 
@@ -191,6 +192,7 @@ class EndpointMonitoring:
             name_prefix=component.inference_component_name,
             what=f"adapter {component.adapter_name} on endpoint {self._endpoint.endpoint_name}",
             topic=self.alarm_settings.topic,
+            runbook_url=self.alarm_settings.runbook_url,
         )
         self.adapter_alarms[component.adapter_name] = created
         self._alarmed.add(adapter_name_key(adapter))

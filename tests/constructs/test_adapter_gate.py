@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cdk_adapters import BaseModelIdentity
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.cli import main as cli_main
@@ -73,7 +74,7 @@ def test_unset_max_lora_rank_is_checked_against_vllms_default(zoo, tmp_path):
 
 
 def test_a_good_archive_passes(zoo, tmp_path):
-    endpoint = build_endpoint(base_model_facts=zoo.base_facts, base_model_id=TINY_BASE_MODEL_ID)
+    endpoint = build_endpoint(base_model=BaseModelIdentity(facts=zoo.base_facts, model_id=TINY_BASE_MODEL_ID))
     endpoint.add_adapter("support-v1", artifact=AdapterArtifact.from_archive(archive_of(zoo, "good", tmp_path)))
     assert list(endpoint.adapters) == ["support-v1"]
 
@@ -86,7 +87,7 @@ def test_messages_equal_cdk_adapters_validate(zoo, tmp_path):
         ["validate", str(archive), "--base-model-dir", str(zoo.base_dir), "--max-lora-rank", "16"], stdout=out, stderr=err
     )
     assert status != 0
-    endpoint = build_endpoint(base_model_facts=zoo.base_facts)
+    endpoint = build_endpoint(base_model=BaseModelIdentity(facts=zoo.base_facts))
     (problem,) = refusal(endpoint, "support-v1", archive).problems
     assert str(problem) in out.getvalue() + err.getvalue()
 
@@ -98,13 +99,15 @@ def test_base_rules_run_when_the_endpoint_has_base_facts(zoo, tmp_path):
     without = build_endpoint()
     assert without.compatibility_reference.base is None
     without.add_adapter("support-v1", artifact=AdapterArtifact.from_archive(gpt2))
-    rules = {p.rule for p in refusal(build_endpoint(base_model_facts=zoo.base_facts), "support-v1", gpt2).problems}
+    rules = {
+        p.rule for p in refusal(build_endpoint(base_model=BaseModelIdentity(facts=zoo.base_facts)), "support-v1", gpt2).problems
+    }
     assert "target-modules-in-base" in rules
 
 
 def test_base_identity_comes_from_base_model_id_when_the_facts_have_none(zoo, tmp_path):
     facts = replace(zoo.base_facts, model_id=None, revision=None)
-    endpoint = build_endpoint(base_model_facts=facts, base_model_id=TINY_BASE_MODEL_ID)
+    endpoint = build_endpoint(base_model=BaseModelIdentity(facts=facts, model_id=TINY_BASE_MODEL_ID))
     assert endpoint.compatibility_reference.base.model_id == TINY_BASE_MODEL_ID
     (problem,) = refusal(endpoint, "support-v1", archive_of(zoo, "other-base", tmp_path)).problems
     assert (problem.field, problem.rule) == ("base_model_name_or_path", "base-identity")
@@ -112,9 +115,9 @@ def test_base_identity_comes_from_base_model_id_when_the_facts_have_none(zoo, tm
 
 def test_base_facts_that_disagree_with_base_model_id_are_refused(zoo):
     with pytest.raises(ConfigurationError) as caught:
-        build_endpoint(base_model_facts=zoo.base_facts, base_model_id="someone-else/other-model")
+        build_endpoint(base_model=BaseModelIdentity(facts=zoo.base_facts, model_id="someone-else/other-model"))
     (problem,) = caught.value.problems
-    assert (problem.subject, problem.field) == ("MultiAdapterEndpoint 'Test-Stack/Serving'", "base_model_facts.model_id")
+    assert (problem.subject, problem.field) == ("MultiAdapterEndpoint 'Test-Stack/Serving'", "base_model.facts.model_id")
     assert "'someone-else/other-model'" in problem.message
 
 
@@ -133,7 +136,7 @@ def test_the_manifest_gives_the_endpoint_its_base_facts(zoo, tmp_path):
     plan = plan_manifest_file(Path(__file__).resolve().parents[2] / "manifests" / "example.yaml")
     stack = cdk.Stack(cdk.App(), "Test-Stack")
     props = endpoint_props(stack, plan)
-    assert props["base_model_facts"] == plan.base
+    assert props["base_model"].facts == plan.base
     endpoint = build_endpoint(stack, **props)
     assert endpoint.compatibility_reference == plan.reference
 

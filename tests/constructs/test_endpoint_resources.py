@@ -14,6 +14,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
+from cdk_adapters import BaseCopies, BaseModelIdentity, Instances, Networking
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.contract import adapter_identity, request_metrics, serving_env
@@ -60,9 +61,7 @@ def test_endpoint_config_can_host_inference_components():
 
 
 def test_scaling_and_instance_settings_are_rendered():
-    endpoint = build_endpoint(
-        instance_type="ml.g6.12xlarge", initial_instance_count=2, min_instance_count=1, max_instance_count=4
-    )
+    endpoint = build_endpoint(instances=Instances(instance_type="ml.g6.12xlarge", initial_count=2, min_count=1, max_count=4))
     variant = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::EndpointConfig"))["Properties"][
         "ProductionVariants"
     ][0]
@@ -81,11 +80,13 @@ def volume_keys(template: Template) -> dict:
 
 
 def test_local_nvme_instance_gets_no_kms_key_but_ebs_instance_gets_a_rotating_key():
-    nvme = Template.from_stack(cdk.Stack.of(build_endpoint(instance_type="ml.g6.2xlarge")))
+    nvme = Template.from_stack(cdk.Stack.of(build_endpoint(instances=Instances(instance_type="ml.g6.2xlarge"))))
     assert "KmsKeyId" not in only(nvme.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
     assert volume_keys(nvme) == {}
 
-    ebs = Template.from_stack(cdk.Stack.of(build_endpoint(instance_type="ml.p3.2xlarge", volume_size_in_gb=200)))
+    ebs = Template.from_stack(
+        cdk.Stack.of(build_endpoint(instances=Instances(instance_type="ml.p3.2xlarge", volume_size_in_gb=200)))
+    )
     config = only(ebs.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
     [(key_logical_id, key)] = volume_keys(ebs).items()
     assert config["KmsKeyId"] == {"Fn::GetAtt": [key_logical_id, "Arn"]}
@@ -96,7 +97,7 @@ def test_local_nvme_instance_gets_no_kms_key_but_ebs_instance_gets_a_rotating_ke
 def test_given_volume_key_is_used_instead_of_creating_one():
     stack = new_stack()
     key = kms.Key(stack, "OwnKey", enable_key_rotation=True)
-    build_endpoint(stack, instance_type="ml.p3.2xlarge", volume_key=key)
+    build_endpoint(stack, instances=Instances(instance_type="ml.p3.2xlarge", volume_key=key))
     template = Template.from_stack(stack)
     assert list(volume_keys(template)) == [stack.get_logical_id(key.node.default_child)]
     config = only(template.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]
@@ -116,8 +117,7 @@ def test_model_container_environment_follows_the_serving_contract():
             enforce_eager=False,
             extra_args=("--enable-prefix-caching",),
         ),
-        base_model_id="org/base",
-        base_model_revision="abc123",
+        base_model=BaseModelIdentity(model_id="org/base", revision="abc123"),
     )
     model = only(Template.from_stack(cdk.Stack.of(endpoint)).find_resources("AWS::SageMaker::Model"))["Properties"]
     env = model["PrimaryContainer"]["Environment"]
@@ -180,9 +180,9 @@ def test_model_archive_uses_gzip_object():
 def test_base_component_has_compute_startup_and_copies():
     endpoint = build_endpoint(
         compute=ComputeRequirements(min_memory_required_in_mb=20000, accelerator_devices=1, cpu_cores=4),
-        copy_count=2,
         vllm=VllmOptions(tensor_parallel_size=1),
-        instance_type="ml.g6.12xlarge",
+        base_copies=BaseCopies(count=2),
+        instances=Instances(instance_type="ml.g6.12xlarge"),
     )
     template = Template.from_stack(cdk.Stack.of(endpoint))
     base = template.find_resources("AWS::SageMaker::InferenceComponent", {"Properties": {"VariantName": "AllTraffic"}})
@@ -436,7 +436,7 @@ def test_given_role_is_used_and_no_role_is_created():
 def test_vpc_places_model_and_config_in_private_subnets_with_a_fresh_security_group():
     stack = new_stack()
     vpc = ec2.Vpc(stack, "Vpc", max_azs=2, nat_gateways=1)
-    build_endpoint(stack, vpc=vpc)
+    build_endpoint(stack, networking=Networking(vpc=vpc))
     template = Template.from_stack(stack)
     model = only(template.find_resources("AWS::SageMaker::Model"))["Properties"]
     config = only(template.find_resources("AWS::SageMaker::EndpointConfig"))["Properties"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
+from cdk_adapters import BaseCopies, Instances
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.hosting.capacity_reservation import CapacityReservation
@@ -43,14 +44,21 @@ FEATURES = {
     "routing": ({"routing": Routing(strategy="PREFIX_AWARE", prefix_length=2048, concurrency_threshold=4)}, False),
     "observability": ({"observability": Observability(detailed_observability=True, enhanced_metrics=True)}, True),
     "capacity_reservation": (
-        {"capacity_reservation": CapacityReservation("arn:aws:sagemaker:us-east-1:123456789012:reservation/ml-g6-prod")},
+        {
+            "instances": Instances(
+                capacity_reservation=CapacityReservation("arn:aws:sagemaker:us-east-1:123456789012:reservation/ml-g6-prod")
+            )
+        },
         False,
     ),
-    "ssm_access": ({"ssm_access": SsmAccess("incident response: inspect GPU memory of a stuck copy in place")}, False),
+    "ssm_access": (
+        {"instances": Instances(ssm_access=SsmAccess("incident response: inspect GPU memory of a stuck copy in place"))},
+        False,
+    ),
 }
 BASE_ONLY = {
-    "copy_placement": {"copy_placement": CopyPlacement(strategy="SPREAD")},
-    "data_cache": {"data_cache": True},
+    "copy_placement": {"base_copies": BaseCopies(placement=CopyPlacement(strategy="SPREAD"))},
+    "data_cache": {"instances": Instances(data_cache=True)},
 }
 
 
@@ -91,7 +99,7 @@ def test_switching_to_instance_pools_changes_the_endpoint_config_and_the_base_co
     from cdk_adapters.hosting.instance_pools import InstancePool
 
     pools = [InstancePool("ml.g6.2xlarge"), InstancePool("ml.g5.2xlarge")]
-    options = {"instance_pools": pools, "instance_provisioning_timeout": cdk.Duration.minutes(15)}
+    options = {"instances": Instances(pools=pools, provisioning_timeout=cdk.Duration.minutes(15))}
     diff = diff_assemblies(baseline, synth(tmp_path / "cdk.out", **options), STACK, tmp_path / "scratch")
     assert diff.added == [] and diff.removed == [] and list(diff.changed) == [f"{STACK}.template.json"]
     assert len(diff.unchanged) == 3, "each adapter shard template is unchanged"

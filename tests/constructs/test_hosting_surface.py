@@ -16,6 +16,7 @@ import botocore
 import pytest
 from aws_cdk.assertions import Template
 
+from cdk_adapters import BaseCopies, Instances
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.hosting import copy_placement, routing
@@ -217,7 +218,10 @@ def test_placement_and_cache_default_to_sagemakers():
 
 
 def test_copy_placement_and_data_cache_are_on_the_base_component_only():
-    template = template_of(copy_placement=CopyPlacement(strategy="SPREAD", max_zone_imbalance=1), data_cache=True)
+    template = template_of(
+        base_copies=BaseCopies(placement=CopyPlacement(strategy="SPREAD", max_zone_imbalance=1)),
+        instances=Instances(data_cache=True),
+    )
     base, adapters = components(template)
     assert base["SchedulingConfig"] == {
         "PlacementStrategy": "SPREAD",
@@ -225,15 +229,24 @@ def test_copy_placement_and_data_cache_are_on_the_base_component_only():
     }
     assert base["DataCacheConfig"] == {"EnableCaching": True}
     assert adapters and all("SchedulingConfig" not in s and "DataCacheConfig" not in s for s in adapters)
-    base, _ = components(template_of(copy_placement=CopyPlacement(strategy="BINPACK"), data_cache=False))
+    base, _ = components(
+        template_of(base_copies=BaseCopies(placement=CopyPlacement(strategy="BINPACK")), instances=Instances(data_cache=False))
+    )
     assert base["SchedulingConfig"]["PlacementStrategy"] == "BINPACK"
     assert base["SchedulingConfig"]["AvailabilityZoneBalance"] == {"EnforcementMode": "PERMISSIVE", "MaxImbalance": 0}
     assert base["DataCacheConfig"] == {"EnableCaching": False}
 
 
 def test_bad_placement_and_cache_are_refused_with_every_problem():
-    found = refused(copy_placement=CopyPlacement(strategy="PACK", max_zone_imbalance=101), data_cache="on")
-    assert [f for f, _ in found] == ["copy_placement.strategy", "copy_placement.max_zone_imbalance", "data_cache"]
+    found = refused(
+        base_copies=BaseCopies(placement=CopyPlacement(strategy="PACK", max_zone_imbalance=101)),
+        instances=Instances(data_cache="on"),
+    )
+    assert [f for f, _ in found] == [
+        "base_copies.placement.strategy",
+        "base_copies.placement.max_zone_imbalance",
+        "instances.data_cache",
+    ]
     assert "SPREAD, BINPACK" in found[0][1]
 
 
@@ -242,19 +255,20 @@ def test_bad_placement_and_cache_are_refused_with_every_problem():
 RESERVATION_ARN = "arn:aws:sagemaker:us-east-1:123456789012:reservation/ml-g6-12xlarge-prod"
 
 EVERYTHING_ON = {
-    "instance_type": "ml.g6.12xlarge",
-    "initial_instance_count": 2,
-    "min_instance_count": 2,
-    "max_instance_count": 4,
-    "copy_count": 2,
+    "instances": Instances(
+        instance_type="ml.g6.12xlarge",
+        initial_count=2,
+        min_count=2,
+        max_count=4,
+        data_cache=True,
+        capacity_reservation=CapacityReservation(RESERVATION_ARN),
+        ssm_access=SsmAccess("incident response: inspect GPU memory of a stuck copy in place"),
+    ),
+    "base_copies": BaseCopies(count=2, placement=CopyPlacement(strategy="SPREAD", max_zone_imbalance=1)),
     "observability": Observability(
         detailed_observability=True, enhanced_metrics=True, publish_frequency_seconds=30, container_publish_frequency_seconds=30
     ),
     "routing": Routing(strategy="PREFIX_AWARE", prefix_length=2048, concurrency_threshold=4),
-    "copy_placement": CopyPlacement(strategy="SPREAD", max_zone_imbalance=1),
-    "data_cache": True,
-    "capacity_reservation": CapacityReservation(RESERVATION_ARN),
-    "ssm_access": SsmAccess("incident response: inspect GPU memory of a stuck copy in place"),
 }
 
 
@@ -303,7 +317,7 @@ def test_example_app_names_malformed_hosting_blocks_in_cdk_json():
     context["environments"]["prod"]["copy_placement"] = {"strategy": "PACK"}
     with pytest.raises(ConfigurationError) as caught:
         example_app.build(cdk.App(context=context))
-    assert any(p.field == "copy_placement.strategy" for p in caught.value.problems)
+    assert any(p.field == "base_copies.placement.strategy" for p in caught.value.problems)
 
 
 # ------------------------------------------------------------------ SSM access
@@ -311,10 +325,12 @@ def test_example_app_names_malformed_hosting_blocks_in_cdk_json():
 
 def test_ssm_access_is_off_unless_a_reason_is_given():
     assert "EnableSSMAccess" not in endpoint_config(template_of())["ProductionVariants"][0]
-    template = template_of(ssm_access=SsmAccess("incident response: inspect GPU memory of a stuck copy in place"))
+    template = template_of(
+        instances=Instances(ssm_access=SsmAccess("incident response: inspect GPU memory of a stuck copy in place"))
+    )
     assert endpoint_config(template)["ProductionVariants"][0]["EnableSSMAccess"] is True
-    assert [f for f, _ in refused(ssm_access=SsmAccess("debug"))] == ["ssm_access.reason"]
-    assert [f for f, _ in refused(ssm_access=True)] == ["ssm_access"]
+    assert [f for f, _ in refused(instances=Instances(ssm_access=SsmAccess("debug")))] == ["instances.ssm_access.reason"]
+    assert [f for f, _ in refused(instances=Instances(ssm_access=True))] == ["instances.ssm_access"]
 
 
 # ------------------------------------------------------------------ data capture
@@ -383,7 +399,9 @@ def test_capture_modes_are_the_api_models():
 
 def test_capacity_reservation_is_rendered_with_the_only_preference():
     assert "CapacityReservationConfig" not in endpoint_config(template_of())["ProductionVariants"][0]
-    variant = endpoint_config(template_of(capacity_reservation=CapacityReservation(RESERVATION_ARN)))["ProductionVariants"][0]
+    variant = endpoint_config(template_of(instances=Instances(capacity_reservation=CapacityReservation(RESERVATION_ARN))))[
+        "ProductionVariants"
+    ][0]
     assert variant["CapacityReservationConfig"] == {
         "CapacityReservationPreference": "capacity-reservations-only",
         "MlReservationArn": RESERVATION_ARN,
@@ -392,10 +410,12 @@ def test_capacity_reservation_is_rendered_with_the_only_preference():
 
 def test_bad_reservation_arn_is_refused():
     for arn in ("reservation/abc", "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-1", 42):
-        assert [f for f, _ in refused(capacity_reservation=CapacityReservation(arn))] == [
-            "capacity_reservation.ml_reservation_arn"
+        assert [f for f, _ in refused(instances=Instances(capacity_reservation=CapacityReservation(arn)))] == [
+            "instances.capacity_reservation.ml_reservation_arn"
         ]
-    assert [f for f, _ in refused(capacity_reservation=RESERVATION_ARN)] == ["capacity_reservation"]
+    assert [f for f, _ in refused(instances=Instances(capacity_reservation=RESERVATION_ARN))] == [
+        "instances.capacity_reservation"
+    ]
 
 
 def test_reservation_values_are_the_api_models():

@@ -16,6 +16,7 @@ import aws_cdk as cdk
 import botocore
 import pytest
 
+from cdk_adapters import BaseCopies, Instances
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.hosting.capacity_reservation import CapacityReservation
@@ -61,7 +62,7 @@ def test_default_is_one_instance_type_and_no_provisioning_timeout():
 
 
 def test_pools_render_in_priority_order_with_a_specification_per_type():
-    template = template_of(instance_pools=G6_THEN_G5, instance_provisioning_timeout=cdk.Duration.minutes(15))
+    template = template_of(instances=Instances(pools=G6_THEN_G5, provisioning_timeout=cdk.Duration.minutes(15)))
     [variant] = endpoint_config(template)["ProductionVariants"]
     assert "InstanceType" not in variant
     assert variant["InstancePools"] == [
@@ -99,10 +100,9 @@ def test_a_pool_may_reserve_its_own_compute_and_each_specification_carries_the_b
         ),
     ]
     template = template_of(
-        instance_pools=pools,
-        copy_placement=CopyPlacement(strategy="SPREAD"),
-        data_cache=True,
         observability=Observability(detailed_observability=True),
+        instances=Instances(pools=pools, data_cache=True),
+        base_copies=BaseCopies(placement=CopyPlacement(strategy="SPREAD")),
     )
     first, second = base_component(template)["Specifications"]
     assert first["ComputeResourceRequirements"] == {"MinMemoryRequiredInMb": 16384, "NumberOfAcceleratorDevicesRequired": 1}
@@ -119,7 +119,7 @@ def test_a_pool_may_reserve_its_own_compute_and_each_specification_carries_the_b
 
 
 def test_the_provisioning_timeout_also_applies_to_one_instance_type():
-    template = template_of(instance_provisioning_timeout=cdk.Duration.seconds(300))
+    template = template_of(instances=Instances(provisioning_timeout=cdk.Duration.seconds(300)))
     [variant] = endpoint_config(template)["ProductionVariants"]
     assert variant["InstanceType"] == "ml.g6.2xlarge" and variant["VariantInstanceProvisionTimeoutInSeconds"] == 300
     assert "Specification" in base_component(template)
@@ -127,86 +127,93 @@ def test_the_provisioning_timeout_also_applies_to_one_instance_type():
 
 def test_every_pool_problem_is_refused_at_once_naming_the_type_and_field():
     problems = refused(
-        instance_type="ml.g6.2xlarge",
-        instance_pools=[
-            InstancePool("ml.g6.2xlarge"),
-            InstancePool("ml.g6.2xlarge"),
-            InstancePool("ml.x9.huge"),
-            InstancePool("ml.g5.xlarge", compute=ComputeRequirements(min_memory_required_in_mb=16000, cpu_cores=8)),
-            InstancePool("ml.g6.12xlarge", compute=ComputeRequirements(min_memory_required_in_mb=16384, accelerator_devices=2)),
-            InstancePool("ml.g6e.2xlarge"),
-        ],
-        instance_provisioning_timeout=cdk.Duration.seconds(299),
-        capacity_reservation=CapacityReservation("arn:aws:sagemaker:us-east-1:123456789012:reservation/ml-g6-prod"),
+        instances=Instances(
+            instance_type="ml.g6.2xlarge",
+            pools=[
+                InstancePool("ml.g6.2xlarge"),
+                InstancePool("ml.g6.2xlarge"),
+                InstancePool("ml.x9.huge"),
+                InstancePool("ml.g5.xlarge", compute=ComputeRequirements(min_memory_required_in_mb=16000, cpu_cores=8)),
+                InstancePool(
+                    "ml.g6.12xlarge", compute=ComputeRequirements(min_memory_required_in_mb=16384, accelerator_devices=2)
+                ),
+                InstancePool("ml.g6e.2xlarge"),
+            ],
+            provisioning_timeout=cdk.Duration.seconds(299),
+            capacity_reservation=CapacityReservation("arn:aws:sagemaker:us-east-1:123456789012:reservation/ml-g6-prod"),
+        )
     )
     fields = [field for field, _ in problems]
     assert fields == [
-        "instance_type",
-        "capacity_reservation",
-        "instance_pools",
-        "instance_pools[1].instance_type",
-        "instance_pools[2].instance_type",
-        "instance_pools[3].compute",
-        "instance_pools[4].compute.accelerator_devices",
-        "instance_provisioning_timeout",
+        "instances.instance_type",
+        "instances.capacity_reservation",
+        "instances.pools",
+        "instances.pools[1].instance_type",
+        "instances.pools[2].instance_type",
+        "instances.pools[3].compute",
+        "instances.pools[4].compute.accelerator_devices",
+        "instances.provisioning_timeout",
     ], problems
     messages = dict(problems)
-    assert "has 6 pool(s); SageMaker takes 2 to 5" in messages["instance_pools"]
-    assert "already instance_pools[0]" in messages["instance_pools[1].instance_type"]
-    assert "'ml.x9.huge' is not a GPU instance type" in messages["instance_pools[2].instance_type"]
+    assert "has 6 pool(s); SageMaker takes 2 to 5" in messages["instances.pools"]
+    assert "already instances.pools[0]" in messages["instances.pools[1].instance_type"]
+    assert "'ml.x9.huge' is not a GPU instance type" in messages["instances.pools[2].instance_type"]
     assert (
-        messages["instance_pools[3].compute"]
-        == "one copy does not fit on a ml.g5.xlarge (instance_pools[3]: 4 vCPUs, 8 per copy)"
+        messages["instances.pools[3].compute"]
+        == "one copy does not fit on a ml.g5.xlarge (instances.pools[3]: 4 vCPUs, 8 per copy)"
     )
-    assert "(2) must equal compute.accelerator_devices (1)" in messages["instance_pools[4].compute.accelerator_devices"]
-    assert "is 299 s; must be whole seconds from 300 to 3600" in messages["instance_provisioning_timeout"]
+    assert "(2) must equal compute.accelerator_devices (1)" in messages["instances.pools[4].compute.accelerator_devices"]
+    assert "is 299 s; must be whole seconds from 300 to 3600" in messages["instances.provisioning_timeout"]
 
 
 def test_a_derived_reservation_that_does_not_fit_a_pool_names_the_pool():
     problems = refused(
         compute=ComputeRequirements(min_memory_required_in_mb=40000),
-        instance_pools=[InstancePool("ml.g6.12xlarge"), InstancePool("ml.g5.2xlarge")],
+        instances=Instances(pools=[InstancePool("ml.g6.12xlarge"), InstancePool("ml.g5.2xlarge")]),
     )
     assert problems == [
-        ("compute", "one copy does not fit on a ml.g5.2xlarge (instance_pools[1]: 32 GiB host memory, 40000 MiB per copy)")
+        ("compute", "one copy does not fit on a ml.g5.2xlarge (instances.pools[1]: 32 GiB host memory, 40000 MiB per copy)")
     ]
 
 
 def test_one_pool_not_a_list_and_mixed_storage_are_refused():
-    assert refused(instance_pools=[InstancePool("ml.g6.2xlarge")]) == [
-        ("instance_pools", "has 1 pool(s); SageMaker takes 2 to 5 here; for one instance type use instance_type=")
+    assert refused(instances=Instances(pools=[InstancePool("ml.g6.2xlarge")])) == [
+        ("instances.pools", "has 1 pool(s); SageMaker takes 2 to 5 here; for one instance type use Instances(instance_type=...)")
     ]
-    assert refused(instance_pools=InstancePool("ml.g6.2xlarge")) == [
-        ("instance_pools", "must be a list of InstancePool, got InstancePool")
+    assert refused(instances=Instances(pools=InstancePool("ml.g6.2xlarge"))) == [
+        ("instances.pools", "must be a list of InstancePool, got InstancePool")
     ]
-    assert [field for field, _ in refused(instance_pools=["ml.g6.2xlarge", "ml.g5.2xlarge"])] == [
-        "instance_pools[0]",
-        "instance_pools[1]",
+    assert [field for field, _ in refused(instances=Instances(pools=["ml.g6.2xlarge", "ml.g5.2xlarge"]))] == [
+        "instances.pools[0]",
+        "instances.pools[1]",
     ]
 
 
 def test_initial_copies_must_fit_the_pool_that_holds_fewest():
     # A g6.12xlarge holds 4 copies, a g6.2xlarge 1: 3 copies on 1 instance fit only the first.
-    problems = refused(instance_pools=[InstancePool("ml.g6.12xlarge"), InstancePool("ml.g6.2xlarge")], copy_count=3)
+    problems = refused(
+        instances=Instances(pools=[InstancePool("ml.g6.12xlarge"), InstancePool("ml.g6.2xlarge")]),
+        base_copies=BaseCopies(count=3),
+    )
     assert problems == [
         (
-            "copy_count",
+            "base_copies.count",
             "(3) does not fit: the pool that holds fewest, a ml.g6.2xlarge, holds 1 copies (1 GPU(s), 1 per copy), so "
-            "initial_instance_count=1 holds 1; raise initial_instance_count to 3 or lower copy_count to 1",
+            "instances.initial_count=1 holds 1; raise instances.initial_count to 3 or lower base_copies.count to 1",
         )
     ]
 
 
 def test_autoscaling_ceiling_is_checked_against_the_pool_that_holds_fewest():
     pools = [InstancePool("ml.g6.12xlarge"), InstancePool("ml.g5.2xlarge")]
-    endpoint = build_endpoint(instance_pools=pools, max_instance_count=3)
+    endpoint = build_endpoint(instances=Instances(pools=pools, max_count=3))
     with pytest.raises(ConfigurationError) as caught:
         endpoint.base_component.auto_scale_copy_count(min_copies=1, max_copies=4)
     [problem] = caught.value.problems
     assert problem.field == "max_copies"
     assert "the pool that holds fewest, a ml.g5.2xlarge, holds 1 copies" in problem.message
-    assert "raise max_instance_count to 4 or lower max_copies to 3" in problem.message
-    other = build_endpoint(instance_pools=pools, max_instance_count=3)
+    assert "raise instances.max_count to 4 or lower max_copies to 3" in problem.message
+    other = build_endpoint(instances=Instances(pools=pools, max_count=3))
     other.base_component.auto_scale_copy_count(min_copies=1, max_copies=3).scale_on_concurrent_requests(4)
 
 
@@ -217,15 +224,16 @@ def test_an_app_with_pools_is_cfn_lint_and_nag_clean(tmp_path):
     stack = cdk.Stack(app, "Pools-Lint")
     endpoint = build_endpoint(
         stack,
-        instance_pools=[InstancePool("ml.g6.2xlarge"), InstancePool("ml.g5.2xlarge"), InstancePool("ml.g6e.2xlarge")],
-        instance_provisioning_timeout=cdk.Duration.minutes(20),
-        initial_instance_count=2,
-        max_instance_count=4,
-        copy_count=2,
-        copy_placement=CopyPlacement(strategy="SPREAD", max_zone_imbalance=1),
-        data_cache=True,
         observability=Observability(detailed_observability=True),
         placement=FleetPlacement(),
+        instances=Instances(
+            pools=[InstancePool("ml.g6.2xlarge"), InstancePool("ml.g5.2xlarge"), InstancePool("ml.g6e.2xlarge")],
+            provisioning_timeout=cdk.Duration.minutes(20),
+            initial_count=2,
+            max_count=4,
+            data_cache=True,
+        ),
+        base_copies=BaseCopies(count=2, placement=CopyPlacement(strategy="SPREAD", max_zone_imbalance=1)),
     )
     endpoint.add_adapter("support-en-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
     endpoint.base_component.auto_scale_copy_count(min_copies=2, max_copies=4).scale_on_concurrent_requests(4)
@@ -235,7 +243,7 @@ def test_an_app_with_pools_is_cfn_lint_and_nag_clean(tmp_path):
 
 
 def test_instance_type_attribute_is_the_first_pool():
-    endpoint = build_endpoint(new_stack(), instance_pools=G6_THEN_G5)
+    endpoint = build_endpoint(new_stack(), instances=Instances(pools=G6_THEN_G5))
     assert endpoint.hosting.instance_type == "ml.g6.2xlarge"
     assert endpoint.hosting.instance_scaling.instance_types == ("ml.g6.2xlarge", "ml.g5.2xlarge")
     assert SUBJECT.startswith("MultiAdapterEndpoint")

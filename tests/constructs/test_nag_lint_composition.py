@@ -13,6 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 
+from cdk_adapters import Instances, Networking
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.private import nag_acknowledgments
 from cdk_adapters.private.nag_acknowledgments import flatten_reference
@@ -45,13 +46,8 @@ def endpoint_stack(name: str, **overrides) -> cdk.Stack:
 
 CONFIGURATIONS = {
     "nvme-default": {},
-    "ebs-with-created-key": {"instance_type": "ml.p3.2xlarge", "volume_size_in_gb": 300},
-    "scale-out": {
-        "instance_type": "ml.g6.12xlarge",
-        "initial_instance_count": 2,
-        "min_instance_count": 1,
-        "max_instance_count": 4,
-    },
+    "ebs-with-created-key": {"instances": Instances(instance_type="ml.p3.2xlarge", volume_size_in_gb=300)},
+    "scale-out": {"instances": Instances(instance_type="ml.g6.12xlarge", initial_count=2, min_count=1, max_count=4)},
 }
 
 
@@ -70,7 +66,7 @@ def test_nag_vpc_configuration_is_clean_for_the_endpoint():
         availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-aaaa1111", "subnet-bbbb2222"],
     )
-    endpoint = build_endpoint(stack, vpc=vpc)
+    endpoint = build_endpoint(stack, networking=Networking(vpc=vpc))
     endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(URL.format("tenant-a-v1")))
     assert nag_violations(stack) == []
 

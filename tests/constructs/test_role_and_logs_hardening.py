@@ -20,6 +20,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
+from cdk_adapters import BaseCopies, Instances, Networking
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.hosting.container_image import ContainerImage
@@ -321,7 +322,7 @@ def test_s3_decryption_keys_may_be_used_through_s3_only():
 
 
 def test_the_volume_key_grant_is_limited_to_aws_resources():
-    template = template_of(build_endpoint(instance_type="ml.p3.2xlarge"))
+    template = template_of(build_endpoint(instances=Instances(instance_type="ml.p3.2xlarge")))
     statements = {s.get("Sid"): s for s in role_statements(template)}
     assert statements["GrantVolumeKeyToEbs"]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
     [config] = template.find_resources("AWS::SageMaker::EndpointConfig").values()
@@ -341,7 +342,7 @@ def test_network_interfaces_are_created_only_in_the_endpoints_subnets_and_groups
         private_subnet_ids=["subnet-aaaa1111", "subnet-bbbb2222"],
     )
     group = ec2.SecurityGroup.from_security_group_id(stack, "Group", "sg-0123456789abcdef0")
-    endpoint = build_endpoint(stack, vpc=vpc, security_groups=[group])
+    endpoint = build_endpoint(stack, networking=Networking(vpc=vpc, security_groups=[group]))
     statements = {s.get("Sid"): s for s in role_statements(template_of(endpoint))}
     arn = f"arn:<AWS::Partition>:ec2:<AWS::Region>:{ACCOUNT}:"
     create = statements["CreateInterfacesInOwnSubnets"]
@@ -378,7 +379,7 @@ def test_the_star_acknowledgment_names_every_statement_that_needs_star():
     vpc = ec2.Vpc.from_vpc_attributes(
         stack, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-aaaa1111"]
     )
-    build_endpoint(stack, vpc=vpc)
+    build_endpoint(stack, networking=Networking(vpc=vpc))
     [reason] = [v for k, v in acknowledgments(stack).items() if k.endswith("AwsSolutions-IAM5[Resource::*]")]
     for part in (nag.REASON_ECR_TOKEN, nag.REASON_METRICS, nag.REASON_VPC_DESCRIBE):
         assert part in reason
@@ -407,12 +408,10 @@ def test_only_alarms_a_rollback_names_are_said_to_be_acted_on():
     stack = new_stack()
     endpoint = build_endpoint(
         stack,
-        instance_type="ml.g6.12xlarge",
-        initial_instance_count=2,
-        max_instance_count=2,
-        copy_count=2,
         alarms=MonitoringAlarms(endpoint=AlarmThresholds(), adapters=AlarmThresholds()),
         deployment=RollingUpdate(rollback_on_endpoint_alarms=("error_rate",)),
+        instances=Instances(instance_type="ml.g6.12xlarge", initial_count=2, max_count=2),
+        base_copies=BaseCopies(count=2),
     )
     endpoint.add_adapter("tenant-a-v1", artifact=AdapterArtifact.from_s3_url(ADAPTER_URL))
     endpoint.add_adapter_alarms("tenant-a-v1")

@@ -11,6 +11,7 @@ import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
+from cdk_adapters import BaseCopies, Instances, Networking
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.endpoint.components import ComputeRequirements, StartupTimeouts
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
@@ -52,8 +53,8 @@ def test_missing_minimum_memory():
 @pytest.mark.parametrize("field", ["model_data_download", "container_startup_health_check"])
 @pytest.mark.parametrize("seconds", [59, 3601])
 def test_startup_timeout_out_of_range(field, seconds):
-    error, stack = failing_endpoint(startup=StartupTimeouts(**{field: cdk.Duration.seconds(seconds)}))
-    assert fields_of(error) == [(ENDPOINT_SUBJECT, f"startup.{field}")]
+    error, stack = failing_endpoint(base_copies=BaseCopies(startup=StartupTimeouts(**{field: cdk.Duration.seconds(seconds)})))
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, f"base_copies.startup.{field}")]
     assert f"is {seconds} s; SageMaker accepts 60 to 3600 s" in str(error)
     assert_nothing_created(stack)
 
@@ -119,14 +120,19 @@ def test_kms_key_on_local_nvme_instance_type():
     key = kms.Key(stack, "Key", enable_key_rotation=True)
     with pytest.raises(ConfigurationError) as caught:
         MultiAdapterEndpoint(
-            stack, "Serving", **endpoint_props(stack, instance_type="ml.g5.2xlarge", volume_key=key, volume_size_in_gb=100)
+            stack,
+            "Serving",
+            **endpoint_props(stack, instances=Instances(instance_type="ml.g5.2xlarge", volume_key=key, volume_size_in_gb=100)),
         )
-    assert fields_of(caught.value) == [(ENDPOINT_SUBJECT, "volume_key"), (ENDPOINT_SUBJECT, "volume_size_in_gb")]
+    assert fields_of(caught.value) == [
+        (ENDPOINT_SUBJECT, "instances.volume_key"),
+        (ENDPOINT_SUBJECT, "instances.volume_size_in_gb"),
+    ]
 
 
 def test_instance_counts_out_of_order():
-    error, _ = failing_endpoint(initial_instance_count=5, min_instance_count=1, max_instance_count=2)
-    assert fields_of(error) == [(ENDPOINT_SUBJECT, "initial_instance_count")]
+    error, _ = failing_endpoint(instances=Instances(initial_count=5, min_count=1, max_count=2))
+    assert fields_of(error) == [(ENDPOINT_SUBJECT, "instances.initial_count")]
 
 
 def test_managed_environment_may_not_be_overridden():
@@ -140,19 +146,18 @@ def test_managed_environment_may_not_be_overridden():
 def test_several_problems_are_reported_together():
     error, stack = failing_endpoint(
         compute=ComputeRequirements(),
-        startup=StartupTimeouts(model_data_download=cdk.Duration.seconds(10)),
         image=ContainerImage.from_uri(TAG_IMAGE),
         vllm=VllmOptions(max_lora_rank=24, max_loras=8, max_cpu_loras=2),
-        copy_count=0,
+        base_copies=BaseCopies(startup=StartupTimeouts(model_data_download=cdk.Duration.seconds(10)), count=0),
     )
     assert sorted(field for _, field in fields_of(error)) == sorted(
         [
             "compute.min_memory_required_in_mb",
-            "startup.model_data_download",
+            "base_copies.startup.model_data_download",
             "image",
             "vllm.max_lora_rank",
             "vllm.max_cpu_loras",
-            "copy_count",
+            "base_copies.count",
         ]
     )
     assert "(6 problem(s))" in str(error)
@@ -269,12 +274,16 @@ def test_artifact_url_messages_say_what_is_wrong_and_quote_the_url(url, text):
 def test_more_initial_copies_than_the_instances_hold_is_refused():
     stack = new_stack()
     with pytest.raises(ConfigurationError) as caught:
-        build_endpoint(stack, copy_count=3, instance_type="ml.g6.2xlarge")  # one L4 per instance, one GPU per copy
+        build_endpoint(
+            stack, base_copies=BaseCopies(count=3), instances=Instances(instance_type="ml.g6.2xlarge")
+        )  # one L4 per instance, one GPU per copy
     [problem] = caught.value.problems
-    assert problem.field == "copy_count"
-    assert "a ml.g6.2xlarge holds 1 copies (1 GPU(s), 1 per copy), so initial_instance_count=1 holds 1" in problem.message
+    assert problem.field == "base_copies.count"
+    assert "a ml.g6.2xlarge holds 1 copies (1 GPU(s), 1 per copy), so instances.initial_count=1 holds 1" in problem.message
     assert_nothing_created(stack)
-    build_endpoint(new_stack(), copy_count=4, instance_type="ml.g6.12xlarge")  # four GPUs: fits
+    build_endpoint(
+        new_stack(), base_copies=BaseCopies(count=4), instances=Instances(instance_type="ml.g6.12xlarge")
+    )  # four GPUs: fits
 
 
 def isolated_only_vpc(stack):
@@ -292,9 +301,9 @@ def isolated_only_vpc(stack):
 def test_isolated_only_vpc_with_the_default_subnets_is_a_library_error():
     stack = new_stack()
     with pytest.raises(ConfigurationError) as caught:
-        build_endpoint(stack, vpc=isolated_only_vpc(stack))
+        build_endpoint(stack, networking=Networking(vpc=isolated_only_vpc(stack)))
     (problem,) = caught.value.problems
-    assert (problem.subject, problem.field) == ("MultiAdapterEndpoint 'Test-Stack/Serving'", "vpc_subnets")
+    assert (problem.subject, problem.field) == ("MultiAdapterEndpoint 'Test-Stack/Serving'", "networking.vpc_subnets")
     assert "this VPC has none (it has isolated subnets)" in problem.message
     assert "SubnetType.PRIVATE_ISOLATED" in problem.message and "S3 gateway endpoint" in problem.message
 
@@ -303,7 +312,12 @@ def test_isolated_subnets_chosen_explicitly_are_used():
     stack = new_stack()
     vpc = isolated_only_vpc(stack)
     vpc.add_gateway_endpoint("S3", service=cdk.aws_ec2.GatewayVpcEndpointAwsService.S3)
-    build_endpoint(stack, vpc=vpc, vpc_subnets=cdk.aws_ec2.SubnetSelection(subnet_type=cdk.aws_ec2.SubnetType.PRIVATE_ISOLATED))
+    build_endpoint(
+        stack,
+        networking=Networking(
+            vpc=vpc, vpc_subnets=cdk.aws_ec2.SubnetSelection(subnet_type=cdk.aws_ec2.SubnetType.PRIVATE_ISOLATED)
+        ),
+    )
     (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
     assert model["Properties"]["VpcConfig"]["Subnets"] == [
         {"Ref": stack.get_logical_id(s.node.default_child)} for s in vpc.isolated_subnets
@@ -314,9 +328,9 @@ def test_a_subnet_selection_that_matches_nothing_is_a_library_error():
     stack = new_stack()
     vpc = isolated_only_vpc(stack)
     with pytest.raises(ConfigurationError) as caught:
-        build_endpoint(stack, vpc=vpc, vpc_subnets=cdk.aws_ec2.SubnetSelection(subnet_group_name="app"))
+        build_endpoint(stack, networking=Networking(vpc=vpc, vpc_subnets=cdk.aws_ec2.SubnetSelection(subnet_group_name="app")))
     (problem,) = caught.value.problems
-    assert problem.field == "vpc_subnets" and problem.message.startswith("selects no subnet of the VPC: ")
+    assert problem.field == "networking.vpc_subnets" and problem.message.startswith("selects no subnet of the VPC: ")
     assert "Traceback" not in problem.message and "@jsii" not in problem.message
 
 

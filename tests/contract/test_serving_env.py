@@ -42,9 +42,9 @@ def test_what_the_construct_renders_the_container_reads_back(policy):
 def test_a_revision_needs_an_id_on_both_sides_by_the_same_rule():
     _, problems = ServingPolicy(base_model_revision="0123abc").render(VllmOptions(), "endpoint")
     assert [(p.subject, p.field, p.message) for p in problems] == [
-        ("endpoint", "base_model_revision", serving_env.revision_problem(None, "0123abc", "base_model_id"))
+        ("endpoint", "base_model.revision", serving_env.revision_problem(None, "0123abc", "base_model.model_id"))
     ]
-    assert "without base_model_id, the model it is a revision of; set both or neither" in problems[0].message
+    assert "without base_model.model_id, the model it is a revision of; set both or neither" in problems[0].message
     _, problems = ServingSettings.from_environ({serving_env.BASE_MODEL_REVISION: "0123abc"})
     assert [(p.subject, p.field, p.message) for p in problems] == [
         (serving_env.BASE_MODEL_REVISION, "value", serving_env.revision_problem(None, "0123abc", serving_env.BASE_MODEL_ID))

@@ -14,6 +14,7 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Template
 
+from cdk_adapters import Networking
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.deploy_check.deploy_check import RESOURCE_TYPE, AdapterCheck, DeployCheck
 from cdk_adapters.deploy_check.handler import index
@@ -165,7 +166,7 @@ def test_in_a_vpc_the_check_function_runs_in_the_endpoints_subnets_with_https_eg
         availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-aaaa1111", "subnet-bbbb2222"],
     )
-    endpoint_with_check(stack, vpc=vpc)
+    endpoint_with_check(stack, networking=Networking(vpc=vpc))
     template = Template.from_stack(stack).to_json()
     [function] = [r for k, r in template["Resources"].items() if k.startswith("ServingDeployCheckFunction")]
     assert function["Properties"]["VpcConfig"]["SubnetIds"] == ["subnet-aaaa1111", "subnet-bbbb2222"]
@@ -278,9 +279,10 @@ def test_acknowledgments_only_cover_what_was_found(monkeypatch, in_vpc):
     stack = cdk.Stack(cdk.App(), f"Check-Withheld-{in_vpc}")
     overrides = {}
     if in_vpc:
-        overrides["vpc"] = ec2.Vpc.from_vpc_attributes(
+        vpc = ec2.Vpc.from_vpc_attributes(
             stack, "Vpc", vpc_id="vpc-12345678", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-aaaa1111"]
         )
+        overrides["networking"] = Networking(vpc=vpc)
     endpoint_with_check(stack, **overrides)
     found = {
         (violation.rule_name, resource.construct_path)

@@ -1,8 +1,8 @@
 """Every Python block of README.md and docs/ is checked against the library it documents.
 
 A block is parsed, its imports are run, and every call on what it imported is bound to the real
-signature: a class, function or method that does not exist, or a keyword it does not take, fails
-here with the file and line (``AdapterClient(endpoint_name=...)`` and
+signature: a class, function or method that does not exist, or a keyword it does not take (or
+a deprecated flat prop of the endpoint), fails here with the file and line (``AdapterClient(endpoint_name=...)`` and
 ``MultiAdapterEndpoint.from_manifest`` reached users that way). Names the block makes itself
 (``stack``, ``path``) are left alone, and nothing is synthesized or sent. Inline code in the prose
 that calls ``<export>.<attribute>(`` is held to the same rule.
@@ -21,7 +21,10 @@ from typing import Any
 import pytest
 
 import cdk_adapters
+from cdk_adapters.endpoint.prop_groups import FLAT_PROPS
 
+ENDPOINT_BUILDERS = (cdk_adapters.MultiAdapterEndpoint, cdk_adapters.endpoint_from_manifest)
+"""They take the old flat props (`FLAT_PROPS`) with a warning; the documents show the grouped ones."""
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
@@ -104,6 +107,9 @@ class _Checker(ast.NodeVisitor):
         positional = [None] * sum(1 for arg in node.args if not isinstance(arg, ast.Starred))
         if any(isinstance(arg, ast.Starred) for arg in node.args) or any(keyword.arg is None for keyword in node.keywords):
             return
+        flat = sorted(set(keywords) & set(FLAT_PROPS)) if target in ENDPOINT_BUILDERS else []
+        if flat:
+            self.problems.append(f"line {node.lineno}: {ast.unparse(node.func)}(...): deprecated flat props {flat}")
         try:
             signature.bind_partial(*positional, **keywords)
             forwarded = self._forwarded_to(node.func, signature, keywords)

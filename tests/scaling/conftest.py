@@ -11,20 +11,18 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
+from cdk_adapters import BaseCopies, Instances
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import build_endpoint, new_stack
 
 ADAPTER_URL = "s3://example-adapters/{}/v1/adapter.tar.gz"
-SCALE_TO_ZERO = {"instance_type": "ml.g6.2xlarge", "min_instance_count": 0, "max_instance_count": 1}
+SCALE_TO_ZERO = {"instances": Instances(instance_type="ml.g6.2xlarge", min_count=0, max_count=1)}
 """One L4 instance at most, released when idle: room for one 16 GiB copy."""
 SCALE_OUT = {
-    "instance_type": "ml.g6.12xlarge",
-    "initial_instance_count": 2,
-    "min_instance_count": 2,
-    "max_instance_count": 4,
-    "copy_count": 2,
+    "instances": Instances(instance_type="ml.g6.12xlarge", initial_count=2, min_count=2, max_count=4),
+    "base_copies": BaseCopies(count=2),
 }
 """Four L4 GPUs per instance, two to four instances: room for 16 copies of one GPU each."""
 

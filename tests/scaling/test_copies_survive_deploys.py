@@ -18,6 +18,7 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
+from cdk_adapters import BaseCopies, Instances
 from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.endpoint.fleet import FleetPlacement
 from cdk_adapters.hosting.container_image import ContainerImage
@@ -58,12 +59,10 @@ def synth(
         manifest=manifest,
         image=ContainerImage.from_digest_uri(DIGEST_IMAGE),
         compute=ComputeRequirements(min_memory_required_in_mb=memory),
-        instance_type="ml.g6.12xlarge",
-        min_instance_count=0,
-        max_instance_count=2,
-        copy_count=2,
         alarms=MonitoringAlarms(endpoint=AlarmThresholds(error_rate_percent=error_rate_percent)),
         deployment=RollingUpdate(rollback_on_endpoint_alarms=("error_rate",)),
+        instances=Instances(instance_type="ml.g6.12xlarge", min_count=0, max_count=2),
+        base_copies=BaseCopies(count=2),
     )
     copies = endpoint.base_component.auto_scale_copy_count(min_copies=0, max_copies=8)
     copies.scale_on_concurrent_requests(target)

@@ -7,6 +7,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
+from cdk_adapters import Instances
 from cdk_adapters.endpoint.components import ComputeRequirements
 from cdk_adapters.hosting.scaling import ScalableCopyCount
 from cdk_adapters.problems import ConfigurationError
@@ -42,8 +43,8 @@ def test_min_above_max_and_bad_counts():
 def test_copy_count_outside_the_range_is_refused_with_why():
     endpoint = endpoint_with_adapters("Refuse-Copies", **SCALE_OUT)  # copy_count=2
     error = refused(lambda: endpoint.base_component.auto_scale_copy_count(min_copies=3, max_copies=8))
-    assert fields_of(error) == [(base_subject(endpoint), "copy_count")]
-    assert "every deploy creates the component with copy_count copies (never 0)" in str(error)
+    assert fields_of(error) == [(base_subject(endpoint), "base_copies.count")]
+    assert "every deploy creates the component with base_copies.count copies (never 0)" in str(error)
 
 
 @pytest.mark.parametrize(
@@ -53,15 +54,15 @@ def test_copy_count_outside_the_range_is_refused_with_why():
         (
             SCALE_TO_ZERO,
             2,
-            "a ml.g6.2xlarge holds 1 copies (1 GPU(s), 1 per copy), so max_instance_count=1 holds 1; "
-            "raise max_instance_count to 2 or lower max_copies to 1",
+            "a ml.g6.2xlarge holds 1 copies (1 GPU(s), 1 per copy), so instances.max_count=1 holds 1; "
+            "raise instances.max_count to 2 or lower max_copies to 1",
         ),
         # Four GPUs but 192 GiB: three 64 GiB copies per ml.g6.12xlarge, 12 on four instances.
         (
             dict(SCALE_OUT, compute=ComputeRequirements(min_memory_required_in_mb=65536)),
             13,
-            "holds 3 copies (192 GiB host memory, 65536 MiB per copy), so max_instance_count=4 holds 12; "
-            "raise max_instance_count to 5 or lower max_copies to 12",
+            "holds 3 copies (192 GiB host memory, 65536 MiB per copy), so instances.max_count=4 holds 12; "
+            "raise instances.max_count to 5 or lower max_copies to 12",
         ),
         # Two GPUs per copy: two copies per instance.
         (
@@ -80,9 +81,9 @@ def test_more_copies_than_the_instances_can_hold(overrides, max_copies, says):
 
 
 def test_an_instance_type_outside_the_table_cannot_be_checked_so_it_is_refused():
-    endpoint = endpoint_with_adapters("Refuse-Type", instance_type="ml.p3.2xlarge")
+    endpoint = endpoint_with_adapters("Refuse-Type", instances=Instances(instance_type="ml.p3.2xlarge"))
     error = refused(lambda: endpoint.base_component.auto_scale_copy_count(min_copies=1, max_copies=2))
-    assert fields_of(error) == [(base_subject(endpoint), "instance_type")]
+    assert fields_of(error) == [(base_subject(endpoint), "instances.instance_type")]
     assert "'ml.p3.2xlarge' is not a GPU instance type this library knows" in str(error)
 
 
@@ -108,7 +109,7 @@ def test_target_values_must_be_positive_and_cooldowns_whole_seconds_within_an_ho
 
 
 def test_scale_to_zero_needs_min_instance_count_zero_and_min_copies_zero():
-    endpoint = endpoint_with_adapters("Refuse-Zero", instance_type="ml.g6.12xlarge", max_instance_count=2)
+    endpoint = endpoint_with_adapters("Refuse-Zero", instances=Instances(instance_type="ml.g6.12xlarge", max_count=2))
     copies = endpoint.base_component.auto_scale_copy_count(min_copies=1, max_copies=4)
     copies.scale_on_concurrent_requests(4)
     error = refused(lambda: copies.scale_to_zero(wake_up_cooldown=cdk.Duration.hours(3)))
@@ -116,9 +117,9 @@ def test_scale_to_zero_needs_min_instance_count_zero_and_min_copies_zero():
     assert fields_of(error) == [
         (subject, "scale_to_zero.wake_up_cooldown"),
         (subject, "min_copies"),
-        (subject, "min_instance_count"),
+        (subject, "instances.min_count"),
     ]
-    assert "MultiAdapterEndpoint(min_instance_count=0)" in str(error)
+    assert "MultiAdapterEndpoint(instances=Instances(min_count=0))" in str(error)
     assert copies.wake_up is None and copies.node.try_find_child("WakeUpAlarm") is None
 
 

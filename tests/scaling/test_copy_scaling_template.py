@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from cdk_adapters import Instances
 from cdk_adapters.hosting.scaling import COPY_COUNT_DIMENSION, SERVICE_LINKED_ROLE, WAKE_UP_QUERY, WakeUpScope
 from tests.scaling.conftest import base_logical_id, endpoint_with_adapters, resources, scaled_out, scaled_to_zero
 
@@ -119,8 +120,8 @@ def test_base_component_scope_alarms_on_the_base_metric_alone():
 
 
 def test_scaling_adds_four_resources_to_scale_to_zero_and_two_to_track_and_leaves_the_base_as_it_was(zero):
-    plain = endpoint_with_adapters("Scale-Zero", instance_type="ml.g6.2xlarge", min_instance_count=0, max_instance_count=1)
-    tracked = endpoint_with_adapters("Scale-Track", instance_type="ml.g6.2xlarge")
+    plain = endpoint_with_adapters("Scale-Zero", instances=Instances(instance_type="ml.g6.2xlarge", min_count=0, max_count=1))
+    tracked = endpoint_with_adapters("Scale-Track", instances=Instances(instance_type="ml.g6.2xlarge"))
     tracked.base_component.auto_scale_copy_count(min_copies=1, max_copies=1).scale_on_invocations(60)
     before = Counter(r["Type"] for r in resources(plain).values())
     assert Counter(r["Type"] for r in resources(zero).values()) - before == Counter({TARGET: 1, POLICY: 2, ALARM: 1})

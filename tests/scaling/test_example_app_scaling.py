@@ -84,5 +84,5 @@ def test_a_copy_ceiling_the_environments_instances_cannot_hold_is_refused():
     with pytest.raises(ConfigurationError) as caught:
         example_app.build(cdk.App(context=context))
     [problem] = caught.value.problems
-    assert problem.field == "max_copies" and "raise max_instance_count to 9 or lower max_copies to 8" in problem.message
+    assert problem.field == "max_copies" and "raise instances.max_count to 9 or lower max_copies to 8" in problem.message
     assert "the pool that holds fewest, a ml.g6.2xlarge, holds 1 copies" in problem.message

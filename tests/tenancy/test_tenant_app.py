@@ -16,6 +16,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
+from cdk_adapters import BaseModelIdentity
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.artifacts.packaging import package_adapter
@@ -43,9 +44,7 @@ def platform_app(zoo, outdir: Path) -> tuple[cdk.App, MultiAdapterEndpoint]:
     endpoint = build_endpoint(
         stack,
         vllm=VllmOptions(max_lora_rank=16),
-        base_model_facts=zoo.base_facts,
-        base_model_id=TINY_BASE_MODEL_ID,
-        base_model_revision=TINY_BASE_REVISION,
+        base_model=BaseModelIdentity(facts=zoo.base_facts, model_id=TINY_BASE_MODEL_ID, revision=TINY_BASE_REVISION),
     )
     endpoint.add_adapter("platform-v1", artifact=AdapterArtifact.from_s3_url(f"{ADAPTER_BUCKET_URL}platform-v1/adapter.tar.gz"))
     endpoint.add_alias("platform", "platform-v1")
