@@ -308,4 +308,21 @@ MUTANTS: tuple[Mutant, ...] = (
         '        case["prompt"] = request["prompt"]',
         CAPTURE,
     ),
+    # --- the endpoint's grouped props and alarm text
+    Mutant(
+        "flat-prop-maps-to-another-field",
+        "props",
+        "cdk_adapters/endpoint/prop_groups.py",
+        '    "max_instance_count": ("instances", "max_count"),',
+        '    "max_instance_count": ("instances", "min_count"),',
+        ("tests/constructs/test_prop_groups.py",),
+    ),
+    Mutant(
+        "alarm-forgets-its-runbook",
+        "props",
+        "cdk_adapters/monitoring/alarms.py",
+        "            alarm_description=description + runbook_line(runbook_url, kind),",
+        "            alarm_description=description,",
+        ("tests/monitoring/test_alarm_runbook.py",),
+    ),
 )

@@ -8,10 +8,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 MODULE_LINES = 500
 FUNCTION_LINES = 80
 EXCEPTIONS = {
-    # MultiAdapterEndpoint takes 46 keyword props, each documented in its constructor's docstring
-    # (aws-cdk-lib's way); grouping them into option objects is a change of the public API of its own.
-    ("cdk_adapters/endpoint/endpoint.py", None): 840,
-    ("cdk_adapters/endpoint/endpoint.py", "MultiAdapterEndpoint.__init__"): 260,
+    # MultiAdapterEndpoint takes 28 keyword props, each documented in its constructor's docstring
+    # (aws-cdk-lib's way; the option objects document their own fields), and is the one class
+    # users reach for: its add_*/grant_*/metric methods stay on it rather than behind indirection.
+    ("cdk_adapters/endpoint/endpoint.py", None): 780,
+    ("cdk_adapters/endpoint/endpoint.py", "MultiAdapterEndpoint.__init__"): 205,
 }
 
 
