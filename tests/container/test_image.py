@@ -4,7 +4,6 @@ with nothing but the standard library and what the vLLM base image already has."
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -135,10 +134,9 @@ def test_default_ami_driver_runs_the_image_cuda():
 
 
 def test_endpoint_construct_defaults_to_the_images_ami():
-    from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+    from cdk_adapters.hosting.instances import Instances
 
-    default = inspect.signature(MultiAdapterEndpoint.__init__).parameters["inference_ami_version"].default
-    assert default == serving_image.INFERENCE_AMI_VERSION
+    assert Instances().ami_version == serving_image.INFERENCE_AMI_VERSION
 
 
 # --------------------------------------------------------------------------- build context
