@@ -107,6 +107,7 @@ class InvocationHandler:
             await self._serve(scope, receive, send, given, pending, started)
         except Refusal as refusal:
             record.status, record.error = refusal.status, refusal.message
+            await self._context.refusal_pacing.pace(pending.label or self._label(record.adapter), refusal.status)
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
             self._publish(pending)
             await send_error(send, refusal)

@@ -14,6 +14,8 @@ vLLM's own routes. It only dispatches; each job lives in its own module:
   unless base-model access is enabled, an unknown adapter is a 404 naming it,
   ``CustomAttributes: route=/v1/...`` is honoured (`invocation_request`), streams work, and each
   request gets one JSON log line and per-adapter Prometheus metrics.
+* `refusal_pacing`: a tenant's refusals past a burst leave at a bounded rate, so a client looping
+  on a refused request cannot keep the event loop busy for the others.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class SageMakerAdapterMiddleware:
                     "/invocations, /ping and /adapters (and /v1/completions, /v1/chat/completions, /metrics)",
                 )
         except Refusal as refusal:
+            await self.context.refusal_pacing.pace(_pacing_key(path), refusal.status)
             await send_error(send, refusal)
 
     def _watch_lifespan(self, scope: Scope, send: Send) -> Send:
@@ -100,6 +103,11 @@ class SageMakerAdapterMiddleware:
             await send(message)
 
         return watching_send
+
+
+def _pacing_key(path: str) -> str:
+    """Refusals outside an invocation share one pace per door: registrations, and everything else."""
+    return "registrations" if path.startswith(sagemaker_contract.ADAPTERS_PATH) else "routes"
 
 
 async def refuse_websocket(receive: Receive, send: Send) -> None:

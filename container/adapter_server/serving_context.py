@@ -11,6 +11,7 @@ from adapter_server import observability
 from adapter_server.admission import FairAdmission
 from adapter_server.capture_log import CaptureLog, StandardOutputCaptureLog
 from adapter_server.engine_routes import EngineRoutes
+from adapter_server.refusal_pacing import RefusalPacing
 from adapter_server.registrations import RegistrationStore
 from adapter_server.settings import ServingSettings
 from cdk_adapters.gate import BaseModelFacts, Reference
@@ -34,6 +35,8 @@ class ServingContext:
         self.residency = observability.ResidencyTracker(1)
         self.admission: FairAdmission | None = None
         """Fair share across adapters (None: off, requests go to vLLM as they come)."""
+        self.refusal_pacing = RefusalPacing()
+        """Each tenant's refusals past a burst leave at a bounded rate (`refusal_pacing`)."""
         self.capture_log: CaptureLog = StandardOutputCaptureLog()
         """Where captured records go (the capture log group, one stream per adapter, once start-up
         has read the settings)."""

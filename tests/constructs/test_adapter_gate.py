@@ -148,6 +148,6 @@ def test_docs_name_the_rules_that_need_base_facts():
     assert needing == {"target-modules-in-base", "base-identity", "vision-tower-layout", "vlm-engine-traps"}
     docs = (Path(__file__).resolve().parents[2] / "docs" / "constructs.md").read_text()
     section = docs.split("## The compatibility gate at synth", 1)[1].split("\n## ", 1)[0]
-    needs_base_text = section.split("Without `base_model_facts`", 1)[1].split("Every other rule", 1)[0]
+    needs_base_text = section.split("Without `base_model.facts`", 1)[1].split("Every other rule", 1)[0]
     assert all(f"`{rule}`" in needs_base_text for rule in needing)
     assert all(f"`{rule}`" in section for rule in (check.id for check in ADAPTER_CHECKS))

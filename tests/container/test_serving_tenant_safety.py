@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import threading
+import time
 
+import httpx
 import pytest
 
 from cdk_adapters.contract import error_kinds
-from tests.container.sagemaker_calls import ADAPTER_HEADER, invoke, register
+from tests.container.sagemaker_calls import ADAPTER_HEADER, completion_body, invoke, register
 from tests.support.held_places import CHAT_PATH, HELD_STREAM, Call, release, wait_for
 
 pytestmark = pytest.mark.vllm
@@ -114,3 +117,42 @@ def test_a_directory_with_a_huge_extra_file_is_refused_and_never_copied(served, 
     assert "size-bound" in {problem["rule"] for problem in refused.json()["error"]["problems"]}
     assert client.get("/adapters").json()["adapters"] == before
     assert sorted(path.name for path in (served.state_dir / "served").iterdir()) == copies  # nothing copied
+
+
+def test_a_tenant_repeating_refused_requests_gets_them_at_a_bounded_pace_and_holds_no_one_else(served, zoo):
+    """25 requests at once that are refused (``n`` over the adapter's ``max_n``): the first 10 are
+    answered at once, the other 15 leave at 5 a second, and while they are held another tenant's
+    refusal and ``/ping`` are answered. Every request still gets its 400; none is lost. Only lower
+    bounds and orderings of time are asserted: a slower machine can only make them truer."""
+    client = served.client
+    for name in ("pace-loud-v1", "pace-quiet-v1"):
+        assert register(client, name, zoo.adapter("good")).status_code == 200
+    refused_body = {**completion_body(), "n": 99}
+    finished: list[tuple[str, int, str, float]] = []
+
+    def call(adapter: str) -> None:
+        with httpx.Client(base_url=f"http://127.0.0.1:{served.port}", timeout=60) as own:
+            answer = own.post("/invocations", json=refused_body, headers={ADAPTER_HEADER: adapter})
+        finished.append((adapter, answer.status_code, answer.json()["error"]["type"], time.monotonic()))
+
+    loud = [threading.Thread(target=call, args=("pace-loud-v1",)) for _ in range(25)]
+    for thread in loud:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(finished) < 10 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    call("pace-quiet-v1")
+    ping = client.get("/ping")
+    pinged = time.monotonic()
+    for thread in loud:
+        thread.join(60)
+    assert ping.status_code == 200
+    assert {(adapter, status, kind) for adapter, status, kind, _ in finished} == {
+        ("pace-loud-v1", 400, error_kinds.TOO_MANY_SEQUENCES),
+        ("pace-quiet-v1", 400, error_kinds.TOO_MANY_SEQUENCES),
+    }
+    loud_times = sorted(when for adapter, *_, when in finished if adapter == "pace-loud-v1")
+    (quiet_time,) = [when for adapter, *_, when in finished if adapter == "pace-quiet-v1"]
+    assert len(loud_times) == 25
+    assert loud_times[-1] - loud_times[0] >= 1.5, "15 held refusals leave at 5 a second: about 3 s"
+    assert quiet_time < loud_times[-1] and pinged < loud_times[-1], "answered while the loud tenant's were held"
