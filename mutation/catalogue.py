@@ -325,4 +325,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "            alarm_description=description,",
         ("tests/monitoring/test_alarm_runbook.py",),
     ),
+    Mutant(
+        "refusals-never-paced",
+        "boundary",
+        "container/adapter_server/refusal_pacing.py",
+        "        return 0.0 if tokens >= 0 else -tokens / self._rate",
+        "        return 0.0",
+        ("tests/container/test_refusal_pacing.py",),
+    ),
+    Mutant(
+        "503-paced-like-a-refusal",
+        "boundary",
+        "container/adapter_server/refusal_pacing.py",
+        "        if not 400 <= status < 500:",
+        "        if not 400 <= status < 600:",
+        ("tests/container/test_refusal_pacing.py",),
+    ),
 )
