@@ -184,3 +184,20 @@ def test_problems_name_the_field_by_its_grouped_path():
         "instances.initial_count",
         "instances.volume_size_in_gb",
     ]
+
+
+def test_a_prop_that_creates_something_names_the_attribute_that_holds_it():
+    """aws-cdk-lib's convention (``eks.Cluster(alb_controller=options)`` -> ``cluster.alb_controller``,
+    the construct), documented in docs/constructs.md: the prop is the options, the attribute of the
+    same name what they created, and None when the prop turns it off."""
+    from cdk_adapters import DeployCheck
+    from cdk_adapters.deploy_check.deploy_check import AdapterDeployCheck
+    from cdk_adapters.monitoring.dashboard import EndpointDashboard
+
+    stack = new_stack()
+    check = DeployCheck()
+    on = MultiAdapterEndpoint(stack, "On", **endpoint_props(stack), deploy_check=check, dashboard=True)
+    off = MultiAdapterEndpoint(stack, "Off", **endpoint_props(stack), dashboard=False)
+    assert isinstance(on.deploy_check, AdapterDeployCheck) and on.deploy_check_settings is check
+    assert isinstance(on.dashboard, EndpointDashboard)
+    assert off.deploy_check is None and off.deploy_check_settings is None and off.dashboard is None
