@@ -17,6 +17,7 @@ from tests.container.sagemaker_calls import (
     server_sent_events,
     unregister,
 )
+from tests.support.held_places import CHAT_PATH, HELD_STREAM, Call, wait_for
 
 pytestmark = pytest.mark.vllm
 
@@ -67,57 +68,42 @@ def test_a_routed_chat_stream_carries_the_adapters_answer(served, zoo):
     )
 
 
-MID_STREAM_ATTEMPTS = 8
-"""The tiny model can finish 240 tokens before the DELETE lands; try again until the DELETE wins."""
+def _streamed_text(answer: bytes) -> tuple[list, str]:
+    events = server_sent_events(httpx.Response(200, content=answer))
+    chunks = [event for event in events[:-1] if event["choices"]]
+    return events, "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in chunks)
 
 
 def test_deleting_an_adapter_mid_stream_lets_the_stream_finish(served, zoo):
+    """The DELETE lands while the stream is surely in flight: its caller reads nothing until then,
+    and the answer (about 315 KB) is twice what the connection holds in transit, so it cannot have
+    ended (`held_places`). New requests are refused at once; the stream still ends whole and
+    unchanged, and the server logs the unregistration before the stream's end, in that order."""
     client = served.client
     assert register(client, "leaving-v1", zoo.adapter("good")).status_code == 200
-    body = completion_body(max_tokens=240)  # long enough that the DELETE usually lands while tokens still flow
-    expected = invoke(client, "leaving-v1", body).json()["choices"][0]["token_ids"]
-    deleted_mid_stream = [
-        ("cdk_adapters.registration", "unregister"),
-        ("cdk_adapters.request", 404),
-        ("cdk_adapters.request", 200),
-    ]
-    for attempt in range(MID_STREAM_ATTEMPTS):
-        if attempt:
-            assert register(client, "leaving-v1", zoo.adapter("good")).status_code == 200
-        already = len(served.events())
-        requests_before = len(served.events("cdk_adapters.request"))
-        with (
-            httpx.Client(base_url=served.url, timeout=120) as streaming,
-            streaming.stream(
-                "POST", "/invocations", json={**body, "stream": True}, headers={ADAPTER_HEADER: "leaving-v1"}
-            ) as stream,
-        ):
-            assert stream.status_code == 200
-            pieces = stream.iter_bytes()
-            received = next(pieces)
-            removed = unregister(client, "leaving-v1")
-            assert removed.status_code == 200, removed.text
-            assert invoke(client, "leaving-v1").status_code == 404  # new requests: gone at once
-            received += b"".join(pieces)
-
-        # Whatever the timing, the stream in flight is never cut short or changed.
-        events = server_sent_events(httpx.Response(200, content=received))
-        assert events[-1] == "[DONE]"
-        assert [t for e in events[:-1] if e["choices"] for t in e["choices"][0]["token_ids"]] == expected
-        # In the server's own order: the unregistration came before the end of the stream. The refused
-        # request's line may land before or after that end (seen both ways in CI); either is this case.
-        lines = [(e["event"], e.get("action") or e.get("status")) for e in served.events()[already:]]
-        assert sorted(lines) == sorted(deleted_mid_stream), lines
-        if lines.index(deleted_mid_stream[0]) < lines.index(deleted_mid_stream[2]):
-            break
-        # The only other order: the stream had already ended when the DELETE arrived. Try again.
-        assert lines == [deleted_mid_stream[2], *deleted_mid_stream[:2]], lines
-    else:
-        pytest.fail(f"in {MID_STREAM_ATTEMPTS} attempts the stream always ended before the DELETE arrived")
-    # The stream's own line, wherever the refused request's line landed: it counted every token.
+    body = {key: value for key, value in HELD_STREAM.items() if key != "seed"} | {"temperature": 0}
+    read_at_once = client.post(CHAT_PATH, json=body, headers={ADAPTER_HEADER: "leaving-v1"})
+    assert read_at_once.status_code == 200
+    _, expected = _streamed_text(read_at_once.content)
+    already = len(served.events())
+    requests_before = len(served.events("cdk_adapters.request"))
+    held = Call(served, "leaving-v1", body, path=CHAT_PATH, slow_reader=True)
+    try:
+        wait_for(client, "the stream is in the engine", lambda now: now.of("leaving-v1") == (1, 0))
+        removed = unregister(client, "leaving-v1")
+        assert removed.status_code == 200, removed.text
+        assert invoke(client, "leaving-v1").status_code == 404  # new requests: gone at once
+        status, answer = held.answer()
+    finally:
+        held.leave()
+    assert status == 200
+    events, text = _streamed_text(answer)
+    assert events[-1] == "[DONE]" and text == expected, "the stream in flight is never cut short or changed"
+    lines = [(e["event"], e.get("action") or e.get("status")) for e in served.events()[already:]]
+    assert lines == [("cdk_adapters.registration", "unregister"), ("cdk_adapters.request", 404), ("cdk_adapters.request", 200)]
     (streamed,) = [line for line in request_lines(served, requests_before) if line["status"] == 200]
     (refused,) = [line for line in request_lines(served, requests_before) if line["status"] == 404]
-    assert (streamed["stream"], streamed["output_tokens"]) == (True, 240)
+    assert (streamed["stream"], streamed["output_tokens"]) == (True, HELD_STREAM["max_tokens"])
     assert refused["output_tokens"] is None
 
 
