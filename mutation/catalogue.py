@@ -337,8 +337,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "503-paced-like-a-refusal",
         "boundary",
         "container/adapter_server/refusal_pacing.py",
-        "        if not 400 <= status < 500:",
-        "        if not 400 <= status < 600:",
+        "        if not 400 <= status < 500 or status == 429:",
+        "        if not 400 <= status < 600 or status == 429:",
         ("tests/container/test_refusal_pacing.py",),
     ),
 )

@@ -2,7 +2,7 @@
 
 Each option object must be of its class (checked before anything reads it). The old flat props
 are still accepted, each mapped into its group, with a `FlatPropWarning` (a
-`DeprecationWarning`) that names the new spelling, so existing stacks synthesize the same
+`FutureWarning`) that names the new spelling, so existing stacks synthesize the same
 template while their owners move. This table is the one place that knows the old names.
 """
 
@@ -14,6 +14,9 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+import jsii
+
+import cdk_adapters
 from cdk_adapters.endpoint.base_model_identity import BaseModelIdentity
 from cdk_adapters.hosting.base_copies import BaseCopies
 from cdk_adapters.hosting.instances import Instances
@@ -55,8 +58,11 @@ FLAT_PROPS: Mapping[str, tuple[str, str]] = {
 """Old flat prop -> (option prop, field of its option object)."""
 
 
-class FlatPropWarning(DeprecationWarning):
-    """A `MultiAdapterEndpoint` prop that now lives in an option object was passed flat."""
+class FlatPropWarning(FutureWarning):
+    """A `MultiAdapterEndpoint` prop that now lives in an option object was passed flat.
+
+    A FutureWarning, like the manifest's deprecations: Python shows it by default wherever the
+    app's code is (a DeprecationWarning shows only for ``__main__``, so a stack module would hide it)."""
 
 
 def regroup(groups: Mapping[str, Any], flat: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,7 +108,11 @@ def _callers_level() -> int:
 
 
 def _is_ours(filename: str) -> bool:
-    return any(part in filename for part in (f"{os.sep}cdk_adapters{os.sep}", f"{os.sep}jsii{os.sep}"))
+    return filename.startswith(_OUR_PACKAGES)
+
+
+_OUR_PACKAGES = tuple(os.path.dirname(package.__file__ or "") + os.sep for package in (cdk_adapters, jsii))
+"""The installed folders of this library and of jsii (a user's own folder of either name is not)."""
 
 
 def _spelling(group: str, fields: Mapping[str, Any]) -> str:

@@ -5,7 +5,7 @@ adapter with the same three things: the base model's facts, the highest rank the
 and whether vision tower/connector modules are admitted. Passing them as one typed value keeps
 the gates from drifting apart (one forgetting the vision flag, another the rank). The serving
 container and `cdk-adapters validate` always know the base; synth knows it when the manifest (or
-the endpoint's `base_model_facts`) states it.
+the endpoint's `base_model.facts`) states it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class Reference:
 
     base: BaseModelFacts | None
     """None: the base model's facts are not known here (a `MultiAdapterEndpoint` given no
-    `base_model_facts`); the rules that compare with the base (`AdapterRule.needs_base`) skip."""
+    `base_model.facts`); the rules that compare with the base (`AdapterRule.needs_base`) skip."""
     max_lora_rank: int | None = None
     """vLLM's ``--max-lora-rank``; None: derived from the adapters, so only vLLM's largest bounds them."""
     allow_vision_modules: bool = False

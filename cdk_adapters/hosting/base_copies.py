@@ -21,3 +21,7 @@ class BaseCopies:
     placement: CopyPlacement | None = None
     """How the copies spread over instances and zones (`CopyPlacement(strategy="SPREAD")` spreads
     them). Default None: SageMaker's placement."""
+
+    def __post_init__(self) -> None:
+        if self.startup is None:  # None means the default, as the flat ``startup=None`` always did
+            object.__setattr__(self, "startup", StartupTimeouts())

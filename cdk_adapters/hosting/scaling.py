@@ -272,7 +272,7 @@ class ScalableCopyCount(Construct):
 
         An alarm (`scope`) on ``NoCapacityInvocationFailures`` ``>= 1`` in one minute triggers a
         step-scaling policy that adds one copy; managed instance scaling then starts an instance
-        for it. Needs ``min_copies=0`` here and ``min_instance_count=0`` on the endpoint; target
+        for it. Needs ``min_copies=0`` here and ``Instances(min_count=0)`` on the endpoint; target
         tracking scales the idle endpoint in to zero.
 
         :param wake_up_cooldown: how long after a wake-up before another copy may be added by it.

@@ -40,6 +40,13 @@ class Refusal(Exception):
         self.headers = headers or {}
 
 
+def detached(refusal: Refusal) -> Refusal:
+    """`refusal` without its traceback and chained exceptions, whose frames hold the request's body:
+    what a handler keeps while it holds a refusal back (`refusal_pacing`)."""
+    refusal.__context__ = refusal.__cause__ = None
+    return refusal.with_traceback(None)
+
+
 def refuse_oversized_headers(scope: Scope) -> None:
     """431 when the request's headers together exceed `MAX_HEADER_BYTES`."""
     size = sum(len(name) + len(value) for name, value in scope["headers"])

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from adapter_server import observability, sagemaker_contract
 from adapter_server.admission import CallerGone, FairAdmission, sequence_refusal
-from adapter_server.asgi_io import Receive, Refusal, Send, read_body, read_json_object, send_error
+from adapter_server.asgi_io import Receive, Refusal, Send, detached, read_body, read_json_object, send_error
 from adapter_server.asgi_types import ASGIApp, Message, Scope
 from adapter_server.capture import Capture
 from adapter_server.invocation_request import (
@@ -103,20 +103,24 @@ class InvocationHandler:
             request_id=named.get(_AMZN_REQUEST_ID_HEADER) or named.get(_REQUEST_ID_HEADER),
         )
         pending = _Pending(record)
+        refused: Refusal | None = None
         try:
             await self._serve(scope, receive, send, given, pending, started)
         except Refusal as refusal:
             record.status, record.error = refusal.status, refusal.message
-            await self._context.refusal_pacing.pace(pending.label or self._label(record.adapter), refusal.status)
+            # The server's own time, without a pacing hold: a looping tenant cannot raise the latency alarms.
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
             self._publish(pending)
-            await send_error(send, refusal)
+            refused = detached(refusal)
         except BaseException:
             record.status = record.status or 500
             record.latency_ms = round((time.monotonic() - started) * 1000, 3)
             raise
         finally:
             self._publish(pending)
+        if refused is not None:
+            await self._context.refusal_pacing.pace(pending.label or self._label(record.adapter), refused.status)
+            await send_error(send, refused)
 
     def _publish(self, pending: _Pending) -> None:
         """Write `pending`'s log line (and its capture record) unless that is done already.

@@ -23,7 +23,7 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from adapter_server import sagemaker_contract
-from adapter_server.asgi_io import Receive, Refusal, Send, refuse_oversized_headers, send_error
+from adapter_server.asgi_io import Receive, Refusal, Send, detached, refuse_oversized_headers, send_error
 from adapter_server.asgi_types import ASGIApp, Message, Scope
 from adapter_server.invocation import InvocationHandler
 from adapter_server.origin_guard import refuse_browser_requests
@@ -58,6 +58,7 @@ class SageMakerAdapterMiddleware:
             return
         self.startup.begin(scope)
         path, method = scope["path"], scope["method"]
+        refused: Refusal | None = None
         try:
             refuse_oversized_headers(scope)
             refuse_browser_requests(scope)
@@ -91,8 +92,10 @@ class SageMakerAdapterMiddleware:
                     "/invocations, /ping and /adapters (and /v1/completions, /v1/chat/completions, /metrics)",
                 )
         except Refusal as refusal:
-            await self.context.refusal_pacing.pace(_pacing_key(path), refusal.status)
-            await send_error(send, refusal)
+            refused = detached(refusal)
+        if refused is not None:
+            await self.context.refusal_pacing.pace(_pacing_key(path), refused.status)
+            await send_error(send, refused)
 
     def _watch_lifespan(self, scope: Scope, send: Send) -> Send:
         """Start the replay as soon as vLLM's own start-up is complete."""
@@ -106,8 +109,9 @@ class SageMakerAdapterMiddleware:
 
 
 def _pacing_key(path: str) -> str:
-    """Refusals outside an invocation share one pace per door: registrations, and everything else."""
-    return "registrations" if path.startswith(sagemaker_contract.ADAPTERS_PATH) else "routes"
+    """Refusals outside an invocation share one pace per door: registrations, and everything else
+    (keys no adapter name can take: names have no underscore)."""
+    return "__registrations__" if path.startswith(sagemaker_contract.ADAPTERS_PATH) else "__routes__"
 
 
 async def refuse_websocket(receive: Receive, send: Send) -> None:

@@ -4,7 +4,7 @@ A refused request costs the server little, but a client that repeats it in a tig
 keeps a few bodies it knows are refused in flight, gets its answers as fast as the event loop can
 give them: every 400 or 413 is read, logged and sent at full speed, on the cores and the event loop
 the other tenants' requests need. Each tenant (an adapter's metrics label; all unknown names share
-one) may have `BURST` refusals at once; past that its refusals are held so that they go out at
+one) may have `BURST` refusals (4xx but 429) at once; past that its refusals are held so that they go out at
 `PER_SECOND`, a hold never longer than `MAX_HOLD_S`. Holding costs nothing (the event loop sleeps),
 and a caller that sends a refused request now and then never waits.
 """
@@ -49,9 +49,11 @@ class RefusalPacing:
         return 0.0 if tokens >= 0 else -tokens / self._rate
 
     async def pace(self, key: str, status: int) -> float:
-        """Wait out the hold of a refusal with `status`; the seconds held. Only 4xx are paced: a
-        503 (starting, unhealthy) is the server's state, and ``/ping`` must answer it at once."""
-        if not 400 <= status < 500:
+        """Wait out the hold of a refusal with `status`; the seconds held. Only client errors are
+        paced: a 503 (starting, unhealthy) is the server's state, and ``/ping`` must answer it at
+        once; a 429 already says when to come back (``Retry-After``) and may follow a wait in the
+        queue of up to ``max_queue_wait_s``, which a hold would push toward SageMaker's timeout."""
+        if not 400 <= status < 500 or status == 429:
             return 0.0
         hold = self.hold_s(key)
         if hold > 0:

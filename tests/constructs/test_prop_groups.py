@@ -119,7 +119,7 @@ def test_the_warning_names_the_new_spelling_at_the_callers_line():
         "MultiAdapterEndpoint(copy_count=) is deprecated; pass base_copies=BaseCopies(count=...)",
     }
     assert {record.filename for record in caught} == {__file__}, "not the library's or jsii's frame"
-    assert issubclass(FlatPropWarning, DeprecationWarning)
+    assert issubclass(FlatPropWarning, FutureWarning), "shown by default in a stack module, not only in __main__"
 
 
 def test_the_old_base_model_facts_reach_the_gate_as_the_new_ones_do(zoo):
@@ -201,3 +201,20 @@ def test_a_prop_that_creates_something_names_the_attribute_that_holds_it():
     assert isinstance(on.deploy_check, AdapterDeployCheck) and on.deploy_check_settings is check
     assert isinstance(on.dashboard, EndpointDashboard)
     assert off.deploy_check is None and off.deploy_check_settings is None and off.dashboard is None
+
+
+def test_startup_none_means_the_default_timeouts_as_it_always_did():
+    default = template(lambda stack: {}, lambda values: values)
+    with pytest.warns(FlatPropWarning):
+        flat_none = template(lambda stack: {"startup": None}, lambda values: values)
+    grouped_none = template(lambda stack: {}, lambda values: {"base_copies": BaseCopies(startup=None)})
+    assert default == flat_none == grouped_none
+    assert BaseCopies(startup=None).startup.seconds() == StartupTimeouts().seconds()
+
+
+def test_only_the_installed_packages_frames_are_skipped_not_a_users_folder_of_the_same_name():
+    from cdk_adapters.endpoint import prop_groups
+
+    assert prop_groups._is_ours(prop_groups.__file__)
+    assert not prop_groups._is_ours("/home/dev/src/cdk_adapters/app.py")
+    assert not prop_groups._is_ours("/home/dev/jsii/stacks/serving.py")

@@ -60,7 +60,7 @@ def test_one_tenants_pace_never_holds_another():
     assert pace.hold_s("quiet-v1") == 0.0
 
 
-def test_only_client_errors_are_held(monkeypatch):
+def test_only_client_errors_other_than_429_are_held(monkeypatch):
     slept: list[float] = []
 
     async def record(seconds: float) -> None:
@@ -79,6 +79,34 @@ def test_only_client_errors_are_held(monkeypatch):
 
     held = asyncio.run(refusals())
     assert held[:10] == [0.0] * 10 and held[10:12] == pytest.approx([0.2, 0.4])
-    assert held[12:14] == [0.0, 0.0]
-    assert held[14] == pytest.approx(0.6), "a 429 over the tenant's limits is paced like any refusal"
-    assert slept == pytest.approx([0.2, 0.4, 0.6]), "each hold is slept, nothing else"
+    assert held[12:] == [0.0, 0.0, 0.0], "503 and 500 are the server's state; a 429 may follow a wait in the queue"
+    assert slept == pytest.approx([0.2, 0.4]), "each hold is slept, nothing else"
+
+
+def test_a_held_refusal_keeps_nothing_of_the_request_alive():
+    """Held with its traceback and chained exceptions, a refusal would keep the frames that hold a
+    6 MB body it refused for as long as the hold lasts."""
+    import gc
+    import weakref
+
+    from adapter_server.asgi_io import Refusal, detached
+
+    class Body(bytearray):
+        pass
+
+    def refuse() -> None:
+        body = Body(b"x" * 1024)
+        kept.append(weakref.ref(body))
+        try:
+            raise ValueError("not JSON")
+        except ValueError:
+            raise Refusal(400, "invalid_json", "the request body is not JSON") from None
+
+    kept: list[weakref.ref] = []
+    try:
+        refuse()
+    except Refusal as refusal:
+        held = detached(refusal)
+    gc.collect()
+    assert kept[0]() is None, "the body's frame was freed while the refusal is held"
+    assert (held.status, held.__traceback__, held.__context__) == (400, None, None)
