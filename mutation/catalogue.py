@@ -341,4 +341,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if not 400 <= status < 600 or status == 429:",
         ("tests/container/test_refusal_pacing.py",),
     ),
+    Mutant(
+        "placement-file-ignored",
+        "placement",
+        "cdk_adapters/contract/cell_placement.py",
+        "        chosen = pinned.get(family) or recorded.get(family)",
+        "        chosen = pinned.get(family)",
+        ("tests/contract/test_cell_placement.py",),
+    ),
+    Mutant(
+        "placement-by-modulo-hash",
+        "placement",
+        "cdk_adapters/contract/cell_placement.py",
+        "    return max(cells, key=lambda cell: (_weight(cell, family), cell))",
+        '    return sorted(cells)[_weight("", family) % len(cells)]',
+        ("tests/contract/test_cell_placement.py",),
+    ),
 )

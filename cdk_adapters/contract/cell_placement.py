@@ -1,0 +1,202 @@
+"""Which cell (endpoint) of a multi-endpoint service serves an adapter: one rule, for synth and clients.
+
+A service of several identical endpoints ("cells") places every adapter *family* (the name without
+its ``-v<N>`` suffix, compared as SageMaker compares names) in exactly one cell, so every version of
+a family, and an alias over them, live on one endpoint: an alias cut-over never crosses endpoints.
+
+The rule is rendezvous (highest-random-weight) hashing: each family goes to the cell whose
+``sha256(cell, family)`` is highest. Adding a cell moves only the families that now weigh highest
+on the new cell (about 1/N of them), and nothing else; removing one moves only its own. A committed
+placement file (`PlacementRecord`, like the manifest's lock file) pins every recorded family to its
+cell, so adding a cell moves **no** family once placement is recorded; new families are hashed, and
+`rebalance` moves families deliberately and says which. A family may also be pinned by hand (a
+manifest row's ``cell:``), e.g. a noisy or regulated tenant alone in its own cell.
+
+Standard library only: the client resolves adapter -> cell with the same function the construct
+places with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cdk_adapters.contract.adapter_names import adapter_name_key
+from cdk_adapters.problems import Problem
+
+PLACEMENT_VERSION = 1
+"""The placement file's major version; a reader refuses any other."""
+
+_VERSION_SUFFIX = re.compile(r"^(?P<family>.+)-v[1-9][0-9]*$", re.IGNORECASE)
+
+
+def family_of(adapter_name: str) -> str:
+    """The adapter's family: its name key without the ``-v<N>`` suffix (``Support-EN-v4`` -> ``support-en``)."""
+    key = adapter_name_key(adapter_name)
+    match = _VERSION_SUFFIX.match(key)
+    return match.group("family") if match else key
+
+
+def _weight(cell: str, family: str) -> int:
+    digest = hashlib.sha256(f"{cell}\0{family}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def hashed_cell(family: str, cells: Sequence[str]) -> str:
+    """The cell rendezvous hashing gives `family` among `cells` (their order does not matter)."""
+    if not cells:
+        raise ValueError("a service has at least one cell")
+    return max(cells, key=lambda cell: (_weight(cell, family), cell))
+
+
+@dataclass(frozen=True)
+class PlacementRecord:
+    """The committed placement file: family -> cell, for every family placed so far."""
+
+    families: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Sorted, one family per line: a diff shows exactly which families moved."""
+        return json.dumps({"version": PLACEMENT_VERSION, "families": dict(sorted(self.families.items()))}, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "placement file") -> PlacementRecord:
+        """The record in `text`; `ValueError` naming `source` and what is wrong."""
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{source} is not JSON: {error}") from None
+        if not isinstance(document, dict) or document.get("version") != PLACEMENT_VERSION:
+            got = document.get("version") if isinstance(document, dict) else None
+            raise ValueError(f"{source}: version {got!r} is not {PLACEMENT_VERSION}, the version this cdk-adapters reads")
+        families = document.get("families")
+        if not isinstance(families, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in families.items()):
+            raise ValueError(f"{source}: 'families' must map family names to cell names")
+        keys = [family_of(name) for name in families]
+        if len(set(keys)) != len(keys) or any(key != name for key, name in zip(keys, families)):
+            raise ValueError(f"{source}: 'families' must hold family keys (lower case, no -v<N>), each once")
+        return cls(dict(families))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where every adapter goes, and the record to commit after synth."""
+
+    cell_of: Mapping[str, str]
+    """Adapter name -> its cell."""
+    record: PlacementRecord
+    """Every placed family -> its cell: the recorded ones unchanged, new ones added."""
+    hashed: tuple[str, ...]
+    """Families placed by the hash this time (not in the record, not pinned)."""
+
+    def adapters_in(self, cell: str) -> list[str]:
+        return [name for name, where in self.cell_of.items() if where == cell]
+
+
+def place(
+    adapters: Iterable[str],
+    cells: Sequence[str],
+    *,
+    record: PlacementRecord | None = None,
+    pins: Mapping[str, str] | None = None,
+    cell_cap: int | None = None,
+    subject: str = "service",
+) -> tuple[Placement | None, list[Problem]]:
+    """Place `adapters` on `cells`: a pin first, then the record, then the hash.
+
+    :param pins: adapter or family name -> cell, what the user asked for; it wins over the record
+        (a deliberate move).
+    :param cell_cap: most adapters one cell may hold; a placement over it is refused, naming the
+        cell and its count.
+    :returns: the placement, or None with every problem at once.
+    """
+    problems: list[Problem] = []
+    known = set(cells)
+    if len(known) != len(cells) or not cells:
+        problems.append(Problem(subject, "cells", f"must be one or more distinct cell names, got {list(cells)!r}"))
+        return None, problems
+    pinned: dict[str, str] = {}
+    for name, cell in (pins or {}).items():
+        if cell not in known:
+            problems.append(
+                Problem(
+                    f"adapter family {family_of(name)!r}",
+                    "cell",
+                    f"pins it to {cell!r}, which is not a cell of {subject} ({', '.join(cells)})",
+                )
+            )
+        elif pinned.setdefault(family_of(name), cell) != cell:
+            problems.append(
+                Problem(f"adapter family {family_of(name)!r}", "cell", "is pinned to two cells; a family lives in one")
+            )
+    recorded = dict((record or PlacementRecord()).families)
+    for family, cell in sorted(recorded.items()):
+        if cell not in known and family not in pinned:
+            problems.append(
+                Problem(
+                    f"adapter family {family!r}",
+                    "cell",
+                    f"is recorded in cell {cell!r}, which {subject} no longer has; move it with `cdk-adapters rebalance` first",
+                )
+            )
+    cell_of: dict[str, str] = {}
+    families: dict[str, str] = dict(recorded)
+    hashed: list[str] = []
+    for name in adapters:
+        family = family_of(name)
+        chosen = pinned.get(family) or recorded.get(family)
+        if chosen is None or chosen not in known:
+            chosen = hashed_cell(family, cells)
+            if family not in families:
+                hashed.append(family)
+        families[family] = chosen
+        cell_of[name] = chosen
+    if cell_cap is not None:
+        for cell in cells:
+            count = sum(1 for where in cell_of.values() if where == cell)
+            if count > cell_cap:
+                problems.append(
+                    Problem(
+                        f"cell {cell!r} of {subject}",
+                        "cell_cap",
+                        f"would hold {count} adapters, over its cap of {cell_cap}; add a cell, then "
+                        "`cdk-adapters rebalance` to move families into it, or raise the cap",
+                    )
+                )
+    if problems:
+        return None, problems
+    return Placement(cell_of, PlacementRecord(families), tuple(hashed)), []
+
+
+@dataclass(frozen=True)
+class Move:
+    family: str
+    from_cell: str
+    to_cell: str
+
+    def __str__(self) -> str:
+        return f"{self.family}: {self.from_cell} -> {self.to_cell}"
+
+
+def rebalance(record: PlacementRecord, cells: Sequence[str], *, limit: int | None = None) -> tuple[PlacementRecord, list[Move]]:
+    """Move recorded families to the cell the hash gives them now (at most `limit` moves, families in
+    a removed cell first, then by name); the new record and the moves, to review and commit."""
+    moves = [
+        Move(family, cell, hashed_cell(family, cells))
+        for family, cell in record.families.items()
+        if hashed_cell(family, cells) != cell
+    ]
+    moves.sort(key=lambda move: (move.from_cell in cells, move.family))
+    chosen = moves if limit is None else moves[:limit]
+    families = dict(record.families)
+    for move in chosen:
+        families[move.family] = move.to_cell
+    return PlacementRecord(families), chosen
+
+
+def cell_names(count: int) -> list[str]:
+    """``cell-0`` .. ``cell-<count-1>``: a cell's name is its hash identity, so it never changes."""
+    return [f"cell-{index}" for index in range(count)]
