@@ -42,6 +42,15 @@ class ConfigurationError(ValueError):
         super().__init__(f"{heading} ({len(self.problems)} problem(s)):\n{lines}")
 
 
+def wrong_kind(subject: str, field: str, value: object, kind: type) -> list[Problem]:
+    """A problem when `value` (not None) is not a `kind`: an option object given as something else is
+    named, never read. The one wording every construct uses for it."""
+    if value is None or isinstance(value, kind):
+        return []
+    article = "an" if kind.__name__[:1].upper() in "AEIOU" else "a"
+    return [Problem(subject, field, f"must be {article} {kind.__name__}, got {type(value).__name__}")]
+
+
 def raise_if_any(problems: Iterable[Problem], heading: str = "invalid configuration") -> None:
     """Raise `ConfigurationError` when `problems` is not empty."""
     collected = list(problems)

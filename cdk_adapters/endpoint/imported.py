@@ -70,7 +70,7 @@ from cdk_adapters.endpoint.tenant_assignment import TenantStackBudget, assigned_
 from cdk_adapters.gate import Acknowledgment, Reference
 from cdk_adapters.hosting.logs import EndpointLogs, grant_read_capture
 from cdk_adapters.private.arns import endpoint_arn
-from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
+from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any, wrong_kind
 
 
 class _Component(InferenceComponentMetrics):
@@ -332,14 +332,9 @@ class ImportedMultiAdapterEndpoint(Construct):
         problems: list[Problem] = []
         if self.deploy_check is not None:
             problems.append(Problem(self._subject, "add_deploy_check", "is already called; a stack has one deploy check"))
-        if not isinstance(settings, DeployCheck):
-            problems.append(Problem(self._subject, "deploy_check", f"must be a DeployCheck, got {type(settings).__name__}"))
-        else:
-            problems += settings.problems(self._subject)
-        if not isinstance(logs, EndpointLogs):
-            problems.append(Problem(self._subject, "logs", f"must be an EndpointLogs, got {type(logs).__name__}"))
-        else:
-            problems += logs.problems(self._subject)
+        for field, value, kind in (("deploy_check", settings, DeployCheck), ("logs", logs, EndpointLogs)):
+            wrong = wrong_kind(self._subject, field, value, kind)
+            problems += wrong or value.problems(self._subject)
         if vpc_subnets is not None and vpc is None:
             problems.append(Problem(self._subject, "vpc_subnets", "needs vpc"))
         raise_if_any(problems, heading=f"cannot add a deploy check to {self._subject}")

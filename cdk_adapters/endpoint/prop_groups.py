@@ -21,7 +21,7 @@ from cdk_adapters.endpoint.base_model_identity import BaseModelIdentity
 from cdk_adapters.hosting.base_copies import BaseCopies
 from cdk_adapters.hosting.instances import Instances
 from cdk_adapters.hosting.networking import Networking
-from cdk_adapters.problems import Problem
+from cdk_adapters.problems import Problem, wrong_kind
 
 GROUPS: Mapping[str, type[Any]] = {
     "instances": Instances,
@@ -91,11 +91,7 @@ def regroup(groups: Mapping[str, Any], flat: Mapping[str, Any]) -> dict[str, Any
 
 def type_problems(groups: Mapping[str, Any], subject: str) -> list[Problem]:
     """An option object of another class (say, a string for ``instances``) is named, not read."""
-    return [
-        Problem(subject, group, f"must be an instance of {GROUPS[group].__name__}, got {type(value).__name__}")
-        for group, value in groups.items()
-        if value is not None and not isinstance(value, GROUPS[group])
-    ]
+    return [problem for group, value in groups.items() for problem in wrong_kind(subject, group, value, GROUPS[group])]
 
 
 def _callers_level() -> int:

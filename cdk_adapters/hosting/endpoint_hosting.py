@@ -39,7 +39,7 @@ from cdk_adapters.hosting.networking import Networking, VpcPlacement
 from cdk_adapters.hosting.routing import Routing
 from cdk_adapters.hosting.sagemaker_metrics import Observability
 from cdk_adapters.hosting.vllm_options import VllmOptions
-from cdk_adapters.problems import Problem
+from cdk_adapters.problems import Problem, wrong_kind
 
 VARIANT_NAME = "AllTraffic"
 """The endpoint's one production variant."""
@@ -202,12 +202,8 @@ class EndpointHosting:
             *extra,
         )
         for prop, kind, value in options:
-            if value is None:
-                continue
-            if not isinstance(value, kind):
-                found.append(Problem(subject, prop, f"must be a {kind.__name__}, got {type(value).__name__}"))
-            else:
-                found += value.problems(subject)
+            wrong = wrong_kind(subject, prop, value, kind)
+            found += wrong if wrong or value is None else value.problems(subject)
         found += data_cache_problems(self.data_cache, subject)
         return found
 

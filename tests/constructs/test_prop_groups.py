@@ -157,8 +157,8 @@ def test_an_option_object_of_the_wrong_class_is_named_not_read():
             base_model=BaseModelIdentity(),
         )
     assert [(p.field, p.message) for p in caught.value.problems] == [
-        ("instances", "must be an instance of Instances, got str"),
-        ("base_copies", "must be an instance of BaseCopies, got int"),
+        ("instances", "must be an Instances, got str"),
+        ("base_copies", "must be a BaseCopies, got int"),
     ]
     assert stack.node.try_find_child("Serving").node.children == []
 
