@@ -357,4 +357,20 @@ MUTANTS: tuple[Mutant, ...] = (
         '    return sorted(cells)[_weight("", family) % len(cells)]',
         ("tests/contract/test_cell_placement.py",),
     ),
+    Mutant(
+        "service-record-ignores-its-placement",
+        "placement",
+        "cdk_adapters/contract/service_record.py",
+        "                found = self.placement.get(family) or hashed_cell(family, list(self.cells))",
+        "                found = hashed_cell(family, list(self.cells))",
+        ("tests/contract/test_service_record.py",),
+    ),
+    Mutant(
+        "service-record-ignores-aliases",
+        "placement",
+        "cdk_adapters/contract/service_record.py",
+        "        found = self._aliases.get(key)",
+        "        found = None",
+        ("tests/contract/test_service_record.py",),
+    ),
 )
