@@ -19,6 +19,10 @@ from cdk_adapters.problems import Problem
 SAGEMAKER_NAME_MAX_LENGTH = 63
 SAGEMAKER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 """SageMaker's pattern for endpoint and inference component names."""
+VERSION_SUFFIX = re.compile(r"^(?P<family>.+)-v(?P<version>[1-9][0-9]*)$", re.IGNORECASE)
+"""``support-triage-v3``: a published name's content never changes, so every change gets a new name;
+the part before ``-v<N>`` is the adapter's family. Case-insensitive, as SageMaker's component
+names are (``-V3`` is ``-v3``)."""
 
 
 def adapter_name_key(name: str) -> str:

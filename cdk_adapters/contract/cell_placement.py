@@ -20,23 +20,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cdk_adapters.contract.adapter_names import adapter_name_key
+from cdk_adapters.contract.adapter_names import VERSION_SUFFIX, adapter_name_key
 from cdk_adapters.problems import Problem
 
 PLACEMENT_VERSION = 1
 """The placement file's major version; a reader refuses any other."""
 
-_VERSION_SUFFIX = re.compile(r"^(?P<family>.+)-v[1-9][0-9]*$", re.IGNORECASE)
-
 
 def family_of(adapter_name: str) -> str:
     """The adapter's family: its name key without the ``-v<N>`` suffix (``Support-EN-v4`` -> ``support-en``)."""
     key = adapter_name_key(adapter_name)
-    match = _VERSION_SUFFIX.match(key)
+    match = VERSION_SUFFIX.match(key)
     return match.group("family") if match else key
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from cdk_adapters.contract.adapter_names import VERSION_SUFFIX
 from cdk_adapters.gate.acknowledgments import Acknowledgment, reason_error, rule_error
 from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.gate.adapter_facts import AdapterFacts
 from cdk_adapters.gate.checks import ADAPTER_CHECKS, AdapterRuleContext
-from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS, VERSION_SUFFIX, VERSION_SUFFIX_CHECK, CoHostedAdapter
+from cdk_adapters.gate.checks.co_hosted import CO_HOSTED_CHECKS, VERSION_SUFFIX_CHECK, CoHostedAdapter
 from cdk_adapters.gate.ranks import smallest_allowed_max_lora_rank
 from cdk_adapters.gate.reference import Reference
 from cdk_adapters.problems import Problem

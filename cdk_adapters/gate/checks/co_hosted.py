@@ -7,13 +7,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from cdk_adapters.contract.adapter_names import adapter_name_key, duplicate_adapter_names
+from cdk_adapters.contract.adapter_names import VERSION_SUFFIX, adapter_name_key, duplicate_adapter_names
 from cdk_adapters.gate.checks.base import with_rule
 from cdk_adapters.problems import Problem
-
-VERSION_SUFFIX = re.compile(r"^(?P<family>.+)-v(?P<version>[1-9][0-9]*)$", re.IGNORECASE)
-"""``support-triage-v3``: a published name's content never changes, so every change gets a new name.
-Case-insensitive, as SageMaker's component names are (``-V3`` is ``-v3``)."""
 
 _PARTIAL_SUFFIX = re.compile(r"-+(v[0-9]*)?$", re.IGNORECASE)
 """What a name that tried a suffix ends with (``-``, ``-v``, ``-v0``): dropped from the advice."""
