@@ -100,6 +100,7 @@ def place(
     record: PlacementRecord | None = None,
     pins: Mapping[str, str] | None = None,
     cell_cap: int | None = None,
+    aliases: Mapping[str, Mapping[str, int]] | None = None,
     subject: str = "service",
 ) -> tuple[Placement | None, list[Problem]]:
     """Place `adapters` on `cells`: a pin first, then the record, then the hash.
@@ -108,6 +109,8 @@ def place(
         (a deliberate move).
     :param cell_cap: most adapters one cell may hold; a placement over it is refused, naming the
         cell and its count.
+    :param aliases: alias -> {adapter: weight}; an alias whose targets would sit in two cells is
+        refused (a client calls one endpoint per alias, and a cut-over must not cross endpoints).
     :returns: the placement, or None with every problem at once.
     """
     problems: list[Problem] = []
@@ -163,6 +166,18 @@ def place(
                         "`cdk-adapters rebalance` to move families into it, or raise the cap",
                     )
                 )
+    cell_by_key = {adapter_name_key(name): cell for name, cell in cell_of.items()}
+    for alias, targets in (aliases or {}).items():
+        homes = sorted({cell_by_key[key] for key in map(adapter_name_key, targets) if key in cell_by_key})
+        if len(homes) > 1:
+            spanned = ", ".join(sorted({family_of(target) for target in targets}))
+            problems.append(
+                Problem(
+                    f"alias {alias!r} of {subject}",
+                    "targets",
+                    f"would span cells {', '.join(homes)} (families {spanned}); pin those families to one cell",
+                )
+            )
     if problems:
         return None, problems
     return Placement(cell_of, PlacementRecord(families), tuple(hashed)), []

@@ -150,3 +150,20 @@ def test_the_record_round_trips_and_refuses_what_it_cannot_read() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             PlacementRecord.from_json(bad, "placement.json")
+
+
+def test_an_alias_over_two_families_in_two_cells_is_refused_and_a_pin_mends_it() -> None:
+    cells = cell_names(4)
+    first = FAMILIES[0]
+    other = next(f for f in FAMILIES if hashed_cell(f, cells) != hashed_cell(first, cells))
+    aliases = {"billing-stable": {f"{first}-v2": 90, f"{other}-v1": 10}, "same-family": {f"{first}-v1": 50, f"{first}-v2": 50}}
+    adapters = [f"{first}-v1", f"{first}-v2", f"{other}-v1"]
+    placement, problems = place(adapters, cells, aliases=aliases)
+    assert placement is None
+    homes = ", ".join(sorted({hashed_cell(first, cells), hashed_cell(other, cells)}))
+    assert [str(problem) for problem in problems] == [
+        f"alias 'billing-stable' of service: targets: would span cells {homes} (families {first}, {other}); "
+        "pin those families to one cell"
+    ]
+    pinned, problems = place(adapters, cells, aliases=aliases, pins={f"{other}-v1": hashed_cell(first, cells)})
+    assert not problems and pinned is not None and len(set(pinned.cell_of.values())) == 1
