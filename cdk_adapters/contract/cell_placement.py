@@ -154,33 +154,41 @@ def place(
                 hashed.append(family)
         families[family] = chosen
         cell_of[name] = chosen
-    if cell_cap is not None:
-        for cell in cells:
-            count = sum(1 for where in cell_of.values() if where == cell)
-            if count > cell_cap:
-                problems.append(
-                    Problem(
-                        f"cell {cell!r} of {subject}",
-                        "cell_cap",
-                        f"would hold {count} adapters, over its cap of {cell_cap}; add a cell, then "
-                        "`cdk-adapters rebalance` to move families into it, or raise the cap",
-                    )
-                )
-    cell_by_key = {adapter_name_key(name): cell for name, cell in cell_of.items()}
-    for alias, targets in (aliases or {}).items():
-        homes = sorted({cell_by_key[key] for key in map(adapter_name_key, targets) if key in cell_by_key})
-        if len(homes) > 1:
-            spanned = ", ".join(sorted({family_of(target) for target in targets}))
-            problems.append(
-                Problem(
-                    f"alias {alias!r} of {subject}",
-                    "targets",
-                    f"would span cells {', '.join(homes)} (families {spanned}); pin those families to one cell",
-                )
-            )
+    problems += _cap_problems(cell_of, cells, cell_cap, subject)
+    problems += _alias_problems(cell_of, aliases or {}, subject)
     if problems:
         return None, problems
     return Placement(cell_of, PlacementRecord(families), tuple(hashed)), []
+
+
+def _cap_problems(cell_of: Mapping[str, str], cells: Sequence[str], cell_cap: int | None, subject: str) -> list[Problem]:
+    """Each cell over `cell_cap`, named with its count."""
+    if cell_cap is None:
+        return []
+    counts = {cell: sum(1 for where in cell_of.values() if where == cell) for cell in cells}
+    return [
+        Problem(
+            f"cell {cell!r} of {subject}",
+            "cell_cap",
+            f"would hold {count} adapters, over its cap of {cell_cap}; add a cell, then "
+            "`cdk-adapters rebalance` to move families into it, or raise the cap",
+        )
+        for cell, count in counts.items()
+        if count > cell_cap
+    ]
+
+
+def _alias_problems(cell_of: Mapping[str, str], aliases: Mapping[str, Mapping[str, int]], subject: str) -> list[Problem]:
+    """Each alias whose targets sit in two cells (a client calls one endpoint per alias)."""
+    cell_by_key = {adapter_name_key(name): cell for name, cell in cell_of.items()}
+    problems = []
+    for alias, targets in aliases.items():
+        homes = sorted({cell_by_key[key] for key in map(adapter_name_key, targets) if key in cell_by_key})
+        if len(homes) > 1:
+            spanned = ", ".join(sorted({family_of(target) for target in targets}))
+            message = f"would span cells {', '.join(homes)} (families {spanned}); pin those families to one cell"
+            problems.append(Problem(f"alias {alias!r} of {subject}", "targets", message))
+    return problems
 
 
 @dataclass(frozen=True)
