@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from cdk_adapters.contract.discovery import DiscoveryRecord
     from cdk_adapters.contract.tenant_limits import AdapterLimits
     from cdk_adapters.gate import BaseModelFacts
+    from cdk_adapters.local.cells import LocalService
     from cdk_adapters.local.serving import AdapterServer, LocalAdapter, LocalSettings
     from cdk_adapters.manifest import LoadedManifest, Manifest
     from cdk_adapters.manifest.schema import BaseModelSpec
@@ -83,6 +84,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     local.add_argument("--max-model-len", type=_positive, help="vLLM --max-model-len (default: the model's)")
     local.add_argument("--dtype", help="vLLM --dtype (default: vLLM's)")
     local.add_argument("--kv-cache-gib", type=_positive, default=1, help="VLLM_CPU_KVCACHE_SPACE in GiB (default: 1)")
+    local.add_argument(
+        "--cells",
+        type=_positive,
+        default=1,
+        help="serve a service of N cells, endpoints local-cell-0 ..., each answering the adapters placed in it, "
+        "and publish a service record (default: 1, endpoint 'local'); one vLLM serves every cell",
+    )
     local.set_defaults(handler=run)
 
 
@@ -126,7 +134,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 
     loaded = load_manifest(manifest_path(args.manifest))
     manifest = loaded.manifest
-    adapters, listener = _preflight(args, loaded, err)
+    adapters, cells, listener = _preflight(args, loaded, err)
     temporary = args.work_dir is None
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="cdk-adapters-local-"))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -150,7 +158,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         problems = server.register(adapters)
         if problems:
             raise Failure(problems, f"{len(problems)} adapter(s) could not be registered; local mode stopped")
-        record = local_record(allow_base_model=args.allow_base_model, aliases=manifest.alias_weights)
+        record = cells or local_record(allow_base_model=args.allow_base_model, aliases=manifest.alias_weights)
         _serve(record, server, adapters, limits, args, listener, out, started)
     finally:
         listener.close()
@@ -159,10 +167,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _preflight(args: argparse.Namespace, loaded: LoadedManifest, err: TextIO) -> tuple[list[LocalAdapter], socket.socket]:
-    """Every check that needs no vLLM (adapters, aliases, base model, gate, serving stack, port), its
-    warnings written to `err`: the adapters to serve and the front's listening socket, or every problem raised."""
+def _preflight(
+    args: argparse.Namespace, loaded: LoadedManifest, err: TextIO
+) -> tuple[list[LocalAdapter], LocalService | None, socket.socket]:
+    """Every check that needs no vLLM (adapters, aliases, cells, base model, gate, serving stack,
+    port), its warnings written to `err`: the adapters to serve, their cells (``--cells`` above 1)
+    and the front's listening socket, or every problem raised."""
     from cdk_adapters.contract.discovery import alias_problems
+    from cdk_adapters.local.cells import local_service
     from cdk_adapters.local.stack import stack_problems
 
     manifest = loaded.manifest
@@ -171,6 +183,15 @@ def _preflight(args: argparse.Namespace, loaded: LoadedManifest, err: TextIO) ->
         Problem(f"alias '{alias}'", f"aliases.{alias}", message)
         for alias, message in alias_problems(manifest.alias_weights, [row.name for row in manifest.adapters])
     ]
+    cells = None
+    if args.cells > 1:
+        cells, cell_problems = local_service(
+            [adapter.name for adapter in adapters],
+            cells=args.cells,
+            allow_base_model=args.allow_base_model,
+            aliases=manifest.alias_weights,
+        )
+        problems += cell_problems
     base, base_problems = _base_model(args.base_model_dir, manifest)
     problems += base_problems
     if base is not None:
@@ -184,7 +205,7 @@ def _preflight(args: argparse.Namespace, loaded: LoadedManifest, err: TextIO) ->
             listener.close()
         raise Failure(problems, f"{len(problems)} problem(s) found; nothing was started")
     assert listener is not None  # _listen reported a problem otherwise, raised above
-    return adapters, listener
+    return adapters, cells, listener
 
 
 def _warn(args: argparse.Namespace, adapters: Sequence[LocalAdapter], skipped: Sequence[tuple[str, str]], err: TextIO) -> None:
@@ -401,7 +422,7 @@ def _still_loading(err: TextIO, waited: float) -> None:
 
 
 def _serve(
-    record: DiscoveryRecord,
+    record: DiscoveryRecord | LocalService,
     server: AdapterServer,
     adapters: Sequence[LocalAdapter],
     limits: Mapping[str, AdapterLimits],
@@ -412,26 +433,32 @@ def _serve(
 ) -> None:
     import uvicorn
 
+    from cdk_adapters.local.cells import LocalService
     from cdk_adapters.local.front import RuntimeFront
 
     front = RuntimeFront(record, server.url)
     url = f"http://{args.host}:{args.port}"
     config = uvicorn.Config(front, host=args.host, port=args.port, log_level="warning", lifespan="on")
     web = uvicorn.Server(config)
-    out.write(
-        f"{PROG}: serving endpoint '{record.endpoint_name}' at {url} (SageMaker Runtime API), "
-        f"ready in {time.monotonic() - started:.1f} s\n"
-    )
+    records = list(record.service.cells.values()) if isinstance(record, LocalService) else [record]
+    serving = ", ".join(f"'{cell.endpoint_name}'" for cell in records)
+    what = f"endpoint {serving}" if len(records) == 1 else f"a service of {len(records)} cells, endpoints {serving},"
+    out.write(f"{PROG}: serving {what} at {url} (SageMaker Runtime API), ready in {time.monotonic() - started:.1f} s\n")
     for adapter in adapters:
         limited = limits[adapter.name].to_document() if adapter.name in limits else {}
         said = f", limits {json.dumps(limited, sort_keys=True)}" if limited else ""
+        cell = record.service.record_of(adapter.name) if isinstance(record, LocalService) else record
+        on = f"EndpointName={cell.endpoint_name} " if len(records) > 1 else ""
         out.write(
-            f"  adapter '{adapter.name}': InferenceComponentName={record.component_name(adapter.name)} ({adapter.source}{said})\n"
+            f"  adapter '{adapter.name}': {on}InferenceComponentName={cell.component_name(adapter.name)} ({adapter.source}{said})\n"
         )
-    for alias, targets in record.aliases.items():
-        out.write(f"  alias '{alias}': {', '.join(f'{t} {w}%' for t, w in targets.items())}\n")
-    base = "on" if record.allow_base_model else "off"
-    out.write(f"  base model: InferenceComponentName={record.base_inference_component_name} (base access {base})\n")
+    for cell in records:
+        for alias, targets in cell.aliases.items():
+            on = f" (on {cell.endpoint_name})" if len(records) > 1 else ""
+            out.write(f"  alias '{alias}': {', '.join(f'{t} {w}%' for t, w in targets.items())}{on}\n")
+    base = "on" if records[0].allow_base_model else "off"
+    components = ", ".join(cell.base_inference_component_name for cell in records)
+    out.write(f"  base model: InferenceComponentName={components} (base access {base})\n")
     out.write(f"  discovery record: {url}{runtime_api.LOCAL_DISCOVERY_PATH}\n")
     out.write(f"  plain boto3 (any region and key pair: nothing is checked): {runtime_api.local_boto3_call(url)}\n")
     out.write(f"  OpenAI-compatible API (this machine only; model=ADAPTER): {server.url}/v1\n")

@@ -37,6 +37,7 @@ from cdk_adapters.client.structured import parse_json, response_format, validate
 from cdk_adapters.contract import runtime_api
 from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
 from cdk_adapters.contract.runtime_api import route_attribute
+from cdk_adapters.contract.service_record import ServiceRecord
 
 LOCAL_DISCOVERY_PATH = runtime_api.LOCAL_DISCOVERY_PATH
 """Where `cdk-adapters local` serves its discovery record."""
@@ -108,7 +109,8 @@ class Stream:
 
 
 class AdapterClient:
-    """Invokes the adapters of one endpoint described by a `DiscoveryRecord`.
+    """Invokes the adapters of one endpoint described by a `DiscoveryRecord`, or of the cells of a
+    service described by a `ServiceRecord` (each call goes to the cell its adapter is placed in).
 
     :param runtime: a boto3 ``sagemaker-runtime`` client (tests pass one with a Stubber).
     :param retry: how long to wait for a component that is not ready (`RetryPolicy`).
@@ -130,22 +132,22 @@ class AdapterClient:
 
     def __init__(
         self,
-        record: DiscoveryRecord,
+        record: DiscoveryRecord | ServiceRecord,
         *,
         runtime: Any,
         retry: RetryPolicy | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] | None = None,
-        record_source: Callable[[], DiscoveryRecord] | None = None,
+        record_source: Callable[[], DiscoveryRecord | ServiceRecord] | None = None,
         record_max_age_s: float = 60.0,
         accept_endpoints: Sequence[str] | str | None = None,
         stable_prefix: bool = False,
     ) -> None:
         self._accepted = _accepted_patterns(accept_endpoints)
         self.stable_prefix = stable_prefix
-        self._check_endpoints(record, "the discovery record")
-        self.record = record
+        self.service = _as_service(record)
+        self._check_endpoints(self.service, "the discovery record")
         self.runtime = runtime
         self._rng = rng or random.Random()
         retrier = Retrier(policy=retry or RetryPolicy(), rng=self._rng)
@@ -160,10 +162,18 @@ class AdapterClient:
 
     # --- construction ---------------------------------------------------------------------
 
+    @property
+    def record(self) -> DiscoveryRecord:
+        """The endpoint's record, for a one-cell service; a service of several cells has one per
+        cell (``service.record_of(adapter)``)."""
+        if len(self.service.cells) != 1:
+            raise AttributeError(f"this client calls {len(self.service.cells)} cells; use client.service.record_of(adapter)")
+        return next(iter(self.service.cells.values()))
+
     @classmethod
     def from_record(
         cls,
-        record: DiscoveryRecord,
+        record: DiscoveryRecord | ServiceRecord,
         *,
         session: Any = None,
         region_name: str | None = None,
@@ -187,11 +197,12 @@ class AdapterClient:
         runtime: Any = None,
         **options: Any,
     ) -> AdapterClient:
-        """Read the discovery record from SSM parameter `name` (``endpoint.discovery_parameter_name``)."""
+        """Read the discovery record from SSM parameter `name` (``endpoint.discovery_parameter_name``,
+        or a service's ``discovery_parameter_name``)."""
         if ssm is None:
             ssm = _session(session).client("ssm", region_name=region_name)
 
-        def read() -> DiscoveryRecord:
+        def read() -> ServiceRecord:
             return _read_parameter(ssm, name)
 
         return cls.from_record(read(), session=session, region_name=region_name, runtime=runtime, record_source=read, **options)
@@ -219,21 +230,17 @@ class AdapterClient:
         if base_model:
             if adapter is not None:
                 raise ValueError("give an adapter or base_model=True, not both")
-            if not self.record.allow_base_model:
-                raise BaseModelNotAllowed(
-                    f"endpoint {self.record.endpoint_name!r} does not serve the base model (its discovery "
-                    "record has allow_base_model false); name an adapter"
-                )
-            return Target(None, self.record.base_inference_component_name, self.record.endpoint_name)
+            return self._base_model_target()
         if not adapter:
             raise AdapterRequired(
                 "name an adapter (or an alias): calls never fall back to the base model silently; "
                 "pass base_model=True for a deliberate base-model call"
             )
-        resolved = self.record.resolve(adapter, self._rng)
-        canary = self.record.canary
+        record = self.service.record_of(adapter)
+        resolved = record.resolve(adapter, self._rng)
+        canary = record.canary
         for endpoint, component, base in (
-            (self.record.endpoint_name, self.record.component_name(resolved), self.record.base_inference_component_name),
+            (record.endpoint_name, record.component_name(resolved), record.base_inference_component_name),
             *([(canary.endpoint_name, canary.component_name(resolved), canary.base_inference_component_name)] if canary else []),
         ):
             if component.lower() == base.lower():  # SageMaker compares component names ignoring case
@@ -244,7 +251,22 @@ class AdapterClient:
                 )
         if canary is not None and canary.takes(resolved, self._rng):
             return Target(resolved, canary.component_name(resolved), canary.endpoint_name, canary=True)
-        return Target(resolved, self.record.component_name(resolved), self.record.endpoint_name)
+        return Target(resolved, record.component_name(resolved), record.endpoint_name)
+
+    def _base_model_target(self) -> Target:
+        """A deliberate base-model call: to a cell whose record allows it (every cell serves the same
+        base model, so one is picked at random among those that do)."""
+        allowing = [record for record in self.service.cells.values() if record.allow_base_model]
+        if not allowing:
+            endpoints = ", ".join(repr(record.endpoint_name) for record in self.service.cells.values())
+            raise BaseModelNotAllowed(
+                f"endpoint {endpoints} does not serve the base model (its discovery record has "
+                "allow_base_model false); name an adapter"
+                if len(self.service.cells) == 1
+                else f"no cell of this service serves the base model (endpoints {endpoints} have allow_base_model false); name an adapter"
+            )
+        record = allowing[0] if len(allowing) == 1 else self._rng.choice(allowing)
+        return Target(None, record.base_inference_component_name, record.endpoint_name)
 
     def invoke(
         self,
@@ -318,15 +340,20 @@ class AdapterClient:
         except (DiscoveryError, BotoCoreError):  # no network or credentials for SSM right now
             self._record_read_at = now
             return
+        service = _as_service(record)
         # A record that now names another endpoint stops calls (read again on every call) until it is put right.
-        self._check_endpoints(record, "the re-read discovery record")
+        self._check_endpoints(service, "the re-read discovery record")
         self._record_read_at = now
-        self.record = record
+        self.service = service
 
-    def _check_endpoints(self, record: DiscoveryRecord, origin: str) -> None:
+    def _check_endpoints(self, service: ServiceRecord, origin: str) -> None:
         if self._accepted is None:
             return
-        names = [record.endpoint_name] + ([record.canary.endpoint_name] if record.canary is not None else [])
+        names = [
+            name
+            for record in service.cells.values()
+            for name in [record.endpoint_name] + ([record.canary.endpoint_name] if record.canary is not None else [])
+        ]
         for name in names:
             if not any(name.startswith(p[:-1]) if p.endswith("*") else name == p for p in self._accepted):
                 raise UnexpectedEndpoint(name, self._accepted, origin)
@@ -399,7 +426,12 @@ def _session(session: Any) -> Any:
     return boto3.session.Session()
 
 
-def _read_parameter(ssm: Any, name: str) -> DiscoveryRecord:
+def _as_service(record: DiscoveryRecord | ServiceRecord) -> ServiceRecord:
+    """An endpoint's record is the record of a one-cell service."""
+    return record if isinstance(record, ServiceRecord) else ServiceRecord.one_cell(record)
+
+
+def _read_parameter(ssm: Any, name: str) -> ServiceRecord:
     try:
         value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
     except ClientError as error:
@@ -413,9 +445,10 @@ def _read_parameter(ssm: Any, name: str) -> DiscoveryRecord:
     return _parse_record(value, f"SSM parameter {name!r}")
 
 
-def _parse_record(text: str, origin: str) -> DiscoveryRecord:
+def _parse_record(text: str, origin: str) -> ServiceRecord:
+    """An endpoint's record (a one-cell service) or a service's record of several cells."""
     try:
-        return DiscoveryRecord.from_json(text)
+        return ServiceRecord.from_json(text)
     except DiscoveryRecordError as error:
         raise DiscoveryError(f"{origin} holds no readable discovery record: {error}") from None
 

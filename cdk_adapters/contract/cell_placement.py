@@ -92,6 +92,16 @@ class Placement:
     def adapters_in(self, cell: str) -> list[str]:
         return [name for name, where in self.cell_of.items() if where == cell]
 
+    def aliases_in(self, cell: str, aliases: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+        """The aliases `cell`'s record holds: those whose targets it serves (`place` refused any
+        alias whose targets sit in two cells)."""
+        held = {adapter_name_key(name) for name in self.adapters_in(cell)}
+        return {
+            alias: dict(targets)
+            for alias, targets in aliases.items()
+            if any(adapter_name_key(target) in held for target in targets)
+        }
+
 
 def place(
     adapters: Iterable[str],
@@ -204,11 +214,8 @@ class Move:
 def rebalance(record: PlacementRecord, cells: Sequence[str], *, limit: int | None = None) -> tuple[PlacementRecord, list[Move]]:
     """Move recorded families to the cell the hash gives them now (at most `limit` moves, families in
     a removed cell first, then by name); the new record and the moves, to review and commit."""
-    moves = [
-        Move(family, cell, hashed_cell(family, cells))
-        for family, cell in record.families.items()
-        if hashed_cell(family, cells) != cell
-    ]
+    hashed = {family: hashed_cell(family, cells) for family in record.families}
+    moves = [Move(family, cell, hashed[family]) for family, cell in record.families.items() if hashed[family] != cell]
     moves.sort(key=lambda move: (move.from_cell in cells, move.family))
     chosen = moves if limit is None else moves[:limit]
     families = dict(record.families)

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
-from cdk_adapters.contract.cell_placement import PlacementRecord, family_of, hashed_cell
+from cdk_adapters.contract.cell_placement import PlacementRecord, cell_names, family_of, hashed_cell
 from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
 
 SERVICE_KIND = "cdk-adapters/service"
@@ -40,9 +40,16 @@ class ServiceRecord:
     """Family -> cell, remembered as calls resolve them."""
     _aliases: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
     """Alias key -> the cell whose record holds it: an alias may be named like no family of its targets."""
+    _names: list[str] = field(default_factory=list, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._aliases.update({adapter_name_key(alias): cell for cell, record in self.cells.items() for alias in record.aliases})
+        self._names.extend(self.cells)
+
+    @classmethod
+    def one_cell(cls, record: DiscoveryRecord) -> ServiceRecord:
+        """An endpoint's record as the service of one cell, ``cell-0``, that it is."""
+        return cls({cell_names(1)[0]: record})
 
     @classmethod
     def from_placement(
@@ -62,7 +69,7 @@ class ServiceRecord:
             family = family_of(key)
             found = self._families.get(family)
             if found is None:
-                found = self.placement.get(family) or hashed_cell(family, list(self.cells))
+                found = self.placement.get(family) or hashed_cell(family, self._names)
                 self._families[family] = found
         return found
 
@@ -89,7 +96,7 @@ class ServiceRecord:
         except (TypeError, ValueError) as error:
             raise DiscoveryRecordError(f"not JSON: {error}") from None
         if isinstance(document, dict) and document.get("kind") != SERVICE_KIND:
-            return cls({"cell-0": DiscoveryRecord.from_json(text)})
+            return cls.one_cell(DiscoveryRecord.from_json(text))
         if not isinstance(document, dict) or document.get("version") != SERVICE_VERSION:
             got = document.get("version") if isinstance(document, dict) else None
             raise DiscoveryRecordError(

@@ -10,7 +10,8 @@ It also passes on the server's Prometheus ``GET /metrics``, so ``cdk-adapters us
 reads a local run at the address that serves it (SageMaker exposes no such route; CloudWatch has
 the same per-adapter figures there).
 
-Local mode has one endpoint and no accounts; request signatures are not checked.
+Local mode has one endpoint, or one per cell of a service (`local.cells`), and no accounts;
+request signatures are not checked.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from typing import Any
 import httpx
 
 from cdk_adapters.contract import runtime_api
-from cdk_adapters.contract.adapter_names import adapter_name_key
+from cdk_adapters.contract.adapter_names import adapter_component_name, adapter_name_key
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.contract.runtime_api import INVOKE_ENDPOINT_MAX_BYTES
 from cdk_adapters.local import event_stream
+from cdk_adapters.local.cells import LocalService
+from cdk_adapters.local.serving import LOCAL_ENDPOINT
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -68,8 +71,9 @@ class RuntimeFront:
     """ASGI app: SageMaker Runtime's two invocation routes, ``/ping``, the discovery record and the
     server's ``/metrics``."""
 
-    def __init__(self, record: DiscoveryRecord, backend_url: str) -> None:
+    def __init__(self, record: DiscoveryRecord | LocalService, backend_url: str) -> None:
         self.record = record
+        self._discovery = (record.service if isinstance(record, LocalService) else record).to_json().encode()
         self.backend_url = backend_url
         self._client: httpx.AsyncClient | None = None
 
@@ -92,7 +96,7 @@ class RuntimeFront:
             if method == "GET" and path == "/ping":
                 await _send_whole(send, 200, {"content-type": "text/plain"}, b"ok")
             elif method == "GET" and path == DISCOVERY_PATH:
-                await _send_whole(send, 200, {"content-type": "application/json"}, self.record.to_json().encode())
+                await _send_whole(send, 200, {"content-type": "application/json"}, self._discovery)
             elif method == "GET" and path == METRICS_PATH:
                 await self._metrics(send)
             elif method == "POST" and path.startswith("/endpoints/"):
@@ -120,25 +124,19 @@ class RuntimeFront:
         if declared.isdigit() and int(declared) > INVOKE_ENDPOINT_MAX_BYTES:
             raise _too_large(int(declared))  # refused before a byte of it is read
         body = await _read_body(receive, INVOKE_ENDPOINT_MAX_BYTES)
-        if endpoint != self.record.endpoint_name:
+        cell = self._cell(endpoint)
+        if cell is None:
             raise RuntimeApiError(400, "ValidationError", f"Endpoint {endpoint} of account {ACCOUNT} not found.")
         component = headers.get(COMPONENT_HEADER)
         if not component:
             raise RuntimeApiError(400, "ValidationError", COMPONENT_REQUIRED)
-        return Invocation(parts[3] != "invocations", self._adapter_for(component), headers, body)
+        return Invocation(parts[3] != "invocations", _adapter_for(component, *cell), headers, body)
 
-    def _adapter_for(self, component: str) -> str | None:
-        """What the adapter header carries for an inference component: ``None`` for the base
-        component, else the component name itself, as SageMaker is expected to send it (the
-        container maps it to the adapter, `adapter_identity`; its tests cover the other answers)."""
-        if component.lower() == self.record.base_inference_component_name.lower():
-            return None
-        prefix = self.record.component_prefix.lower() + "-"
-        if not component.lower().startswith(prefix) or len(component) == len(prefix):
-            raise RuntimeApiError(400, "ValidationError", f"Inference Component {component} not found.")
-        # A component whose adapter is not registered still reaches the container, which answers
-        # 404 naming it, as an adapter component whose adapter the container lost would.
-        return adapter_name_key(component)
+    def _cell(self, endpoint: str) -> tuple[DiscoveryRecord, frozenset[str] | None] | None:
+        """The record of the endpoint called, and the adapters it serves (None: any registered one)."""
+        if isinstance(self.record, LocalService):
+            return self.record.endpoint(endpoint)
+        return (self.record, None) if endpoint == self.record.endpoint_name else None
 
     def _backend_headers(self, invocation: Invocation) -> dict[str, str]:
         headers = {
@@ -215,6 +213,28 @@ class RuntimeFront:
             return await self.client.post("/invocations", content=invocation.body, headers=self._backend_headers(invocation))
         except httpx.HTTPError as error:
             raise RuntimeApiError(500, "InternalFailure", f"the local adapter server did not answer: {error}") from None
+
+
+def _adapter_for(component: str, record: DiscoveryRecord, held: frozenset[str] | None) -> str | None:
+    """What the adapter header carries for an inference component: ``None`` for the base
+    component, else the component name itself, as SageMaker is expected to send it (the
+    container maps it to the adapter, `adapter_identity`; its tests cover the other answers).
+
+    A cell's endpoint knows only its own adapters' components (`held`); the one server behind
+    every cell registered each adapter under its plain local component name."""
+    if component.lower() == record.base_inference_component_name.lower():
+        return None
+    prefix = record.component_prefix.lower() + "-"
+    if not component.lower().startswith(prefix) or len(component) == len(prefix):
+        raise RuntimeApiError(400, "ValidationError", f"Inference Component {component} not found.")
+    if held is None:
+        # A component whose adapter is not registered still reaches the container, which answers
+        # 404 naming it, as an adapter component whose adapter the container lost would.
+        return adapter_name_key(component)
+    adapter = adapter_name_key(component[len(prefix) :])
+    if adapter not in held:
+        raise RuntimeApiError(400, "ValidationError", f"Inference Component {component} not found.")
+    return adapter_component_name(LOCAL_ENDPOINT, adapter)
 
 
 async def _lifespan(receive: Receive, send: Send, front: RuntimeFront) -> None:
