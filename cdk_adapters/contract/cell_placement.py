@@ -157,11 +157,9 @@ def place(
     hashed: list[str] = []
     for name in adapters:
         family = family_of(name)
-        chosen = pinned.get(family) or recorded.get(family)
-        if chosen is None or chosen not in known:
-            chosen = hashed_cell(family, cells)
-            if family not in families:
-                hashed.append(family)
+        chosen = cell_for(family, cells, pinned=pinned, recorded=recorded)
+        if family not in pinned and recorded.get(family) not in known and family not in families:
+            hashed.append(family)
         families[family] = chosen
         cell_of[name] = chosen
     problems += _cap_problems(cell_of, cells, cell_cap, subject)
@@ -169,6 +167,15 @@ def place(
     if problems:
         return None, problems
     return Placement(cell_of, PlacementRecord(families), tuple(hashed)), []
+
+
+def cell_for(
+    family: str, cells: Sequence[str], *, pinned: Mapping[str, str] | None = None, recorded: Mapping[str, str] | None = None
+) -> str:
+    """The one rule for a family's cell: its pin, else its recorded cell (while that cell exists),
+    else the hash."""
+    chosen = (pinned or {}).get(family) or (recorded or {}).get(family)
+    return chosen if chosen is not None and chosen in cells else hashed_cell(family, cells)
 
 
 def _cap_problems(cell_of: Mapping[str, str], cells: Sequence[str], cell_cap: int | None, subject: str) -> list[Problem]:

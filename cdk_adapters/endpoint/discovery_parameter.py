@@ -18,6 +18,7 @@ parameter has a fixed name, and a changed logical ID would replace it and collid
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import jsii
 from aws_cdk import CfnOutput, IStableStringProducer, Lazy, Stack, Token
@@ -30,6 +31,12 @@ from cdk_adapters.problems import ConfigurationError, Problem
 SSM_STANDARD_MAX_LENGTH = 4096
 SSM_ADVANCED_MAX_LENGTH = 8192
 """SSM parameter value limits of the Standard and Advanced tiers (characters)."""
+
+
+class _Record(Protocol):
+    """A record published as JSON: an endpoint's `DiscoveryRecord` or a service's `ServiceRecord`."""
+
+    def to_json(self) -> str: ...
 
 
 def discovery_parameter_name(prefix: str) -> str:
@@ -67,15 +74,29 @@ def publish_discovery(
         string_value=rendered,
         description=f"cdk-adapters discovery record (endpoint, base component, naming rule) of endpoint {component_prefix}",
     )
+    _size_the_tier(parameter, record, parameter_name)
+    return parameter
+
+
+def publish_record(scope: Construct, id: str, *, parameter_name: str, record: Callable[[], _Record], description: str) -> ssm.StringParameter:
+    """An SSM parameter holding `record`'s JSON, rendered at synth, in the tier its size needs
+    (a service's record: `cdk_adapters.service`)."""
+    parameter = ssm.StringParameter(
+        scope, id, parameter_name=parameter_name, string_value=Lazy.string(_Render(record)), description=description
+    )
+    _size_the_tier(parameter, record, parameter_name)
+    return parameter
+
+
+def _size_the_tier(parameter: ssm.StringParameter, record: Callable[[], _Record], parameter_name: str) -> None:
     cfn: ssm.CfnParameter = parameter.node.default_child  # type: ignore[assignment]  # CDK types default_child as IConstruct
     cfn.tier = Lazy.string(_Tier(record))
     parameter.node.add_validation(_RecordSizeValidation(record, parameter_name))
-    return parameter
 
 
 @jsii.implements(IStableStringProducer)
 class _Render:
-    def __init__(self, record: Callable[[], DiscoveryRecord]) -> None:
+    def __init__(self, record: Callable[[], _Record]) -> None:
         self._record = record
 
     def produce(self) -> str:
@@ -84,7 +105,7 @@ class _Render:
 
 @jsii.implements(IStableStringProducer)
 class _Tier:
-    def __init__(self, record: Callable[[], DiscoveryRecord]) -> None:
+    def __init__(self, record: Callable[[], _Record]) -> None:
         self._record = record
 
     def produce(self) -> str:
@@ -93,7 +114,7 @@ class _Tier:
 
 @jsii.implements(IValidation)
 class _RecordSizeValidation:
-    def __init__(self, record: Callable[[], DiscoveryRecord], parameter_name: str) -> None:
+    def __init__(self, record: Callable[[], _Record], parameter_name: str) -> None:
         self._record = record
         self._parameter_name = parameter_name
 

@@ -1,0 +1,279 @@
+"""`AdapterService`: several `MultiAdapterEndpoint` cells, each in its own stack, as one service.
+
+Each cell is an independent endpoint with the same base model, serving options and monitoring,
+so deploying one cell's stack can never touch another's and a bad upgrade or instance reaches
+only the tenants of one cell. Every adapter lives in exactly one cell, chosen by its family (the
+name without ``-vN``) with the placement rule clients share (`contract.cell_placement`): a pin,
+else the committed placement file, else rendezvous hashing. So every version of a family and
+its aliases sit in one cell, and adding a cell moves no recorded family.
+
+One SSM parameter (`discovery_parameter_name`) holds the service record
+(`contract.service_record`): each cell's endpoint record and the families placed other than by
+the hash. `AdapterClient.from_parameter` reads it and calls each adapter on its cell.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import reduce
+from typing import Any
+
+import jsii
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct, IValidation
+
+from cdk_adapters.artifacts.artifact import AdapterArtifact
+from cdk_adapters.contract.adapter_names import adapter_name_key
+from cdk_adapters.contract.cell_placement import Placement, PlacementRecord, cell_for, cell_names, family_of, place
+from cdk_adapters.contract.service_record import ServiceRecord
+from cdk_adapters.endpoint.components import AdapterInferenceComponent
+from cdk_adapters.endpoint.discovery_parameter import publish_record
+from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
+from cdk_adapters.endpoint.invoke_grant import granted_list_problems
+from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
+
+ENDPOINT_ID = "Serving"
+"""Each cell's endpoint construct ID in its stack (the single-endpoint example app's too)."""
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,110}$")
+
+
+@dataclass(frozen=True)
+class ServiceCell:
+    """One cell: its name in the placement rule, its stack and its endpoint."""
+
+    name: str
+    stack: Stack
+    endpoint: MultiAdapterEndpoint
+
+
+class AdapterService(Construct):
+    """N cells (endpoints, one stack each) serving one catalogue of adapters, placed by family.
+
+    Add it to an app (or a stage): it creates the stacks ``<stack_name_prefix>-cell-0`` ... and
+    ``<stack_name_prefix>-service``, which holds the service record.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cells: int,
+        endpoint_props: Callable[[Stack, str], Mapping[str, Any]],
+        placement: PlacementRecord | None = None,
+        pins: Mapping[str, str] | None = None,
+        cell_cap: int | None = None,
+        stack_name_prefix: str | None = None,
+        stack_props: Mapping[str, Any] | None = None,
+        discovery_parameter_name: str | None = None,
+    ) -> None:
+        """
+        :param cells: how many cells (endpoints); at least 1. A cell's name (``cell-<i>``) is its
+            identity in the placement rule, so cells are only ever added at the end.
+        :param endpoint_props: the `MultiAdapterEndpoint` keyword arguments of one cell, built in
+            that cell's stack (imported buckets, keys and topics belong to the stack using them);
+            called with the stack and the cell's name. Every cell should get the same options.
+        :param placement: the committed placement file (`PlacementRecord.from_json`): every
+            recorded family stays in its cell. Default: none, every family hashed.
+        :param pins: adapter or family name -> cell, e.g. a noisy or regulated tenant alone in its
+            own cell; wins over the placement file. `add_adapter(cell=...)` pins too. Default none.
+        :param cell_cap: most adapters a cell may hold; synth fails naming a cell over it and its
+            count. Default: no cap.
+        :param stack_name_prefix: the stacks' names start with it. Default: `id`.
+        :param stack_props: further `Stack` options for every stack (``env``, ``description``,
+            ``termination_protection``, ...). Default none.
+        :param discovery_parameter_name: SSM parameter of the service record. Default
+            ``/cdk-adapters/<stack_name_prefix>/service``.
+        """
+        super().__init__(scope, id)
+        prefix = stack_name_prefix or id
+        self._subject = f"AdapterService {self.node.path!r}"
+        raise_if_any(_option_problems(self._subject, cells, cell_cap, prefix), heading=f"{self._subject} is misconfigured")
+        self.cell_cap = cell_cap
+        self.placement_file = placement or PlacementRecord()
+        self._pins: dict[str, str] = {}
+        self._placed: dict[str, str] = {}
+        self._aliases: dict[str, dict[str, int]] = {}
+        self._alias_cells: dict[str, str] = {}
+        """Alias key -> the cell that publishes it."""
+        extra = dict(stack_props or {})
+        self.cells: list[ServiceCell] = []
+        for index, name in enumerate(cell_names(cells)):
+            stack = Stack(self, f"Cell{index}", stack_name=f"{prefix}-{name}", **extra)
+            self.cells.append(ServiceCell(name, stack, MultiAdapterEndpoint(stack, ENDPOINT_ID, **endpoint_props(stack, name))))
+        for pinned, where in (pins or {}).items():
+            self._pin(pinned, where, "pins")
+        self.stack = Stack(self, "Service", stack_name=f"{prefix}-service", **extra)
+        """Holds the service record; it depends on every cell, so it deploys after them."""
+        for each in self.cells:
+            self.stack.add_dependency(each.stack, "the service record names the cell's endpoint")
+        self.discovery_parameter_name = discovery_parameter_name or f"/cdk-adapters/{prefix}/service"
+        self.discovery_parameter: ssm.StringParameter = publish_record(
+            self.stack,
+            "ServiceRecord",
+            parameter_name=self.discovery_parameter_name,
+            record=self.service_record,
+            description=f"cdk-adapters service record (cells, placement rule, pins) of {prefix}",
+        )
+        self.node.add_validation(_PlacementValidation(self))
+
+    # ------------------------------------------------------------------ placement
+
+    def cell(self, name: str) -> ServiceCell:
+        """The cell named `name` (``cell-0`` ...)."""
+        for cell in self.cells:
+            if cell.name == name:
+                return cell
+        raise KeyError(f"{self._subject} has no cell {name!r} (its cells: {', '.join(c.name for c in self.cells)})")
+
+    def cell_of(self, name: str) -> str:
+        """The cell serving `name`, an adapter or alias added to this service."""
+        homes = self._homes()
+        if adapter_name_key(name) not in homes:
+            raise KeyError(f"{name!r} is no adapter or alias added to {self._subject}")
+        return homes[adapter_name_key(name)]
+
+    def place_adapter(self, name: str, *, cell: str | None = None) -> ServiceCell:
+        """The cell adapter `name` goes to, recorded for the service record and the synth checks:
+        `cell` (a pin), else its family's pin or cell in this service, else the placement file,
+        else the hash. `add_adapter` calls it; call it yourself to add the adapter through the
+        cell's endpoint (``service.place_adapter(name).endpoint.add_adapter(...)``)."""
+        family = family_of(name)
+        if cell is not None:
+            self._pin(name, cell, "add_adapter.cell")
+        already = next((where for placed, where in self._placed.items() if family_of(placed) == family), None)
+        chosen = self._pins.get(family) or already or cell_for(family, self._names, recorded=self.placement_file.families)
+        self._placed[name] = chosen
+        return self.cell(chosen)
+
+    def add_adapter(
+        self, name: str, *, artifact: AdapterArtifact, cell: str | None = None, **options: Any
+    ) -> AdapterInferenceComponent:
+        """Add adapter `name` to the cell placement chooses (`place_adapter`); `options` are
+        `MultiAdapterEndpoint.add_adapter`'s."""
+        return self.place_adapter(name, cell=cell).endpoint.add_adapter(name, artifact=artifact, **options)
+
+    def add_alias(self, alias: str, targets: Mapping[str, int]) -> None:
+        """A weighted alias over adapters of this service, published by the cell that serves them.
+        Its targets must sit in one cell (a client calls one endpoint per alias); pin them there."""
+        placed = {adapter_name_key(name): where for name, where in self._placed.items()}
+        homes = sorted({placed.get(adapter_name_key(target)) or "(not added)" for target in targets})
+        if len(homes) != 1 or homes[0] == "(not added)":
+            raise ConfigurationError(
+                [
+                    Problem(
+                        f"alias {alias!r} of {self._subject}",
+                        "targets",
+                        f"its targets must be adapters added to one cell first; they are in {', '.join(homes)}",
+                    )
+                ]
+            )
+        self._aliases[alias] = dict(targets)
+        self._alias_cells[adapter_name_key(alias)] = homes[0]
+        self.cell(homes[0]).endpoint.add_alias(alias, targets)
+
+    @property
+    def placement(self) -> Placement:
+        """Every added adapter's cell, and the placement file to commit after this synth; raises
+        `ConfigurationError` with every placement problem (a cell over its cap, ...)."""
+        placed, problems = self._place()
+        if placed is None:
+            raise ConfigurationError(problems, heading=f"{self._subject} cannot place its adapters")
+        return placed
+
+    def service_record(self) -> ServiceRecord:
+        """What the service's discovery parameter holds (rendered at synth): each cell's endpoint
+        record without its serving reference (clients ignore it; each cell publishes its own)."""
+        records = {cell.name: replace(cell.endpoint.discovery_record(), serving=None) for cell in self.cells}
+        placed, _ = self._place()
+        return ServiceRecord.from_placement(records, placed.record if placed else self.placement_file, self._pins)
+
+    # ------------------------------------------------------------------ grants
+
+    def grant_invoke(self, grantee: iam.IGrantable, adapters: Sequence[str] | None = None) -> iam.Grant:
+        """Let `grantee` invoke `adapters` (adapters or aliases) on the cells that serve them, and
+        only there: each involved cell's endpoint and those adapters' components. Default: every
+        adapter of every cell, present and future."""
+        raise_if_any(granted_list_problems(adapters, self._subject, leave_out="every adapter of every cell"))
+        if adapters is None:
+            grants = [cell.endpoint.grant_invoke(grantee) for cell in self.cells]
+        else:
+            by_cell: dict[str, list[str]] = {}
+            homes = self._homes()
+            unknown = [
+                Problem(self._subject, "grant_invoke.adapters", f"{name!r} is no adapter or alias added to this service")
+                for name in adapters
+                if adapter_name_key(name) not in homes
+            ]
+            raise_if_any(unknown)
+            for name in adapters:
+                by_cell.setdefault(homes[adapter_name_key(name)], []).append(name)
+            grants = [self.cell(where).endpoint.grant_invoke(grantee, names) for where, names in sorted(by_cell.items())]
+        return reduce(lambda left, right: left.combine(right), grants)
+
+    def grant_read_discovery(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` read the service record (what `AdapterClient.from_parameter` does)."""
+        return self.discovery_parameter.grant_read(grantee)
+
+    # ------------------------------------------------------------------ internals
+
+    @property
+    def _names(self) -> list[str]:
+        return [cell.name for cell in self.cells]
+
+    def _homes(self) -> dict[str, str]:
+        """Adapter or alias key -> its cell."""
+        return {**{adapter_name_key(name): where for name, where in self._placed.items()}, **self._alias_cells}
+
+    def _pin(self, name: str, cell: str, field: str) -> None:
+        family = family_of(name)
+        problems = []
+        if cell not in self._names:
+            problems.append(f"pins it to {cell!r}, which is not a cell of this service ({', '.join(self._names)})")
+        elif self._pins.get(family, cell) != cell:
+            problems.append(f"is pinned to {self._pins[family]!r} already; a family lives in one cell")
+        elif any(family_of(placed) == family and where != cell for placed, where in self._placed.items()):
+            problems.append("has adapters in another cell already; pin the family before adding its first adapter")
+        if problems:
+            raise ConfigurationError([Problem(f"adapter family {family!r} of {self._subject}", field, p) for p in problems])
+        self._pins[family] = cell
+
+    def _place(self) -> tuple[Placement | None, list[Problem]]:
+        return place(
+            self._placed,
+            self._names,
+            record=self.placement_file,
+            pins=self._pins,
+            cell_cap=self.cell_cap,
+            aliases=self._aliases,
+            subject=self._subject,
+        )
+
+
+def _option_problems(subject: str, cells: object, cell_cap: object, prefix: str) -> list[Problem]:
+    problems = []
+    if isinstance(cells, bool) or not isinstance(cells, int) or cells < 1:
+        problems.append(Problem(subject, "cells", f"must be a whole number >= 1, got {cells!r}"))
+    if cell_cap is not None and (isinstance(cell_cap, bool) or not isinstance(cell_cap, int) or cell_cap < 1):
+        problems.append(Problem(subject, "cell_cap", f"must be a whole number >= 1, or None for no cap, got {cell_cap!r}"))
+    if not _STACK_NAME.match(prefix):
+        problems.append(
+            Problem(subject, "stack_name_prefix", f"{prefix!r} must start with a letter and hold only letters, digits and '-'")
+        )
+    return problems
+
+
+@jsii.implements(IValidation)
+class _PlacementValidation:
+    """At synth: the placement of every added adapter passes `place` (caps, aliases, removed cells)."""
+
+    def __init__(self, service: AdapterService) -> None:
+        self._service = service
+
+    def validate(self) -> list[str]:
+        _, problems = self._service._place()
+        return [str(problem) for problem in problems]
