@@ -8,6 +8,7 @@ VENV        := .venv
 BIN         := $(CURDIR)/$(VENV)/bin
 PIP         := $(BIN)/python -m pip
 ENV         ?= dev
+CELLS       ?= 1
 TORCH_SPEC  := torch==2.13.0+cpu
 # PyTorch's CPU wheels are not on PyPI; used only when no local wheel folder (pip find-links) has one.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -20,7 +21,7 @@ export PATH := $(BIN):$(PATH)
 .PHONY: synth test serve-stack bench mutate diff image clean help
 
 help:
-	@echo "make synth [ENV=dev|prod]  synthesize the example app through the CDK CLI"
+	@echo "make synth [ENV=dev|prod] [CELLS=N]  synthesize the example app through the CDK CLI (N cells: a service)"
 	@echo "make diff [ENV=dev|prod]   cdk diff of the example app against the deployed stack"
 	@echo "make test                  run the whole test suite"
 	@echo "make serve-stack           install the serving stack into .venv, for cdk-adapters demo-model and local"
@@ -78,7 +79,7 @@ $(VENV)/.test: $(VENV)/.serve requirements-dev.txt
 	touch $@
 
 synth: node_modules/.installed
-	$(CDK) synth --no-notices --quiet -c env=$(ENV) > /dev/null
+	$(CDK) synth --no-notices --quiet -c env=$(ENV) -c cells=$(CELLS) > /dev/null
 	$(BIN)/python -m cdk_adapters.cli.synth_summary cdk.out
 
 diff: node_modules/.installed

@@ -5,6 +5,7 @@
     cdk synth -c env=prod                      # another entry of "environments" in cdk.json
     cdk synth -c manifest=manifests/other.yaml # another adapter manifest
     cdk synth -c env=prod -c canary=true       # prod plus its canary stack (the environment's "canary")
+    cdk synth -c cells=2                       # the environment as a service of two cells (endpoints)
 
 What is served (base model, serving limits, adapters) comes from the adapter manifest
 (`manifests/example.yaml` unless the environment or ``-c manifest=PATH`` names another); how it is
@@ -14,6 +15,11 @@ at least two copies with target tracking). The entry also says how the endpoint 
 upgraded: "request_metrics" (namespace, metric set, EMF on/off), "alarms" (endpoint thresholds,
 adapter defaults, an optional "topic_arn") and "deployment" (the base component's rolling update,
 rolling back on the endpoint's alarms).
+
+Cells (``-c cells=N``, or the environment's "cells"): N stacks ``<stack_name>-cell-<i>``, each an
+endpoint like the single stack's serving the manifest rows placed in it (a row's ``cell:`` pins its
+family; the environment's "placement_file", when it exists, keeps recorded families where they
+are; "cell_cap" bounds a cell), and ``<stack_name>-service`` holding the service record clients read.
 
 The canary (``-c canary=true``): a second stack serving the manifest rows marked ``canary: true``
 on a candidate image (``canary.image_uri``) or base model (``canary.manifest``, a manifest with the
@@ -37,6 +43,7 @@ from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks
 from constructs import Construct
 
 from cdk_adapters import (
+    AdapterService,
     BaseCopies,
     BatchSize,
     ComputeRequirements,
@@ -47,11 +54,13 @@ from cdk_adapters import (
     InstancePool,
     Instances,
     Observability,
+    PlacementRecord,
     RollingUpdate,
     Routing,
     VllmOptions,
 )
 from cdk_adapters.manifest import DEFAULT_MANIFEST_PATH, ManifestPlan, endpoint_from_manifest, plan_manifest_file
+from cdk_adapters.manifest.service_wiring import service_from_manifest
 from cdk_adapters.monitoring import AlarmThresholds, MonitoringAlarms, RequestMetrics
 from cdk_adapters.problems import ConfigurationError, Problem
 
@@ -90,31 +99,62 @@ class AdapterServingStack(cdk.Stack):
 
     def __init__(self, scope: Construct, id: str, *, settings: Mapping[str, Any], plan: ManifestPlan, **kwargs: Any) -> None:
         super().__init__(scope, id, **kwargs)
-        image_uri = settings.get("image_uri")
-        topic_arn = (settings.get("alarms") or {}).get("topic_arn")
-        topic = sns.Topic.from_topic_arn(self, "AlarmTopic", topic_arn) if topic_arn else None
         self.canary: AdapterServingStack | None = None
         self.endpoint = endpoint_from_manifest(
-            self,
-            "Serving",
-            manifest=plan,
-            vllm=VllmOptions(**settings.get("vllm", {})),
-            image=ContainerImage.from_digest_uri(image_uri) if image_uri else ContainerImage.from_asset(),
-            compute=ComputeRequirements(
-                min_memory_required_in_mb=settings["min_memory_required_in_mb"],
-                accelerator_devices=settings.get("accelerator_devices", 1),
-            ),
-            instances=instances(settings),
-            base_copies=base_copies(settings),
-            placement=FleetPlacement(**settings.get("placement", {})),
-            request_metrics=RequestMetrics(**_request_metrics_kwargs(settings.get("request_metrics", {}))),
-            alarms=monitoring_alarms(settings.get("alarms"), topic),
-            deployment=rolling_update(settings.get("deployment")),
-            **hosting_options(settings),
+            self, "Serving", manifest=plan, vllm=VllmOptions(**settings.get("vllm", {})), **endpoint_options(self, settings)
         )
         scaling = settings.get("copy_scaling")
         if scaling:
             apply_copy_scaling(self.endpoint, scaling)
+
+
+def endpoint_options(scope: Construct, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The endpoint's hosting, monitoring and upgrade options from an environment's cdk.json entry
+    (the alarm topic is imported into `scope`, the stack that uses it)."""
+    image_uri = settings.get("image_uri")
+    topic_arn = (settings.get("alarms") or {}).get("topic_arn")
+    topic = sns.Topic.from_topic_arn(scope, "AlarmTopic", topic_arn) if topic_arn else None
+    return {
+        "image": ContainerImage.from_digest_uri(image_uri) if image_uri else ContainerImage.from_asset(),
+        "compute": ComputeRequirements(
+            min_memory_required_in_mb=settings["min_memory_required_in_mb"],
+            accelerator_devices=settings.get("accelerator_devices", 1),
+        ),
+        "instances": instances(settings),
+        "base_copies": base_copies(settings),
+        "placement": FleetPlacement(**settings.get("placement", {})),
+        "request_metrics": RequestMetrics(**_request_metrics_kwargs(settings.get("request_metrics", {}))),
+        "alarms": monitoring_alarms(settings.get("alarms"), topic),
+        "deployment": rolling_update(settings.get("deployment")),
+        **hosting_options(settings),
+    }
+
+
+def build_service(
+    app: cdk.App,
+    settings: Mapping[str, Any],
+    plan: ManifestPlan,
+    cells: int,
+    placement: PlacementRecord | None,
+    **stack_props: Any,
+) -> AdapterService:
+    """The environment as a service of `cells` cells: stacks ``<stack_name>-cell-<i>``, each an
+    endpoint like the single stack's, and ``<stack_name>-service`` with the service record."""
+    service = service_from_manifest(
+        app,
+        settings["stack_name"],
+        manifest=plan,
+        cells=cells,
+        vllm=VllmOptions(**settings.get("vllm", {})),
+        props=lambda stack, _cell: endpoint_options(stack, settings),
+        placement=placement,
+        cell_cap=settings.get("cell_cap"),
+        stack_props=stack_props,
+    )
+    scaling = settings.get("copy_scaling")
+    for cell in service.cells if scaling else ():
+        apply_copy_scaling(cell.endpoint, scaling)
+    return service
 
 
 def instances(settings: Mapping[str, Any]) -> Instances:
@@ -336,12 +376,45 @@ def manifest_path(app: cdk.App, settings: Mapping[str, Any]) -> Path:
     return chosen if chosen.is_absolute() else HERE / chosen
 
 
-def build(app: cdk.App) -> AdapterServingStack:
-    """Add the chosen environment's stack and the nag packs to `app`, or raise every problem found."""
+def service_settings(app: cdk.App, name: str, settings: Mapping[str, Any]) -> tuple[int, PlacementRecord | None, list[Problem]]:
+    """``-c cells=N`` (else the environment's "cells", else 1) and the placement file (``-c
+    placement=PATH``, else the environment's "placement_file"; read only when it exists)."""
+    given = app.node.try_get_context("cells") or settings.get("cells") or 1
+    field = f"context.environments.{name}.cells"
+    try:
+        cells = int(given)
+    except (TypeError, ValueError):
+        return 1, None, [Problem("cdk.json", field, f"must be a whole number of cells >= 1 (or -c cells=N), got {given!r}")]
+    if cells < 1 or str(given).strip() != str(cells):
+        return 1, None, [Problem("cdk.json", field, f"must be a whole number of cells >= 1 (or -c cells=N), got {given!r}")]
+    chosen = app.node.try_get_context("placement") or settings.get("placement_file")
+    path = None if chosen is None else (Path(chosen) if Path(chosen).is_absolute() else HERE / chosen)
+    if path is None or not path.is_file():
+        return cells, None, []
+    try:
+        return cells, PlacementRecord.from_json(path.read_text(encoding="utf-8")), []
+    except ValueError as error:
+        return cells, None, [Problem("cdk.json", f"context.environments.{name}.placement_file", f"{path}: {error}")]
+
+
+def build(app: cdk.App) -> AdapterServingStack | AdapterService:
+    """Add the chosen environment's stack (or, with cells, its service) and the nag packs to `app`,
+    or raise every problem found."""
     name, settings, problems = environment_settings(app)
     problems += monitoring_settings_problems(name, settings)
     problems += hosting_settings_problems(name, settings)
+    cells, placement, cell_problems = service_settings(app, name, settings)
+    problems += cell_problems
     with_canary = str(app.node.try_get_context("canary") or "false").lower() == "true"
+    if with_canary and cells > 1:
+        problems.append(
+            Problem(
+                "cdk.json",
+                f"context.environments.{name}",
+                "-c canary=true serves a canary beside one endpoint; a service of cells is upgraded cell by cell instead",
+            )
+        )
+        with_canary = False
     canary: dict[str, Any] | None = None
     canary_plan = None
     if with_canary:
@@ -369,6 +442,20 @@ def build(app: cdk.App) -> AdapterServingStack:
         raise ConfigurationError(problems, heading=f"cannot synthesize environment '{name}'")
     account, region = settings.get("account"), settings.get("region")
     environment = cdk.Environment(account=account, region=region) if account or region else None
+    if cells > 1:
+        service = build_service(
+            app,
+            settings,
+            plan,
+            cells,
+            placement,
+            env=environment,
+            description=f"cdk-adapters: multi-adapter LoRA service ({name})",
+            termination_protection=bool(settings.get("termination_protection", False)),
+        )
+        cdk.Tags.of(service).add("cdk-adapters:environment", name)
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), HIPAASecurityChecks(app), NIST80053R5Checks(app))
+        return service
     stack = AdapterServingStack(
         app,
         settings["stack_name"],

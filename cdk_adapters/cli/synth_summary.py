@@ -39,6 +39,8 @@ class StackSummary:
     """Nested stack (construct path) -> its resource count."""
     scaling: list[str] = field(default_factory=list)
     """How the endpoint's instances and base-component copies scale, one line each."""
+    services: list[str] = field(default_factory=list)
+    """The service records (of a service of cells) this stack publishes, one line each."""
 
 
 @dataclass
@@ -76,6 +78,7 @@ def summarize(outdir: Path) -> AssemblySummary:
         )
         _collect_adapters(resources, summary.adapters)
         summary.scaling = describe_scaling(resources)
+        summary.services = describe_services(resources)
         for logical_id, resource in sorted(resources.items()):
             nested_file = resource.get("Metadata", {}).get(ASSET_PATH_METADATA)
             if resource["Type"] != NESTED_STACK_TYPE or not nested_file:
@@ -101,6 +104,24 @@ def _collect_adapters(resources: dict[str, Any], adapters: dict[str, str]) -> No
         base = properties.get("Specification", {}).get("BaseInferenceComponentName")
         if resource["Type"] == COMPONENT_TYPE and base:
             adapters[str(properties.get("InferenceComponentName"))] = str(base)
+
+
+def describe_services(resources: dict[str, Any]) -> list[str]:
+    """Each service record an SSM parameter holds: its cells, their endpoints, the families placed off the hash."""
+    from cdk_adapters.contract.service_record import SERVICE_KIND, ServiceRecord
+
+    lines = []
+    for resource in resources.values():
+        value = resource.get("Properties", {}).get("Value")
+        if resource["Type"] != "AWS::SSM::Parameter" or not isinstance(value, str) or SERVICE_KIND not in value:
+            continue
+        record = ServiceRecord.from_json(value)
+        cells = ", ".join(f"{cell} -> endpoint {r.endpoint_name}" for cell, r in record.cells.items())
+        lines.append(
+            f"  service record {resource['Properties'].get('Name')}: {len(record.cells)} cells ({cells}); "
+            f"{len(record.placement)} famil{'y' if len(record.placement) == 1 else 'ies'} placed off the hash"
+        )
+    return lines
 
 
 def describe_scaling(resources: dict[str, Any]) -> list[str]:
@@ -224,6 +245,7 @@ def render(summary: AssemblySummary) -> str:
         shown = ", ".join(names[:SHOWN_ADAPTERS]) or "none"
         more = f", and {len(names) - SHOWN_ADAPTERS} more" if len(names) > SHOWN_ADAPTERS else ""
         lines.append(f"  adapters ({len(stack.adapters)}): {shown}{more}")
+        lines += stack.services
         if stack.scaling:
             lines.append("  scaling:")
             lines += [f"  {line}" for line in stack.scaling]

@@ -231,6 +231,10 @@ def rebalance(record: PlacementRecord, cells: Sequence[str], *, limit: int | Non
     return PlacementRecord(families), chosen
 
 
+CELL_NAME_PATTERN = r"^cell-(0|[1-9][0-9]*)$"
+"""What `cell_names` gives: a pin (a manifest row's ``cell:``) must name a cell this way."""
+
+
 def cell_names(count: int) -> list[str]:
     """``cell-0`` .. ``cell-<count-1>``: a cell's name is its hash identity, so it never changes."""
     return [f"cell-{index}" for index in range(count)]

@@ -78,7 +78,9 @@ def publish_discovery(
     return parameter
 
 
-def publish_record(scope: Construct, id: str, *, parameter_name: str, record: Callable[[], _Record], description: str) -> ssm.StringParameter:
+def publish_record(
+    scope: Construct, id: str, *, parameter_name: str, record: Callable[[], _Record], description: str
+) -> ssm.StringParameter:
     """An SSM parameter holding `record`'s JSON, rendered at synth, in the tier its size needs
     (a service's record: `cdk_adapters.service`)."""
     parameter = ssm.StringParameter(

@@ -58,4 +58,6 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name in _WIRING:
         return getattr(importlib.import_module("cdk_adapters.manifest.wiring"), name)
+    if name == "service_from_manifest":
+        return getattr(importlib.import_module("cdk_adapters.manifest.service_wiring"), name)
     raise AttributeError(f"module 'cdk_adapters.manifest' has no attribute {name!r}")

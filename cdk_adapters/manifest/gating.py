@@ -88,6 +88,17 @@ class ManifestPlan:
         return {adapter.name: adapter.row.alarms.overrides() for adapter in self.adapters if adapter.row.alarms is not None}
 
     @property
+    def cell_pins(self) -> dict[str, str]:
+        """Adapter -> the cell its row pins it to (``cell:``), for the rows that pin one."""
+        return {adapter.name: adapter.row.cell for adapter in self.adapters if adapter.row.cell is not None}
+
+    def only(self, names: Iterable[str]) -> ManifestPlan:
+        """This plan with only the adapters `names` (in manifest order), e.g. one cell's share;
+        aliases are left to whoever adds them."""
+        kept = set(names)
+        return replace(self, adapters=tuple(adapter for adapter in self.adapters if adapter.name in kept))
+
+    @property
     def canary_adapters(self) -> tuple[str, ...]:
         """The rows marked ``canary: true``, in manifest order."""
         return tuple(adapter.name for adapter in self.adapters if adapter.row.canary)

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from cdk_adapters.contract.cell_placement import CELL_NAME_PATTERN
 from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_url
 from cdk_adapters.deploy_check.request import body_messages
 from cdk_adapters.gate import vlm_traps
@@ -349,6 +350,10 @@ class AdapterRow(_Strict):
     canary: bool = False
     """Serve a copy of this adapter on the canary endpoint too (the example app's canary stack),
     where base-model and image upgrades are validated first."""
+    cell: str | None = Field(default=None, pattern=CELL_NAME_PATTERN)
+    """In a service of several cells: the cell (``cell-0``, ``cell-1``, ...) this adapter's family
+    is pinned to, e.g. a noisy or regulated tenant alone in its own. Default: the placement file,
+    else the placement hash. Ignored by a single endpoint."""
 
     @property
     def is_s3(self) -> bool:

@@ -78,14 +78,7 @@ def endpoint_from_manifest(
         When rows opt into alarms (``alarms:``) and `props` has no ``alarms``, the endpoint gets
         `MonitoringAlarms()` (its defaults).
     """
-    # The gate judges the engine that will serve: tower/connector LoRA as `vllm` sets it.
-    tower_connector_lora = vllm.enable_tower_connector_lora if vllm is not None else None
-    if not isinstance(manifest, ManifestPlan):
-        plan = plan_manifest_file(Path(manifest), tower_connector_lora=tower_connector_lora)
-    elif manifest.tower_connector_lora != tower_connector_lora:
-        plan = plan_manifest(manifest.loaded, tower_connector_lora=tower_connector_lora)
-    else:
-        plan = manifest
+    plan = gated_plan(manifest, vllm)
     if plan.alarm_overrides and props.get("alarms") is None:
         props["alarms"] = MonitoringAlarms()
     endpoint = MultiAdapterEndpoint(
@@ -98,6 +91,17 @@ def endpoint_from_manifest(
     for alias, targets in plan.aliases.items():
         endpoint.add_alias(alias, targets)
     return endpoint
+
+
+def gated_plan(manifest: str | PathLike[str] | ManifestPlan, vllm: VllmOptions | None) -> ManifestPlan:
+    """`manifest` gated for the engine that will serve it: tower/connector LoRA as `vllm` sets it
+    (a plan made for another setting is gated again)."""
+    tower_connector_lora = vllm.enable_tower_connector_lora if vllm is not None else None
+    if not isinstance(manifest, ManifestPlan):
+        return plan_manifest_file(Path(manifest), tower_connector_lora=tower_connector_lora)
+    if manifest.tower_connector_lora != tower_connector_lora:
+        return plan_manifest(manifest.loaded, tower_connector_lora=tower_connector_lora)
+    return manifest
 
 
 def adapter_locations_for(

@@ -105,12 +105,17 @@ class AdapterService(Construct):
         for index, name in enumerate(cell_names(cells)):
             stack = Stack(self, f"Cell{index}", stack_name=f"{prefix}-{name}", **extra)
             self.cells.append(ServiceCell(name, stack, MultiAdapterEndpoint(stack, ENDPOINT_ID, **endpoint_props(stack, name))))
+        pin_problems: list[Problem] = []
         for pinned, where in (pins or {}).items():
-            self._pin(pinned, where, "pins")
+            try:
+                self._pin(pinned, where, "pins")
+            except ConfigurationError as error:
+                pin_problems += error.problems
+        raise_if_any(pin_problems, heading=f"{self._subject} cannot pin its adapters")
         self.stack = Stack(self, "Service", stack_name=f"{prefix}-service", **extra)
         """Holds the service record; it depends on every cell, so it deploys after them."""
         for each in self.cells:
-            self.stack.add_dependency(each.stack, "the service record names the cell's endpoint")
+            self.stack.add_stack_dependency(each.stack, "the service record names the cell's endpoint")
         self.discovery_parameter_name = discovery_parameter_name or f"/cdk-adapters/{prefix}/service"
         self.discovery_parameter: ssm.StringParameter = publish_record(
             self.stack,
@@ -168,7 +173,8 @@ class AdapterService(Construct):
                     Problem(
                         f"alias {alias!r} of {self._subject}",
                         "targets",
-                        f"its targets must be adapters added to one cell first; they are in {', '.join(homes)}",
+                        f"its targets must be adapters added to one cell first; they are in {', '.join(homes)} "
+                        "(pin their families to one cell: add_adapter(cell=...), or a manifest row's cell:)",
                     )
                 ]
             )
