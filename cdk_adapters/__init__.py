@@ -50,6 +50,7 @@ _EXPORTS = {
     "endpoint_from_manifest": "cdk_adapters.manifest",
     "AdapterService": "cdk_adapters.service",
     "ServiceCell": "cdk_adapters.service",
+    "ImportedAdapterService": "cdk_adapters.service",
     "service_from_manifest": "cdk_adapters.manifest",
     "ServiceRecord": "cdk_adapters.contract.service_record",
     "PlacementRecord": "cdk_adapters.contract.cell_placement",

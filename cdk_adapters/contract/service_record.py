@@ -36,6 +36,9 @@ class ServiceRecord:
     cells: Mapping[str, DiscoveryRecord]
     placement: Mapping[str, str] = field(default_factory=dict)
     """Family -> cell, for pinned families and those the hash would place elsewhere."""
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    """Cell -> the SSM parameter of its own endpoint record (serving reference included), which a
+    tenant stack importing the service reads to add an adapter to that cell. Optional."""
     _families: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
     """Family -> cell, remembered as calls resolve them."""
     _aliases: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -53,13 +56,17 @@ class ServiceRecord:
 
     @classmethod
     def from_placement(
-        cls, cells: Mapping[str, DiscoveryRecord], record: PlacementRecord, pins: Mapping[str, str] | None = None
+        cls,
+        cells: Mapping[str, DiscoveryRecord],
+        record: PlacementRecord,
+        pins: Mapping[str, str] | None = None,
+        parameters: Mapping[str, str] | None = None,
     ) -> ServiceRecord:
         """The record for `cells`, keeping of the placement file only what the hash does not say."""
         names = list(cells)
         deviations = {family: cell for family, cell in record.families.items() if hashed_cell(family, names) != cell}
         deviations.update({family_of(name): cell for name, cell in (pins or {}).items()})
-        return cls(dict(cells), dict(sorted(deviations.items())))
+        return cls(dict(cells), dict(sorted(deviations.items())), dict(parameters or {}))
 
     def cell_of(self, name: str) -> str:
         """The cell that serves `name` (an adapter or an alias); remembered per family."""
@@ -84,6 +91,7 @@ class ServiceRecord:
             "rule": PLACEMENT_RULE,
             "cells": {cell: json.loads(record.to_json()) for cell, record in self.cells.items()},
             "placement": dict(self.placement),
+            **({"parameters": dict(self.parameters)} if self.parameters else {}),
         }
         return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
@@ -118,4 +126,7 @@ class ServiceRecord:
                 raise DiscoveryRecordError(f"cells.{cell}: {error}") from None
         if not isinstance(placement, dict) or not all(isinstance(c, str) and c in parsed for c in placement.values()):
             raise DiscoveryRecordError("'placement' must map families to cells of this record")
-        return cls(parsed, placement)
+        parameters = document.get("parameters", {})
+        if not isinstance(parameters, dict) or not all(c in parsed and isinstance(p, str) for c, p in parameters.items()):
+            raise DiscoveryRecordError("'parameters' must map cells of this record to SSM parameter names")
+        return cls(parsed, placement, parameters)

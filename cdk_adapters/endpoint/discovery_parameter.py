@@ -141,20 +141,8 @@ PLACEHOLDER_NAME = "lookup-pending"
 def lookup_discovery_record(scope: Construct, subject: str, parameter_name: str) -> tuple[DiscoveryRecord, bool]:
     """The record in `parameter_name`, read at synth (``ssm.StringParameter.value_from_lookup``,
     cached in ``cdk.context.json``), and whether it is still the lookup's placeholder (first pass)."""
-    stack = Stack.of(scope)
-    if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
-        raise ConfigurationError(
-            [
-                Problem(
-                    subject,
-                    "parameter_name",
-                    f"{stack.stack_name} needs an explicit env (account and region) to look up {parameter_name!r}; or use from_endpoint_attributes",
-                )
-            ],
-            heading="cannot look up the discovery record",
-        )
-    value = ssm.StringParameter.value_from_lookup(scope, parameter_name)
-    if value.startswith(LOOKUP_DUMMY_PREFIX):
+    value = lookup_parameter(scope, subject, parameter_name)
+    if value is None:
         return DiscoveryRecord(PLACEHOLDER_NAME, f"{PLACEHOLDER_NAME}-base", PLACEHOLDER_NAME), True
     try:
         record = DiscoveryRecord.from_json(value)
@@ -170,3 +158,22 @@ def lookup_discovery_record(scope: Construct, subject: str, parameter_name: str)
             heading="cannot import MultiAdapterEndpoint",
         ) from None
     return record, False
+
+
+def lookup_parameter(scope: Construct, subject: str, parameter_name: str) -> str | None:
+    """`parameter_name`'s value read at synth (cached in ``cdk.context.json``); None on the first
+    pass, before the CLI has looked it up. The stack needs an explicit account and region."""
+    stack = Stack.of(scope)
+    if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
+        raise ConfigurationError(
+            [
+                Problem(
+                    subject,
+                    "parameter_name",
+                    f"{stack.stack_name} needs an explicit env (account and region) to look up {parameter_name!r}; or use from_endpoint_attributes",
+                )
+            ],
+            heading="cannot look up the discovery record",
+        )
+    value = ssm.StringParameter.value_from_lookup(scope, parameter_name)
+    return None if value.startswith(LOOKUP_DUMMY_PREFIX) else value

@@ -447,6 +447,8 @@ class ImportedMultiAdapterEndpoint(Construct):
                     )
                 ]
             return []
+        if self.lookup_pending:  # no record yet: the pass with the record checks the location
+            return []
         if self._tenant_assigned:
             return tenant_location_problems(self.record.serving, self.tenant, published, subject)
         if adapter_checks.containing_location(published, self.adapter_locations) is not None:

@@ -196,7 +196,8 @@ class AdapterService(Construct):
         record without its serving reference (clients ignore it; each cell publishes its own)."""
         records = {cell.name: replace(cell.endpoint.discovery_record(), serving=None) for cell in self.cells}
         placed, _ = self._place()
-        return ServiceRecord.from_placement(records, placed.record if placed else self.placement_file, self._pins)
+        parameters = {cell.name: cell.endpoint.discovery_parameter_name for cell in self.cells}
+        return ServiceRecord.from_placement(records, placed.record if placed else self.placement_file, self._pins, parameters)
 
     # ------------------------------------------------------------------ grants
 
