@@ -33,6 +33,7 @@ COMMANDS = (
     "cdk_adapters.cli.promote",
     "cdk_adapters.cli.usage",
     "cdk_adapters.cli.rebalance",
+    "cdk_adapters.cli.bake",
 )
 """Modules with a ``register(commands)`` function, one per sub-command."""
 

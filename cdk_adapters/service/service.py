@@ -70,6 +70,7 @@ class AdapterService(Construct):
         stack_name_prefix: str | None = None,
         stack_props: Mapping[str, Any] | None = None,
         discovery_parameter_name: str | None = None,
+        first_wave: int = 1,
     ) -> None:
         """
         :param cells: how many cells (endpoints); at least 1. A cell's name (``cell-<i>``) is its
@@ -88,15 +89,23 @@ class AdapterService(Construct):
             ``termination_protection``, ...). Default none.
         :param discovery_parameter_name: SSM parameter of the service record. Default
             ``/cdk-adapters/<stack_name_prefix>/service``.
+        :param first_wave: how many cells (the first ones) an upgrade reaches first. Every other
+            cell's stack depends on theirs, so ``cdk deploy --all`` deploys them first; deploy
+            them alone, bake with ``cdk-adapters bake``, then deploy the rest (docs/cells.md).
+            Default 1.
         """
         super().__init__(scope, id)
         prefix = stack_name_prefix or id
         self._subject = f"AdapterService {self.node.path!r}"
-        raise_if_any(_option_problems(self._subject, cells, cell_cap, prefix), heading=f"{self._subject} is misconfigured")
+        raise_if_any(
+            _option_problems(self._subject, cells, cell_cap, prefix, first_wave), heading=f"{self._subject} is misconfigured"
+        )
         self.cell_cap = cell_cap
         self.placement_file = placement or PlacementRecord()
         self._pins: dict[str, str] = {}
         self._placed: dict[str, str] = {}
+        self._family_cells: dict[str, str] = {}
+        """Family -> its cell, as placed so far (every version of a family goes where the first went)."""
         self._aliases: dict[str, dict[str, int]] = {}
         self._alias_cells: dict[str, str] = {}
         """Alias key -> the cell that publishes it."""
@@ -105,6 +114,12 @@ class AdapterService(Construct):
         for index, name in enumerate(cell_names(cells)):
             stack = Stack(self, f"Cell{index}", stack_name=f"{prefix}-{name}", **extra)
             self.cells.append(ServiceCell(name, stack, MultiAdapterEndpoint(stack, ENDPOINT_ID, **endpoint_props(stack, name))))
+        self.waves: list[list[ServiceCell]] = [w for w in (self.cells[:first_wave], self.cells[first_wave:]) if w]
+        """The cells an upgrade reaches first, then the rest."""
+        for later in self.waves[1:]:
+            for cell in later:
+                for first in self.waves[0]:
+                    cell.stack.add_stack_dependency(first.stack, "an upgrade reaches the first wave first")
         pin_problems: list[Problem] = []
         for pinned, where in (pins or {}).items():
             try:
@@ -150,9 +165,12 @@ class AdapterService(Construct):
         family = family_of(name)
         if cell is not None:
             self._pin(name, cell, "add_adapter.cell")
-        already = next((where for placed, where in self._placed.items() if family_of(placed) == family), None)
-        chosen = self._pins.get(family) or already or cell_for(family, self._names, recorded=self.placement_file.families)
-        self._placed[name] = chosen
+        chosen = (
+            self._pins.get(family)
+            or self._family_cells.get(family)
+            or cell_for(family, self._names, recorded=self.placement_file.families)
+        )
+        self._placed[name] = self._family_cells[family] = chosen
         return self.cell(chosen)
 
     def add_adapter(
@@ -243,7 +261,7 @@ class AdapterService(Construct):
             problems.append(f"pins it to {cell!r}, which is not a cell of this service ({', '.join(self._names)})")
         elif self._pins.get(family, cell) != cell:
             problems.append(f"is pinned to {self._pins[family]!r} already; a family lives in one cell")
-        elif any(family_of(placed) == family and where != cell for placed, where in self._placed.items()):
+        elif self._family_cells.get(family, cell) != cell:
             problems.append("has adapters in another cell already; pin the family before adding its first adapter")
         if problems:
             raise ConfigurationError([Problem(f"adapter family {family!r} of {self._subject}", field, p) for p in problems])
@@ -261,8 +279,10 @@ class AdapterService(Construct):
         )
 
 
-def _option_problems(subject: str, cells: object, cell_cap: object, prefix: str) -> list[Problem]:
+def _option_problems(subject: str, cells: object, cell_cap: object, prefix: str, first_wave: object) -> list[Problem]:
     problems = []
+    if isinstance(first_wave, bool) or not isinstance(first_wave, int) or first_wave < 1:
+        problems.append(Problem(subject, "first_wave", f"must be a whole number of cells >= 1, got {first_wave!r}"))
     if isinstance(cells, bool) or not isinstance(cells, int) or cells < 1:
         problems.append(Problem(subject, "cells", f"must be a whole number >= 1, got {cells!r}"))
     if cell_cap is not None and (isinstance(cell_cap, bool) or not isinstance(cell_cap, int) or cell_cap < 1):

@@ -75,6 +75,16 @@ def test_each_cell_is_a_stack_of_its_own_and_every_adapter_is_in_exactly_one(thr
     assert sum(len(names) for names in held.values()) == len(ADAPTERS)
 
 
+def test_an_upgrade_reaches_the_first_wave_first(three_cells):
+    _, service, _ = three_cells
+    assert [[cell.name for cell in wave] for wave in service.waves] == [["cell-0"], ["cell-1", "cell-2"]]
+    assert service.cell("cell-0").stack.dependencies == []
+    for later in ("cell-1", "cell-2"):
+        assert [stack.stack_name for stack in service.cell(later).stack.dependencies] == ["Chat-cell-0"]
+    _, two_first = new_service(adapters=[], first_wave=2)
+    assert [stack.stack_name for stack in two_first.cell("cell-2").stack.dependencies] == ["Chat-cell-0", "Chat-cell-1"]
+
+
 def test_the_service_record_resolves_every_adapter_to_the_cell_whose_template_holds_it(three_cells):
     _, service, held = three_cells
     record = published_record(service)
@@ -160,6 +170,7 @@ def test_grant_invoke_names_exactly_the_cells_and_components_involved(three_cell
         ({"cells": 0}, "cells: must be a whole number >= 1, got 0"),
         ({"cells": 2, "cell_cap": 0}, "cell_cap: must be a whole number >= 1"),
         ({"cells": 2, "stack_name_prefix": "9-bad_name"}, "stack_name_prefix: '9-bad_name' must start with a letter"),
+        ({"cells": 2, "first_wave": 0}, "first_wave: must be a whole number of cells >= 1"),
     ],
 )
 def test_bad_options_are_refused_naming_the_field(options, message):
