@@ -8,6 +8,11 @@ stream), side by side in one run (`interleaved_medians`):
 * cold: a new record every 1,000 calls, so each new family pays its alias scan and rendezvous
   hash (one sha256 per cell) again.
 
+Then the whole client call: `AdapterClient.invoke` over the same skewed stream (20,000 calls),
+with botocore serializing and signing each request and a ``before-send`` hook answering it with a
+canned completion instead of the network, so the ratio is everything the client and botocore do
+per call with 10 cells against one.
+
     .venv/bin/python -m benchmarks.bench_cell_resolution [--rounds N]
 """
 
@@ -50,6 +55,37 @@ def _resolve(cells: int, stream: list[str], renew_every: int | None) -> None:
         service.cell_of(name)
 
 
+WHOLE_CALLS = 20_000
+ANSWER = b'{"choices": [{"index": 0, "text": " ok"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+
+
+def _runtime():
+    """A real ``sagemaker-runtime`` client that never leaves the process: each request is answered by a hook."""
+    import io
+
+    import boto3
+    from botocore.awsrequest import AWSResponse
+
+    class _Raw(io.BytesIO):
+        def stream(self, **_):
+            yield self.getvalue()
+
+    runtime = boto3.client("sagemaker-runtime", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="k")
+    runtime.meta.events.register(
+        "before-send.sagemaker-runtime.InvokeEndpoint",
+        lambda request, **_: AWSResponse(request.url, 200, {"Content-Type": "application/json"}, _Raw(ANSWER)),
+    )
+    return runtime
+
+
+def _invoke(cells: int, stream: list[str], runtime) -> None:
+    from cdk_adapters.client import AdapterClient
+
+    client = AdapterClient(_service(cells), runtime=runtime)
+    for name in stream:
+        client.invoke(name, "x", max_tokens=1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -65,6 +101,14 @@ def main() -> int:
     for kind in ("warm", "cold"):
         ratio = medians[f"{kind}, 10 cell(s)"] / medians[f"{kind}, 1 cell(s)"]
         print(f"{kind}: 10 cells / 1 cell = {ratio:.3f}x; {medians[f'{kind}, 10 cell(s)'] / CALLS * 1e6:.2f} us per call with 10")
+    runtime, calls = _runtime(), stream[:WHOLE_CALLS]
+    whole = interleaved_medians(
+        {f"{cells} cell(s)": (lambda c=cells: _invoke(c, calls, runtime)) for cells in (1, 10)}, rounds=args.rounds
+    )
+    print_table(f"{WHOLE_CALLS:,} whole AdapterClient.invoke calls (botocore, answered in-process)", whole, baseline="1 cell(s)")
+    print(
+        f"whole call: 10 cells / 1 cell = {whole['10 cell(s)'] / whole['1 cell(s)']:.3f}x; {whole['10 cell(s)'] / WHOLE_CALLS * 1e6:.0f} us per call"
+    )
     return 0
 
 

@@ -29,6 +29,7 @@ from constructs import Construct, IValidation
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.contract.cell_placement import Placement, PlacementRecord, cell_for, cell_names, family_of, place
+from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.contract.service_record import ServiceRecord
 from cdk_adapters.endpoint.components import AdapterInferenceComponent
 from cdk_adapters.endpoint.discovery_parameter import publish_record
@@ -36,6 +37,8 @@ from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.endpoint.invoke_grant import granted_list_problems
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
+_NO_RECORD = DiscoveryRecord("unused", "unused-base", "unused")
+"""Stands for a cell's record where only the cells' names matter (computing the placement map)."""
 ENDPOINT_ID = "Serving"
 """Each cell's endpoint construct ID in its stack (the single-endpoint example app's too)."""
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,110}$")
@@ -105,6 +108,9 @@ class AdapterService(Construct):
         self._pins: dict[str, str] = {}
         self._placed: dict[str, str] = {}
         self._family_cells: dict[str, str] = {}
+        self._placed_cache: tuple[tuple[int, int, int], tuple[Placement | None, list[Problem]], dict[str, str] | None] | None = (
+            None
+        )
         """Family -> its cell, as placed so far (every version of a family goes where the first went)."""
         self._aliases: dict[str, dict[str, int]] = {}
         self._alias_cells: dict[str, str] = {}
@@ -213,9 +219,8 @@ class AdapterService(Construct):
         """What the service's discovery parameter holds (rendered at synth): each cell's endpoint
         record without its serving reference (clients ignore it; each cell publishes its own)."""
         records = {cell.name: replace(cell.endpoint.discovery_record(), serving=None) for cell in self.cells}
-        placed, _ = self._place()
         parameters = {cell.name: cell.endpoint.discovery_parameter_name for cell in self.cells}
-        return ServiceRecord.from_placement(records, placed.record if placed else self.placement_file, self._pins, parameters)
+        return ServiceRecord(records, self._deviations(), parameters)
 
     # ------------------------------------------------------------------ grants
 
@@ -268,15 +273,31 @@ class AdapterService(Construct):
         self._pins[family] = cell
 
     def _place(self) -> tuple[Placement | None, list[Problem]]:
-        return place(
-            self._placed,
-            self._names,
-            record=self.placement_file,
-            pins=self._pins,
-            cell_cap=self.cell_cap,
-            aliases=self._aliases,
-            subject=self._subject,
-        )
+        """`place` over everything added, computed once per state (synth asks several times)."""
+        state = (len(self._placed), len(self._pins), len(self._aliases))
+        if self._placed_cache is None or self._placed_cache[0] != state:
+            placed = place(
+                self._placed,
+                self._names,
+                record=self.placement_file,
+                pins=self._pins,
+                cell_cap=self.cell_cap,
+                aliases=self._aliases,
+                subject=self._subject,
+            )
+            self._placed_cache = (state, placed, None)
+        return self._placed_cache[1]
+
+    def _deviations(self) -> dict[str, str]:
+        """The service record's ``placement`` map: the families placed other than by the hash."""
+        self._place()
+        assert self._placed_cache is not None
+        state, placed, deviations = self._placed_cache
+        if deviations is None:
+            record = placed[0].record if placed[0] is not None else self.placement_file
+            deviations = dict(ServiceRecord.from_placement(dict.fromkeys(self._names, _NO_RECORD), record, self._pins).placement)
+            self._placed_cache = (state, placed, deviations)
+        return deviations
 
 
 def _option_problems(subject: str, cells: object, cell_cap: object, prefix: str, first_wave: object) -> list[Problem]:
