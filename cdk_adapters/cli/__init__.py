@@ -32,6 +32,7 @@ COMMANDS = (
     "cdk_adapters.cli.eval",
     "cdk_adapters.cli.promote",
     "cdk_adapters.cli.usage",
+    "cdk_adapters.cli.place",
     "cdk_adapters.cli.rebalance",
     "cdk_adapters.cli.bake",
 )

@@ -73,3 +73,20 @@ def test_a_malformed_cell_is_refused_naming_the_adapter_and_the_field(tmp_path):
     with pytest.raises(ConfigurationError) as refused:
         plan_manifest_file(manifest_with(tmp_path, {name: "nine"}))
     assert f"adapter '{name}'" in str(refused.value) and "cell" in str(refused.value)
+
+
+def test_the_example_app_keeps_a_family_where_its_placement_file_records_it(tmp_path):
+    import app as example_app
+    from cdk_adapters.contract.cell_placement import PlacementRecord
+    from tests.constructs.conftest import app_context
+
+    name = rows()[0]
+    recorded = next(cell for cell in cell_names(2) if cell != hashed_cell(family_of(name), cell_names(2)))
+    placement = tmp_path / "placement.json"
+    placement.write_text(PlacementRecord({family_of(name): recorded}).to_json())
+    app = cdk.App(context={**app_context("dev"), "cells": "2", "placement": str(placement)})
+    service = example_app.build(app)
+    assert service.cell_of(name) == recorded
+    assert json.loads(service.service_record().to_json())["placement"] == {family_of(name): recorded}
+    with pytest.raises(ConfigurationError, match="cells: must be a whole number of cells >= 1"):
+        example_app.build(cdk.App(context={**app_context("dev"), "cells": "two"}))
