@@ -27,6 +27,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--cells", type=int, required=True, help="the service's cell count after the change")
     parser.add_argument("--limit", type=int, help="move at most this many families (default: every one)")
     parser.add_argument("--dry-run", action="store_true", help="print the moves; change nothing")
+    parser.add_argument("--manifest", type=Path, help="a manifest whose rows' cell: pins keep (or move) their families there")
     parser.set_defaults(handler=run)
 
 
@@ -41,7 +42,21 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     except (OSError, ValueError) as error:
         raise Failure([Problem(str(path), "placement", str(error))], "cannot read the placement file") from None
     cells = cell_names(args.cells)
-    moved, moves = rebalance(record, cells, limit=args.limit)
+    pins = {}
+    if args.manifest is not None:
+        from cdk_adapters.manifest import load_manifest
+
+        pins = {row.name: row.cell for row in load_manifest(args.manifest).manifest.adapters if row.cell is not None}
+        unknown = sorted({cell for cell in pins.values() if cell not in cells})
+        if unknown:
+            raise Failure(
+                [
+                    Problem(str(args.manifest), "cell", f"pins to {cell!r}, which is not one of the {args.cells} cells")
+                    for cell in unknown
+                ],
+                "cannot rebalance",
+            )
+    moved, moves = rebalance(record, cells, limit=args.limit, pins=pins)
     for move in moves:
         out.write(f"{move}\n")
     left = [family for family, cell in moved.families.items() if cell not in cells]

@@ -218,10 +218,14 @@ class Move:
         return f"{self.family}: {self.from_cell} -> {self.to_cell}"
 
 
-def rebalance(record: PlacementRecord, cells: Sequence[str], *, limit: int | None = None) -> tuple[PlacementRecord, list[Move]]:
+def rebalance(
+    record: PlacementRecord, cells: Sequence[str], *, limit: int | None = None, pins: Mapping[str, str] | None = None
+) -> tuple[PlacementRecord, list[Move]]:
     """Move recorded families to the cell the hash gives them now (at most `limit` moves, families in
-    a removed cell first, then by name); the new record and the moves, to review and commit."""
-    hashed = {family: hashed_cell(family, cells) for family in record.families}
+    a removed cell first, then by name); the new record and the moves, to review and commit.
+    A pinned family (`pins`: adapter or family name -> cell) goes to its pin instead."""
+    pinned = {family_of(name): cell for name, cell in (pins or {}).items()}
+    hashed = {family: pinned.get(family) or hashed_cell(family, cells) for family in record.families}
     moves = [Move(family, cell, hashed[family]) for family, cell in record.families.items() if hashed[family] != cell]
     moves.sort(key=lambda move: (move.from_cell in cells, move.family))
     chosen = moves if limit is None else moves[:limit]

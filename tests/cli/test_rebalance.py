@@ -60,3 +60,19 @@ def test_an_unreadable_file_and_bad_counts_are_refused(tmp_path: Path) -> None:
     status, _, err = run("rebalance", "--placement", str(bad), "--cells", "0")
     assert status == 2 and "--cells: must be at least 1, got 0" in err
     assert bad.read_text() == '{"version": 9, "families": {}}'
+
+
+def test_a_manifests_pins_keep_or_move_their_families_and_nothing_else_moves_for_them(tmp_path: Path) -> None:
+    from tests.cli.test_place import manifest
+
+    path, record = _recorded(tmp_path)
+    moving = sorted(f for f, cell in record.families.items() if hashed_cell(f, cell_names(5)) != cell)
+    kept, sent = moving[0], moving[1]
+    target = next(cell for cell in cell_names(5) if cell not in (record.families[sent], hashed_cell(sent, cell_names(5))))
+    rows = manifest(tmp_path, 300, pins={f"{kept}-v1": record.families[kept], f"{sent}-v1": target})
+    status, out, _ = run("rebalance", "--placement", str(path), "--cells", "5", "--manifest", str(rows))
+    assert status == 0
+    moved = PlacementRecord.from_json(path.read_text()).families
+    assert moved[kept] == record.families[kept] and f"{kept}:" not in out
+    assert moved[sent] == target and f"{sent}: {record.families[sent]} -> {target}" in out
+    assert len(out.splitlines()) == len(moving) - 1
