@@ -377,24 +377,26 @@ def manifest_path(app: cdk.App, settings: Mapping[str, Any]) -> Path:
 
 
 def service_settings(app: cdk.App, name: str, settings: Mapping[str, Any]) -> tuple[int, PlacementRecord | None, list[Problem]]:
-    """``-c cells=N`` (else the environment's "cells", else 1) and the placement file (``-c
-    placement=PATH``, else the environment's "placement_file"; read only when it exists)."""
-    given = app.node.try_get_context("cells") or settings.get("cells") or 1
-    field = f"context.environments.{name}.cells"
-    try:
+    """``-c cells=N`` (else the environment's "cells", else 1) and the placement file: ``-c
+    placement=PATH``, which must exist, else the environment's "placement_file", read when it exists."""
+    from_context = app.node.try_get_context("cells")
+    given = from_context if from_context is not None else settings.get("cells", 1)
+    where = ("-c", "cells") if from_context is not None else ("cdk.json", f"context.environments.{name}.cells")
+    cells = given if isinstance(given, int) and not isinstance(given, bool) else None
+    if isinstance(given, str) and given.strip().isdigit():
         cells = int(given)
-    except (TypeError, ValueError):
-        return 1, None, [Problem("cdk.json", field, f"must be a whole number of cells >= 1 (or -c cells=N), got {given!r}")]
-    if cells < 1 or str(given).strip() != str(cells):
-        return 1, None, [Problem("cdk.json", field, f"must be a whole number of cells >= 1 (or -c cells=N), got {given!r}")]
-    chosen = app.node.try_get_context("placement") or settings.get("placement_file")
+    if cells is None or cells < 1:
+        return 1, None, [Problem(*where, f"must be a whole number of cells >= 1, got {given!r}")]
+    chosen_by_context = app.node.try_get_context("placement")
+    chosen = chosen_by_context or settings.get("placement_file")
     path = None if chosen is None else (Path(chosen) if Path(chosen).is_absolute() else HERE / chosen)
-    if path is None or not path.is_file():
-        return cells, None, []
+    if path is None or (not path.is_file() and not chosen_by_context):
+        return cells, None, []  # no file yet: `cdk-adapters place` writes it
+    field = "placement" if chosen_by_context else f"context.environments.{name}.placement_file"
     try:
-        return cells, PlacementRecord.from_json(path.read_text(encoding="utf-8")), []
-    except ValueError as error:
-        return cells, None, [Problem("cdk.json", f"context.environments.{name}.placement_file", f"{path}: {error}")]
+        return cells, PlacementRecord.from_json(path.read_text(encoding="utf-8"), str(path)), []
+    except (OSError, ValueError) as error:
+        return cells, None, [Problem("-c" if chosen_by_context else "cdk.json", field, str(error))]
 
 
 def build(app: cdk.App) -> AdapterServingStack | AdapterService:

@@ -72,9 +72,10 @@ class PlacementRecord:
         families = document.get("families")
         if not isinstance(families, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in families.items()):
             raise ValueError(f"{source}: 'families' must map family names to cell names")
-        keys = [family_of(name) for name in families]
-        if len(set(keys)) != len(keys) or any(key != name for key, name in zip(keys, families)):
-            raise ValueError(f"{source}: 'families' must hold family keys (lower case, no -v<N>), each once")
+        # A family's own name may end in -v<N> too (adapter acme-v2-v1 is family acme-v2): keys are
+        # compared as SageMaker compares names, so they must already be lower case.
+        if any(not name or adapter_name_key(name) != name for name in families):
+            raise ValueError(f"{source}: 'families' must hold family keys (an adapter name without its -v<N>, lower case)")
         return cls(dict(families))
 
 
@@ -199,6 +200,12 @@ def _alias_problems(cell_of: Mapping[str, str], aliases: Mapping[str, Mapping[st
     """Each alias whose targets sit in two cells (a client calls one endpoint per alias)."""
     cell_by_key = {adapter_name_key(name): cell for name, cell in cell_of.items()}
     problems = []
+    for alias in aliases:
+        if adapter_name_key(alias) in cell_by_key:
+            message = (
+                f"is also the name of an adapter (in {cell_by_key[adapter_name_key(alias)]}); a client resolves the alias first"
+            )
+            problems.append(Problem(f"alias {alias!r} of {subject}", "name", message))
     for alias, targets in aliases.items():
         homes = sorted({cell_by_key[key] for key in map(adapter_name_key, targets) if key in cell_by_key})
         if len(homes) > 1:

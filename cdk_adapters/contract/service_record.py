@@ -7,8 +7,9 @@ record holds, else from `cell_placement.hashed_cell` on the adapter's family, un
 whose cell differs from the hash (after cells were added and before a rebalance), so the record's
 size does not grow with the adapter count while the placement file and the hash agree.
 
-A one-cell service publishes a plain `DiscoveryRecord`, which clients that know only one endpoint
-already read.
+A single endpoint publishes a plain `DiscoveryRecord`, which this reader takes for the service of
+one cell it is. An `AdapterService` publishes this record (of one cell or more), which a client
+that knows only one endpoint refuses by its kind rather than misreads.
 
 Standard library only.
 """
@@ -126,6 +127,14 @@ class ServiceRecord:
                 raise DiscoveryRecordError(f"cells.{cell}: {error}") from None
         if not isinstance(placement, dict) or not all(isinstance(c, str) and c in parsed for c in placement.values()):
             raise DiscoveryRecordError("'placement' must map families to cells of this record")
+        held: dict[str, list[str]] = {}
+        for cell, record in parsed.items():
+            for alias in record.aliases:
+                held.setdefault(adapter_name_key(alias), []).append(cell)
+        twice = {alias: cells for alias, cells in held.items() if len(cells) > 1}
+        if twice:
+            alias, cells = sorted(twice.items())[0]
+            raise DiscoveryRecordError(f"alias {alias!r} is published by cells {', '.join(cells)}; an alias lives in one cell")
         parameters = document.get("parameters", {})
         if not isinstance(parameters, dict) or not all(c in parsed and isinstance(p, str) for c, p in parameters.items()):
             raise DiscoveryRecordError("'parameters' must map cells of this record to SSM parameter names")

@@ -20,6 +20,7 @@ from cdk_adapters.hosting.vllm_options import VllmOptions
 from cdk_adapters.manifest.gating import ManifestPlan
 from cdk_adapters.manifest.wiring import add_manifest_adapters, endpoint_props, gated_plan
 from cdk_adapters.monitoring.alarms import MonitoringAlarms
+from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.service.service import ENDPOINT_ID, AdapterService
 
 
@@ -61,6 +62,11 @@ def service_from_manifest(
         shares.setdefault(service.place_adapter(adapter.name).name, []).append(adapter.name)
     for cell in service.cells:
         add_manifest_adapters(cell.endpoint, plan.only(shares.get(cell.name, ())))
+    problems: list[Problem] = []
     for alias, targets in plan.aliases.items():
-        service.add_alias(alias, targets)
+        try:
+            service.add_alias(alias, targets)
+        except ConfigurationError as error:
+            problems += error.problems
+    raise_if_any(problems, heading=f"cannot add the manifest's aliases to {service.node.path!r}")
     return service

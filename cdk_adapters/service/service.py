@@ -44,6 +44,10 @@ ENDPOINT_ID = "Serving"
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,110}$")
 
 
+_PlaceCache = tuple[tuple[object, ...], tuple[Placement | None, list[Problem]], dict[str, str] | None]
+"""What `AdapterService._place` computed, for which state, and the service record's placement map."""
+
+
 @dataclass(frozen=True)
 class ServiceCell:
     """One cell: its name in the placement rule, its stack and its endpoint."""
@@ -108,10 +112,8 @@ class AdapterService(Construct):
         self._pins: dict[str, str] = {}
         self._placed: dict[str, str] = {}
         self._family_cells: dict[str, str] = {}
-        self._placed_cache: tuple[tuple[int, int, int], tuple[Placement | None, list[Problem]], dict[str, str] | None] | None = (
-            None
-        )
         """Family -> its cell, as placed so far (every version of a family goes where the first went)."""
+        self._placed_cache: _PlaceCache | None = None
         self._aliases: dict[str, dict[str, int]] = {}
         self._alias_cells: dict[str, str] = {}
         """Alias key -> the cell that publishes it."""
@@ -186,25 +188,35 @@ class AdapterService(Construct):
         `MultiAdapterEndpoint.add_adapter`'s."""
         return self.place_adapter(name, cell=cell).endpoint.add_adapter(name, artifact=artifact, **options)
 
-    def add_alias(self, alias: str, targets: Mapping[str, int]) -> None:
-        """A weighted alias over adapters of this service, published by the cell that serves them.
-        Its targets must sit in one cell (a client calls one endpoint per alias); pin them there."""
-        placed = {adapter_name_key(name): where for name, where in self._placed.items()}
-        homes = sorted({placed.get(adapter_name_key(target)) or "(not added)" for target in targets})
-        if len(homes) != 1 or homes[0] == "(not added)":
-            raise ConfigurationError(
-                [
-                    Problem(
-                        f"alias {alias!r} of {self._subject}",
-                        "targets",
-                        f"its targets must be adapters added to one cell first; they are in {', '.join(homes)} "
-                        "(pin their families to one cell: add_adapter(cell=...), or a manifest row's cell:)",
-                    )
-                ]
+    def add_alias(self, alias: str, targets: Mapping[str, int] | str) -> None:
+        """A weighted alias over adapters of this service (a name: all of the traffic), published by
+        the cell that serves them. Its targets must sit in one cell (a client calls one endpoint
+        per alias; pin them there), and its name may be no adapter's nor another alias's."""
+        weights = {targets: 100} if isinstance(targets, str) else dict(targets)
+        homes = self._homes()
+        cells = sorted({homes.get(adapter_name_key(target)) or f"{target!r}, not added" for target in weights})
+        subject = f"alias {alias!r} of {self._subject}"
+        problems = []
+        if adapter_name_key(alias) in homes:
+            what = "alias" if adapter_name_key(alias) in self._alias_cells else "adapter"
+            problems.append(
+                Problem(
+                    subject, "name", f"is already the name of an {what} of this service (in {homes[adapter_name_key(alias)]})"
+                )
             )
-        self._aliases[alias] = dict(targets)
-        self._alias_cells[adapter_name_key(alias)] = homes[0]
-        self.cell(homes[0]).endpoint.add_alias(alias, targets)
+        if len(cells) != 1 or cells[0] not in self._names:
+            problems.append(
+                Problem(
+                    subject,
+                    "targets",
+                    f"its targets must be adapters added to one cell first; they are in {', '.join(cells)} "
+                    "(pin their families to one cell: add_adapter(cell=...), or a manifest row's cell:)",
+                )
+            )
+        raise_if_any(problems)
+        self.cell(cells[0]).endpoint.add_alias(alias, targets)  # its own checks (weights, shadowing) first
+        self._aliases[alias] = weights
+        self._alias_cells[adapter_name_key(alias)] = cells[0]
 
     @property
     def placement(self) -> Placement:
@@ -274,7 +286,7 @@ class AdapterService(Construct):
 
     def _place(self) -> tuple[Placement | None, list[Problem]]:
         """`place` over everything added, computed once per state (synth asks several times)."""
-        state = (len(self._placed), len(self._pins), len(self._aliases))
+        state = (len(self._placed), len(self._pins), len(self._aliases), self.cell_cap, id(self.placement_file))
         if self._placed_cache is None or self._placed_cache[0] != state:
             placed = place(
                 self._placed,
@@ -304,6 +316,8 @@ def _option_problems(subject: str, cells: object, cell_cap: object, prefix: str,
     problems = []
     if isinstance(first_wave, bool) or not isinstance(first_wave, int) or first_wave < 1:
         problems.append(Problem(subject, "first_wave", f"must be a whole number of cells >= 1, got {first_wave!r}"))
+    elif isinstance(cells, int) and cells > 1 and first_wave >= cells:
+        problems.append(Problem(subject, "first_wave", f"is {first_wave} of {cells} cells; it must leave a later wave"))
     if isinstance(cells, bool) or not isinstance(cells, int) or cells < 1:
         problems.append(Problem(subject, "cells", f"must be a whole number >= 1, got {cells!r}"))
     if cell_cap is not None and (isinstance(cell_cap, bool) or not isinstance(cell_cap, int) or cell_cap < 1):
@@ -323,5 +337,17 @@ class _PlacementValidation:
         self._service = service
 
     def validate(self) -> list[str]:
-        _, problems = self._service._place()
+        service = self._service
+        _, problems = service._place()
+        for cell in service.cells:
+            for name in cell.endpoint.adapter_component_names():
+                if service._placed.get(name) != cell.name:
+                    problems.append(
+                        Problem(
+                            f"adapter {name!r} of {service._subject}",
+                            "cell",
+                            f"was added to {cell.name}'s endpoint directly, where the service record does not send its "
+                            "calls; add it with service.add_adapter (or place_adapter(name) first)",
+                        )
+                    )
         return [str(problem) for problem in problems]

@@ -16,7 +16,7 @@ from botocore.stub import Stubber
 
 from cdk_adapters.client import AdapterClient, BaseModelNotAllowed, RetryPolicy, UnexpectedEndpoint
 from cdk_adapters.client.client import Target
-from cdk_adapters.contract.cell_placement import cell_names, place
+from cdk_adapters.contract.cell_placement import cell_names, hashed_cell, place
 from cdk_adapters.contract.discovery import DiscoveryRecord
 from cdk_adapters.contract.service_record import ServiceRecord
 from tests.client.test_client_stubbed import ANSWER, NO_CAPACITY, body_of, ssm_client
@@ -131,3 +131,18 @@ def test_from_parameter_reads_a_service_record_and_one_cell_keeps_its_record(run
         _ = client.record
     one = service(1)
     assert AdapterClient(one, runtime=runtime).record == one.cells["cell-0"]
+
+
+def test_an_alias_named_unlike_its_family_is_called_on_the_cell_that_publishes_it(runtime):
+    home = service().cell_of("tenant05-v1")
+    alias = next(a for a in ("live-chat", "front-door", "helpdesk", "concierge") if hashed_cell(a, cell_names(3)) != home)
+    aliases = {**ALIASES, alias: {"tenant05-v2": 100}}
+    placement, problems = place(ADAPTERS, cell_names(3), aliases=aliases)
+    assert placement is not None, problems
+    cells = {
+        cell: DiscoveryRecord(f"chat-{cell}", f"chat-{cell}-base", f"chat-{cell}", aliases=placement.aliases_in(cell, aliases))
+        for cell in cell_names(3)
+    }
+    expect(runtime, f"chat-{home}", f"chat-{home}-tenant05-v2")
+    client = AdapterClient(ServiceRecord.from_placement(cells, placement.record), runtime=runtime)
+    assert client.invoke(alias, "x").target.endpoint_name == f"chat-{home}"

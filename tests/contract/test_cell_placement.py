@@ -167,3 +167,19 @@ def test_an_alias_over_two_families_in_two_cells_is_refused_and_a_pin_mends_it()
     ]
     pinned, problems = place(adapters, cells, aliases=aliases, pins={f"{other}-v1": hashed_cell(first, cells)})
     assert not problems and pinned is not None and len(set(pinned.cell_of.values())) == 1
+
+
+def test_a_family_whose_own_name_ends_in_a_version_round_trips_through_the_file():
+    placed, problems = place(["acme-v2-v1", "acme-v2-v3"], cell_names(3))
+    assert placed is not None and not problems and set(placed.record.families) == {"acme-v2"}
+    assert PlacementRecord.from_json(placed.record.to_json()) == placed.record
+    with pytest.raises(ValueError, match="lower case"):
+        PlacementRecord.from_json('{"version": 1, "families": {"Acme": "cell-0"}}')
+
+
+def test_an_alias_named_like_an_adapter_is_refused():
+    _, problems = place(["support-v1", "support-v2"], cell_names(2), aliases={"Support-v2": {"support-v1": 100}})
+    assert [str(p) for p in problems] == [
+        f"alias 'Support-v2' of service: name: is also the name of an adapter (in {hashed_cell('support', cell_names(2))}); "
+        "a client resolves the alias first"
+    ]

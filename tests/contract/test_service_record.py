@@ -99,3 +99,15 @@ def test_placement_naming_an_unknown_cell_is_refused() -> None:
     document = ServiceRecord(_cells(2), {"alpha": "cell-0"}).to_json().replace('"alpha":"cell-0"', '"alpha":"cell-7"')
     with pytest.raises(DiscoveryRecordError, match="'placement' must map families to cells of this record"):
         ServiceRecord.from_json(document)
+
+
+def test_a_record_publishing_one_alias_from_two_cells_is_refused():
+    import json as _json
+
+    cells = {
+        cell: DiscoveryRecord(f"chat-{cell}", f"chat-{cell}-base", f"chat-{cell}", aliases={alias: {"x-v1": 100}})
+        for cell, alias in (("cell-0", "live"), ("cell-1", "LIVE"))
+    }
+    text = _json.dumps({**_json.loads(ServiceRecord(cells).to_json())})
+    with pytest.raises(DiscoveryRecordError, match="alias 'live' is published by cells cell-0, cell-1"):
+        ServiceRecord.from_json(text)

@@ -171,6 +171,7 @@ def test_grant_invoke_names_exactly_the_cells_and_components_involved(three_cell
         ({"cells": 2, "cell_cap": 0}, "cell_cap: must be a whole number >= 1"),
         ({"cells": 2, "stack_name_prefix": "9-bad_name"}, "stack_name_prefix: '9-bad_name' must start with a letter"),
         ({"cells": 2, "first_wave": 0}, "first_wave: must be a whole number of cells >= 1"),
+        ({"cells": 2, "first_wave": 2}, "first_wave: is 2 of 2 cells; it must leave a later wave"),
     ],
 )
 def test_bad_options_are_refused_naming_the_field(options, message):
@@ -183,3 +184,39 @@ def _by_cell(service: AdapterService) -> dict[str, list[str]]:
     for name in ADAPTERS:
         found.setdefault(service.cell_of(name), []).append(name)
     return found
+
+
+def test_an_alias_may_not_shadow_an_adapter_nor_be_added_twice_and_a_refused_one_leaves_nothing():
+    _, service = new_service()
+    home = service.cell_of("tenant01-v1")
+    with pytest.raises(
+        ConfigurationError,
+        match=rf"alias 'Tenant02-v1'.*already the name of an adapter of this service \(in {service.cell_of('tenant02-v1')}\)",
+    ):
+        service.add_alias("Tenant02-v1", {"tenant01-v1": 100})
+    service.add_alias("live", "tenant01-v1")
+    assert service.cell_of("LIVE") == home
+    with pytest.raises(ConfigurationError, match=r"alias 'LIVE'.*already the name of an alias"):
+        service.add_alias("LIVE", {"tenant01-v2": 100})
+    with pytest.raises(ConfigurationError):
+        service.add_alias("broken", {"tenant01-v1": 150})  # the cell's endpoint refuses the weight
+    with pytest.raises(KeyError):
+        service.cell_of("broken")
+
+
+def test_an_adapter_added_to_a_cells_endpoint_directly_fails_synth():
+    app, service = new_service(adapters=[])
+    elsewhere = next(cell for cell in cell_names(3) if cell != hashed_cell("stray", cell_names(3)))
+    service.cell(elsewhere).endpoint.add_adapter("stray-v1", artifact=artifact("stray-v1"))
+    with pytest.raises(
+        Exception, match=rf"adapter 'stray-v1' of AdapterService 'Chat': cell: was added to {elsewhere}'s endpoint directly"
+    ):
+        app.synth()
+
+
+def test_a_cap_lowered_after_the_placement_was_read_is_checked_again():
+    app, service = new_service(2)
+    assert service.placement.record.families  # computed and remembered
+    service.cell_cap = 3
+    with pytest.raises(Exception, match="over its cap of 3"):
+        app.synth()

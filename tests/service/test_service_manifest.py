@@ -90,3 +90,30 @@ def test_the_example_app_keeps_a_family_where_its_placement_file_records_it(tmp_
     assert json.loads(service.service_record().to_json())["placement"] == {family_of(name): recorded}
     with pytest.raises(ConfigurationError, match="cells: must be a whole number of cells >= 1"):
         example_app.build(cdk.App(context={**app_context("dev"), "cells": "two"}))
+
+
+def test_every_alias_across_cells_is_reported_at_once(tmp_path):
+    document = yaml.safe_load(EXAMPLE.read_text())
+    [first, second] = [row["name"] for row in document["adapters"][:2]]
+    assert hashed_cell(family_of(first), cell_names(2)) != hashed_cell(family_of(second), cell_names(2))
+    document["aliases"] = {"mix-a": {first: 50, second: 50}, "mix-b": {first: 10, second: 90}}
+    path = tmp_path / "manifest.yaml"
+    path.write_text(yaml.safe_dump(document))
+    shutil.copy(EXAMPLE.with_suffix(".lock.json"), path.with_suffix(".lock.json"))
+    with pytest.raises(ConfigurationError) as refused:
+        service_from_manifest(cdk.App(), "Svc", manifest=plan_manifest_file(path), cells=2, props=props)
+    assert "alias 'mix-a'" in str(refused.value) and "alias 'mix-b'" in str(refused.value)
+
+
+def test_cells_and_an_explicit_placement_file_are_read_strictly(tmp_path):
+    import app as example_app
+    from tests.constructs.conftest import app_context
+
+    context = app_context("dev")
+    context["environments"]["dev"] = {**context["environments"]["dev"], "cells": 0}
+    with pytest.raises(
+        ConfigurationError, match=r"cdk.json: context.environments.dev.cells: must be a whole number of cells >= 1, got 0"
+    ):
+        example_app.build(cdk.App(context=context))
+    with pytest.raises(ConfigurationError, match=r"missing\.json"):
+        example_app.build(cdk.App(context={**app_context("dev"), "cells": "2", "placement": str(tmp_path / "missing.json")}))
