@@ -19,7 +19,8 @@ rolling back on the endpoint's alarms).
 Cells (``-c cells=N``, or the environment's "cells"): N stacks ``<stack_name>-cell-<i>``, each an
 endpoint like the single stack's serving the manifest rows placed in it (a row's ``cell:`` pins its
 family; the environment's "placement_file", when it exists, keeps recorded families where they
-are; "cell_cap" bounds a cell), and ``<stack_name>-service`` holding the service record clients read.
+are; "cell_cap" bounds a cell; "bake_minutes" holds the later cells' upgrades until the first
+cell's alarms stayed quiet that long), and ``<stack_name>-service`` holding the service record clients read.
 
 The canary (``-c canary=true``): a second stack serving the manifest rows marked ``canary: true``
 on a candidate image (``canary.image_uri``) or base model (``canary.manifest``, a manifest with the
@@ -150,6 +151,7 @@ def build_service(
         placement=placement,
         cell_cap=settings.get("cell_cap"),
         stack_props=stack_props,
+        bake_time=cdk.Duration.minutes(settings["bake_minutes"]) if "bake_minutes" in settings else None,
     )
     scaling = settings.get("copy_scaling")
     for cell in service.cells if scaling else ():

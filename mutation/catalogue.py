@@ -408,7 +408,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "bake-watches-other-endpoints",
         "cells",
-        "cdk_adapters/cli/bake.py",
+        "cdk_adapters/service/wave_handler/index.py",
         '                if rest.startswith("/") or (rest.startswith("-") and "/" in rest):',
         "                if True:",
         ("tests/cli/test_bake.py",),

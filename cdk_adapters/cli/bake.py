@@ -17,8 +17,7 @@ from typing import Any, TextIO
 
 from cdk_adapters.cli.common import Failure, UsageError
 from cdk_adapters.problems import Problem
-
-ALARM = "ALARM"
+from cdk_adapters.service.wave_handler.index import ALARM, watched_alarms
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -89,7 +88,7 @@ def watch(
     the first check that finds any (empty: the bake passed). No alarm at all is a failure."""
     deadline = clock() + seconds
     while True:
-        alarms = _alarms(cloudwatch, prefixes)
+        alarms = watched_alarms(cloudwatch, prefixes)
         if not alarms:
             raise Failure(
                 [Problem("bake", "alarm", f"no alarm is named after {', '.join(prefixes)}: give the endpoints alarms first")],
@@ -104,17 +103,3 @@ def watch(
         out.write(f"{len(alarms)} alarm(s) quiet; {left / 60:.1f} minute(s) of bake time left\n")
         out.flush()
         sleep(min(interval, left))
-
-
-def _alarms(cloudwatch: Any, prefixes: Sequence[str]) -> dict[str, str]:
-    """Alarm name -> state, for the alarms of each prefix: ``<prefix>/...`` (the endpoint's) and
-    ``<prefix>-<adapter>/...`` (each adapter's), not another endpoint whose name merely starts alike."""
-    found = {}
-    for prefix in prefixes:
-        for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNamePrefix=prefix, AlarmTypes=["MetricAlarm"]):
-            for alarm in page["MetricAlarms"]:
-                name = alarm["AlarmName"]
-                rest = name[len(prefix) :]
-                if rest.startswith("/") or (rest.startswith("-") and "/" in rest):
-                    found[name] = alarm["StateValue"]
-    return found

@@ -1,7 +1,26 @@
 """Many endpoints ("cells") as one service: `AdapterService`, placing each adapter family in one
-cell, and `ImportedAdapterService`, a tenant stack's view of one deployed elsewhere."""
+cell, and `ImportedAdapterService`, a tenant stack's view of one deployed elsewhere.
 
-from cdk_adapters.service.imported import ImportedAdapterService
-from cdk_adapters.service.service import AdapterService, ServiceCell
+Exports load on first use, so the wave gate's handler (`wave_handler`, standard library and boto3)
+imports without aws-cdk-lib, as `cdk-adapters bake` does."""
 
-__all__ = ["AdapterService", "ImportedAdapterService", "ServiceCell"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "AdapterService": "cdk_adapters.service.service",
+    "ServiceCell": "cdk_adapters.service.service",
+    "ImportedAdapterService": "cdk_adapters.service.imported",
+    "WaveGate": "cdk_adapters.service.wave_gate",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cdk_adapters.service' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

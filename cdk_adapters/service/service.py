@@ -21,7 +21,7 @@ from functools import reduce
 from typing import Any
 
 import jsii
-from aws_cdk import Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct, IValidation
@@ -36,6 +36,7 @@ from cdk_adapters.endpoint.discovery_parameter import publish_record
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
 from cdk_adapters.endpoint.invoke_grant import granted_list_problems
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
+from cdk_adapters.service.wave_gate import WaveGate, bake_time_problems
 
 _NO_RECORD = DiscoveryRecord("unused", "unused-base", "unused")
 """Stands for a cell's record where only the cells' names matter (computing the placement map)."""
@@ -78,6 +79,7 @@ class AdapterService(Construct):
         stack_props: Mapping[str, Any] | None = None,
         discovery_parameter_name: str | None = None,
         first_wave: int = 1,
+        bake_time: Duration | None = None,
     ) -> None:
         """
         :param cells: how many cells (endpoints); at least 1. A cell's name (``cell-<i>``) is its
@@ -100,13 +102,18 @@ class AdapterService(Construct):
             cell's stack depends on theirs, so ``cdk deploy --all`` deploys them first; deploy
             them alone, bake with ``cdk-adapters bake``, then deploy the rest (docs/cells.md).
             Default 1.
+        :param bake_time: hold every later cell's upgrade in CloudFormation until the first wave's
+            alarms stayed quiet this long, and fail it when one fires (`WaveGate`; 1 to 50
+            minutes). Deploy with ``cdk deploy --all --concurrency <cells>`` so the later cells
+            bake side by side. Default None: no gate; bake between deploys with ``cdk-adapters bake``.
         """
         super().__init__(scope, id)
         prefix = stack_name_prefix or id
         self._subject = f"AdapterService {self.node.path!r}"
-        raise_if_any(
-            _option_problems(self._subject, cells, cell_cap, prefix, first_wave), heading=f"{self._subject} is misconfigured"
-        )
+        problems = _option_problems(self._subject, cells, cell_cap, prefix, first_wave)
+        if bake_time is not None:
+            problems += [Problem(self._subject, "bake_time", message) for message in bake_time_problems(bake_time)]
+        raise_if_any(problems, heading=f"{self._subject} is misconfigured")
         self.cell_cap = cell_cap
         self.placement_file = placement or PlacementRecord()
         self._pins: dict[str, str] = {}
@@ -124,30 +131,56 @@ class AdapterService(Construct):
             self.cells.append(ServiceCell(name, stack, MultiAdapterEndpoint(stack, ENDPOINT_ID, **endpoint_props(stack, name))))
         self.waves: list[list[ServiceCell]] = [w for w in (self.cells[:first_wave], self.cells[first_wave:]) if w]
         """The cells an upgrade reaches first, then the rest."""
-        for later in self.waves[1:]:
-            for cell in later:
-                for first in self.waves[0]:
-                    cell.stack.add_stack_dependency(first.stack, "an upgrade reaches the first wave first")
-        pin_problems: list[Problem] = []
-        for pinned, where in (pins or {}).items():
+        self.wave_gates: list[WaveGate] = self._order_waves(bake_time)
+        """Each later cell's gate (with `bake_time`)."""
+        self._pin_all(pins or {})
+        self.stack = Stack(self, "Service", stack_name=f"{prefix}-service", **extra)
+        """Holds the service record; it depends on every cell, so it deploys after them."""
+        self.discovery_parameter_name = discovery_parameter_name or f"/cdk-adapters/{prefix}/service"
+        self.discovery_parameter: ssm.StringParameter = self._publish(prefix)
+        self.node.add_validation(_PlacementValidation(self))
+
+    def _pin_all(self, pins: Mapping[str, str]) -> None:
+        problems: list[Problem] = []
+        for pinned, where in pins.items():
             try:
                 self._pin(pinned, where, "pins")
             except ConfigurationError as error:
-                pin_problems += error.problems
-        raise_if_any(pin_problems, heading=f"{self._subject} cannot pin its adapters")
-        self.stack = Stack(self, "Service", stack_name=f"{prefix}-service", **extra)
-        """Holds the service record; it depends on every cell, so it deploys after them."""
+                problems += error.problems
+        raise_if_any(problems, heading=f"{self._subject} cannot pin its adapters")
+
+    def _publish(self, prefix: str) -> ssm.StringParameter:
+        """The service record's parameter, in the service stack, after every cell."""
         for each in self.cells:
             self.stack.add_stack_dependency(each.stack, "the service record names the cell's endpoint")
-        self.discovery_parameter_name = discovery_parameter_name or f"/cdk-adapters/{prefix}/service"
-        self.discovery_parameter: ssm.StringParameter = publish_record(
+        return publish_record(
             self.stack,
             "ServiceRecord",
             parameter_name=self.discovery_parameter_name,
             record=self.service_record,
             description=f"cdk-adapters service record (cells, placement rule, pins) of {prefix}",
         )
-        self.node.add_validation(_PlacementValidation(self))
+
+    def _order_waves(self, bake_time: Duration | None) -> list[WaveGate]:
+        """Every later cell's stack after the first wave's; with `bake_time`, a gate in each."""
+        gates = []
+        watched = [cell.endpoint.prefix for cell in self.waves[0]]
+        for cell in (cell for wave in self.waves[1:] for cell in wave):
+            for first in self.waves[0]:
+                cell.stack.add_stack_dependency(first.stack, "an upgrade reaches the first wave first")
+            if bake_time is not None:
+                gates.append(
+                    WaveGate(
+                        cell.stack,
+                        "WaveGate",
+                        cell=cell.name,
+                        watched_prefixes=watched,
+                        bake_time=bake_time,
+                        model=cell.endpoint.model,
+                        log_settings=cell.endpoint.log_settings,
+                    )
+                )
+        return gates
 
     # ------------------------------------------------------------------ placement
 
