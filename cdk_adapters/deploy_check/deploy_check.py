@@ -28,7 +28,6 @@ from typing import Any, Protocol
 
 import jsii
 from aws_cdk import (
-    Acknowledgment,
     Aws,
     CfnResource,
     CustomResource,
@@ -117,11 +116,6 @@ REASON_INLINE_POLICY = (
     "inline on purpose: each policy grants one role of this endpoint's deploy check (the check function's, or the "
     "provider framework function's) what that one function needs, and must never be attached to another principal"
 )
-LAMBDA_RULES = {
-    "concurrency": ("HIPAA.Security-LambdaConcurrency", "NIST.800.53.R5-LambdaConcurrency"),
-    "dlq": ("HIPAA.Security-LambdaDLQ", "NIST.800.53.R5-LambdaDLQ"),
-    "vpc": ("HIPAA.Security-LambdaInsideVPC", "NIST.800.53.R5-LambdaInsideVPC"),
-}
 
 
 class AdapterDeployCheck(Construct):
@@ -347,9 +341,7 @@ class AdapterDeployCheck(Construct):
                 reasons.append(("vpc", REASON_OUTSIDE_VPC_FRAMEWORK))
             elif not in_vpc:
                 reasons.append(("vpc", REASON_OUTSIDE_VPC_CHECK))
-            nag.acknowledge(
-                construct, (Acknowledgment(id=rule, reason=reason) for kind, reason in reasons for rule in LAMBDA_RULES[kind])
-            )
+            nag.acknowledge_lambda_rules(construct, reasons)
 
 
 def _by_arn(scope: Construct, id: str, role: iam.Role) -> iam.IRole:

@@ -84,6 +84,19 @@ REASON_LOCAL_STORAGE_KMS = (
 )
 
 
+LAMBDA_RULES = {
+    "concurrency": ("HIPAA.Security-LambdaConcurrency", "NIST.800.53.R5-LambdaConcurrency"),
+    "dlq": ("HIPAA.Security-LambdaDLQ", "NIST.800.53.R5-LambdaDLQ"),
+    "vpc": ("HIPAA.Security-LambdaInsideVPC", "NIST.800.53.R5-LambdaInsideVPC"),
+}
+"""HIPAA's and NIST's Lambda rules by what they ask for (reserved concurrency, a DLQ, a VPC)."""
+
+
+def acknowledge_lambda_rules(construct: IConstruct, reasons: Iterable[tuple[str, str]]) -> None:
+    """Acknowledge `LAMBDA_RULES` kinds on a function (or the provider framework holding them), each with its reason."""
+    acknowledge(construct, (Acknowledgment(id=rule, reason=reason) for kind, reason in reasons for rule in LAMBDA_RULES[kind]))
+
+
 def alarm_without_topic_reason(*, drives_rollback: bool, on_dashboard: bool) -> str:
     """Why an alarm with no SNS action is accepted, saying exactly what does act on it."""
     shown = "in the CloudWatch console and on the endpoint dashboard" if on_dashboard else "in the CloudWatch console"

@@ -6,8 +6,7 @@ imports without aws-cdk-lib, as `cdk-adapters bake` does."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from cdk_adapters.private.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "AdapterService": "cdk_adapters.service.service",
@@ -19,8 +18,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cdk_adapters.service' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

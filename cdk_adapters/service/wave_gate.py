@@ -65,11 +65,6 @@ REASON_OUTSIDE_VPC = (
     "the gate calls only the CloudWatch and CloudFormation regional APIs (no endpoint, no data), as the provider "
     "framework's own functions do"
 )
-LAMBDA_RULES = {
-    "concurrency": ("HIPAA.Security-LambdaConcurrency", "NIST.800.53.R5-LambdaConcurrency"),
-    "dlq": ("HIPAA.Security-LambdaDLQ", "NIST.800.53.R5-LambdaDLQ"),
-    "vpc": ("HIPAA.Security-LambdaInsideVPC", "NIST.800.53.R5-LambdaInsideVPC"),
-}
 
 
 class WaveGate(Construct):
@@ -184,9 +179,7 @@ class WaveGate(Construct):
         nag.acknowledge_inline_policy(self.policy)
         reasons = [("concurrency", REASON_NO_CONCURRENCY), ("dlq", REASON_NO_DLQ), ("vpc", REASON_OUTSIDE_VPC)]
         for construct in (*self.functions, self.provider):
-            nag.acknowledge(
-                construct, (Acknowledgment(id=rule, reason=reason) for kind, reason in reasons for rule in LAMBDA_RULES[kind])
-            )
+            nag.acknowledge_lambda_rules(construct, reasons)
         framework = [self.provider.node.find_child(f"framework-{name}") for name in ("onEvent", "isComplete", "onTimeout")]
         invoked = [f"{function.function_arn}:*" for function in (*self.functions, *framework)]  # type: ignore[attr-defined]
         wildcards = [nag.wildcard_finding_id(self, arn) for arn in invoked]
