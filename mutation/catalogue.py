@@ -413,4 +413,28 @@ MUTANTS: tuple[Mutant, ...] = (
         "                if True:",
         ("tests/cli/test_bake.py",),
     ),
+    Mutant(
+        "wave-gate-bakes-in-a-rollback",
+        "cells",
+        "cdk_adapters/service/wave_handler/index.py",
+        '    until = now() + float(properties["BakeSeconds"]) if changed and not rolling_back(cloudformation, event["StackId"]) else 0.0',
+        '    until = now() + float(properties["BakeSeconds"]) if changed else 0.0',
+        ("tests/service/test_wave_gate.py",),
+    ),
+    Mutant(
+        "wave-gate-ignores-alarms",
+        "cells",
+        "cdk_adapters/service/wave_handler/index.py",
+        "    if fired:",
+        "    if False:",
+        ("tests/service/test_wave_gate.py",),
+    ),
+    Mutant(
+        "alias-may-shadow-an-adapter",
+        "cells",
+        "cdk_adapters/contract/cell_placement.py",
+        "        if adapter_name_key(alias) in cell_by_key:",
+        "        if False:",
+        ("tests/contract/test_cell_placement.py",),
+    ),
 )
