@@ -152,6 +152,7 @@ def build_service(
         cell_cap=settings.get("cell_cap"),
         stack_props=stack_props,
         bake_time=cdk.Duration.minutes(settings["bake_minutes"]) if "bake_minutes" in settings else None,
+        hashed_over=settings.get("hashed_over"),
     )
     scaling = settings.get("copy_scaling")
     for cell in service.cells if scaling else ():

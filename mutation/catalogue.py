@@ -385,8 +385,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "service-ignores-the-placement-file",
         "cells",
         "cdk_adapters/service/service.py",
-        "            or cell_for(family, self._names, recorded=self.placement_file.families)",
-        "            or cell_for(family, self._names)",
+        "            or cell_for(family, self._names, recorded=self.placement_file.families, hashed_over=self.hashed_over)",
+        "            or cell_for(family, self._names, hashed_over=self.hashed_over)",
         ("tests/service/test_adapter_service.py",),
     ),
     Mutant(
@@ -436,5 +436,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if adapter_name_key(alias) in cell_by_key:",
         "        if False:",
         ("tests/contract/test_cell_placement.py",),
+    ),
+    Mutant(
+        "service-record-ignores-hashed-over",
+        "cells",
+        "cdk_adapters/contract/service_record.py",
+        "        self._names.extend(hash_cells(list(self.cells), self.hashed_over))",
+        "        self._names.extend(self.cells)",
+        ("tests/contract/test_service_record.py",),
     ),
 )

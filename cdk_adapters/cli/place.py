@@ -34,6 +34,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--cells", type=int, required=True, help="the service's cell count")
     parser.add_argument("--placement", type=Path, required=True, help="the placement file (created when missing)")
     parser.add_argument("--cell-cap", type=int, help="most adapters one cell may hold (default: no cap)")
+    parser.add_argument(
+        "--hashed-over", type=int, help="new families hash over the first N cells, as the service's hashed_over (default: all)"
+    )
     parser.add_argument("--check", action="store_true", help="write nothing; fail when the file is not up to date")
     parser.set_defaults(handler=run)
 
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         cell_cap=args.cell_cap,
         aliases=manifest.alias_weights,
         subject=f"the service of {args.cells} cell(s)",
+        hashed_over=args.hashed_over,
     )
     if placed is None:
         raise Failure(problems, f"{len(problems)} placement problem(s); {path} is unchanged")

@@ -113,6 +113,7 @@ def place(
     cell_cap: int | None = None,
     aliases: Mapping[str, Mapping[str, int]] | None = None,
     subject: str = "service",
+    hashed_over: int | None = None,
 ) -> tuple[Placement | None, list[Problem]]:
     """Place `adapters` on `cells`: a pin first, then the record, then the hash.
 
@@ -122,12 +123,18 @@ def place(
         cell and its count.
     :param aliases: alias -> {adapter: weight}; an alias whose targets would sit in two cells is
         refused (a client calls one endpoint per alias, and a cut-over must not cross endpoints).
+    :param hashed_over: new families hash over the first this many cells (`hash_cells`); default all.
     :returns: the placement, or None with every problem at once.
     """
     problems: list[Problem] = []
     known = set(cells)
     if len(known) != len(cells) or not cells:
         problems.append(Problem(subject, "cells", f"must be one or more distinct cell names, got {list(cells)!r}"))
+        return None, problems
+    if hashed_over is not None and not (hashed_over >= 1 and set(cell_names(hashed_over)) <= known):
+        problems.append(
+            Problem(subject, "hashed_over", f"must name cells of {subject} (cell-0 .. cell-<n-1>), got {hashed_over!r}")
+        )
         return None, problems
     pinned: dict[str, str] = {}
     for name, cell in (pins or {}).items():
@@ -158,7 +165,7 @@ def place(
     hashed: list[str] = []
     for name in adapters:
         family = family_of(name)
-        chosen = cell_for(family, cells, pinned=pinned, recorded=recorded)
+        chosen = cell_for(family, cells, pinned=pinned, recorded=recorded, hashed_over=hashed_over)
         if family not in pinned and recorded.get(family) not in known and family not in families:
             hashed.append(family)
         families[family] = chosen
@@ -171,12 +178,23 @@ def place(
 
 
 def cell_for(
-    family: str, cells: Sequence[str], *, pinned: Mapping[str, str] | None = None, recorded: Mapping[str, str] | None = None
+    family: str,
+    cells: Sequence[str],
+    *,
+    pinned: Mapping[str, str] | None = None,
+    recorded: Mapping[str, str] | None = None,
+    hashed_over: int | None = None,
 ) -> str:
     """The one rule for a family's cell: its pin, else its recorded cell (while that cell exists),
-    else the hash."""
+    else the hash over the first `hashed_over` cells (default: all of them)."""
     chosen = (pinned or {}).get(family) or (recorded or {}).get(family)
-    return chosen if chosen is not None and chosen in cells else hashed_cell(family, cells)
+    return chosen if chosen is not None and chosen in cells else hashed_cell(family, hash_cells(cells, hashed_over))
+
+
+def hash_cells(cells: Sequence[str], hashed_over: int | None) -> Sequence[str]:
+    """The cells unrecorded families hash over: the first `hashed_over` (all when None). Keeping it
+    when a cell is added keeps every family nobody recorded (a tenant stack's) where it is."""
+    return cells if hashed_over is None else cell_names(hashed_over)
 
 
 def _cap_problems(cell_of: Mapping[str, str], cells: Sequence[str], cell_cap: int | None, subject: str) -> list[Problem]:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
-from cdk_adapters.contract.cell_placement import PlacementRecord, cell_names, family_of, hashed_cell
+from cdk_adapters.contract.cell_placement import PlacementRecord, cell_names, family_of, hash_cells, hashed_cell
 from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
 
 SERVICE_KIND = "cdk-adapters/service"
@@ -37,6 +37,9 @@ class ServiceRecord:
     cells: Mapping[str, DiscoveryRecord]
     placement: Mapping[str, str] = field(default_factory=dict)
     """Family -> cell, for pinned families and those the hash would place elsewhere."""
+    hashed_over: int | None = None
+    """Families placed by no pin and no record hash over the first this many cells (None: all).
+    Kept when a cell is added, it keeps every family nobody recorded (a tenant stack's) where it was."""
     parameters: Mapping[str, str] = field(default_factory=dict)
     """Cell -> the SSM parameter of its own endpoint record (serving reference included), which a
     tenant stack importing the service reads to add an adapter to that cell. Optional."""
@@ -48,7 +51,7 @@ class ServiceRecord:
 
     def __post_init__(self) -> None:
         self._aliases.update({adapter_name_key(alias): cell for cell, record in self.cells.items() for alias in record.aliases})
-        self._names.extend(self.cells)
+        self._names.extend(hash_cells(list(self.cells), self.hashed_over))
 
     @classmethod
     def one_cell(cls, record: DiscoveryRecord) -> ServiceRecord:
@@ -62,12 +65,13 @@ class ServiceRecord:
         record: PlacementRecord,
         pins: Mapping[str, str] | None = None,
         parameters: Mapping[str, str] | None = None,
+        hashed_over: int | None = None,
     ) -> ServiceRecord:
         """The record for `cells`, keeping of the placement file only what the hash does not say."""
-        names = list(cells)
+        names = hash_cells(list(cells), hashed_over)
         deviations = {family: cell for family, cell in record.families.items() if hashed_cell(family, names) != cell}
         deviations.update({family_of(name): cell for name, cell in (pins or {}).items()})
-        return cls(dict(cells), dict(sorted(deviations.items())), dict(parameters or {}))
+        return cls(dict(cells), dict(sorted(deviations.items())), hashed_over, dict(parameters or {}))
 
     def cell_of(self, name: str) -> str:
         """The cell that serves `name` (an adapter or an alias); remembered per family."""
@@ -93,6 +97,7 @@ class ServiceRecord:
             "cells": {cell: json.loads(record.to_json()) for cell, record in self.cells.items()},
             "placement": dict(self.placement),
             **({"parameters": dict(self.parameters)} if self.parameters else {}),
+            **({"hashed_over": self.hashed_over} if self.hashed_over is not None else {}),
         }
         return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
@@ -138,4 +143,12 @@ class ServiceRecord:
         parameters = document.get("parameters", {})
         if not isinstance(parameters, dict) or not all(c in parsed and isinstance(p, str) for c, p in parameters.items()):
             raise DiscoveryRecordError("'parameters' must map cells of this record to SSM parameter names")
-        return cls(parsed, placement, parameters)
+        hashed_over = document.get("hashed_over")
+        if hashed_over is not None and (
+            isinstance(hashed_over, bool)
+            or not isinstance(hashed_over, int)
+            or not set(cell_names(max(hashed_over, 1))) <= set(parsed)
+            or hashed_over < 1
+        ):
+            raise DiscoveryRecordError(f"'hashed_over' must count cells of this record (cell-0 ...), got {hashed_over!r}")
+        return cls(parsed, placement, hashed_over, parameters)

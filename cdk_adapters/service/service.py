@@ -80,6 +80,7 @@ class AdapterService(Construct):
         discovery_parameter_name: str | None = None,
         first_wave: int = 1,
         bake_time: Duration | None = None,
+        hashed_over: int | None = None,
     ) -> None:
         """
         :param cells: how many cells (endpoints); at least 1. A cell's name (``cell-<i>``) is its
@@ -106,14 +107,17 @@ class AdapterService(Construct):
             alarms stayed quiet this long, and fail it when one fires (`WaveGate`; 1 to 50
             minutes). Deploy with ``cdk deploy --all --concurrency <cells>`` so the later cells
             bake side by side. Default None: no gate; bake between deploys with ``cdk-adapters bake``.
+        :param hashed_over: families placed by no pin and no record hash over the first this many
+            cells. Keep it at the old count when adding cells, and no such family (a tenant
+            stack's, which the placement file never holds) moves; new cells then get pinned,
+            recorded and rebalanced families. Default None: every cell.
         """
         super().__init__(scope, id)
         prefix = stack_name_prefix or id
         self._subject = f"AdapterService {self.node.path!r}"
-        problems = _option_problems(self._subject, cells, cell_cap, prefix, first_wave)
-        if bake_time is not None:
-            problems += [Problem(self._subject, "bake_time", message) for message in bake_time_problems(bake_time)]
+        problems = _option_problems(self._subject, cells, cell_cap, prefix, first_wave, bake_time, hashed_over)
         raise_if_any(problems, heading=f"{self._subject} is misconfigured")
+        self.hashed_over = hashed_over
         self.cell_cap = cell_cap
         self.placement_file = placement or PlacementRecord()
         self._pins: dict[str, str] = {}
@@ -209,7 +213,7 @@ class AdapterService(Construct):
         chosen = (
             self._pins.get(family)
             or self._family_cells.get(family)
-            or cell_for(family, self._names, recorded=self.placement_file.families)
+            or cell_for(family, self._names, recorded=self.placement_file.families, hashed_over=self.hashed_over)
         )
         self._placed[name] = self._family_cells[family] = chosen
         return self.cell(chosen)
@@ -265,7 +269,7 @@ class AdapterService(Construct):
         record without its serving reference (clients ignore it; each cell publishes its own)."""
         records = {cell.name: replace(cell.endpoint.discovery_record(), serving=None) for cell in self.cells}
         parameters = {cell.name: cell.endpoint.discovery_parameter_name for cell in self.cells}
-        return ServiceRecord(records, self._deviations(), parameters)
+        return ServiceRecord(records, self._deviations(), hashed_over=self.hashed_over, parameters=parameters)
 
     # ------------------------------------------------------------------ grants
 
@@ -319,7 +323,7 @@ class AdapterService(Construct):
 
     def _place(self) -> tuple[Placement | None, list[Problem]]:
         """`place` over everything added, computed once per state (synth asks several times)."""
-        state = (len(self._placed), len(self._pins), len(self._aliases), self.cell_cap, id(self.placement_file))
+        state = (len(self._placed), len(self._pins), len(self._aliases), self.cell_cap, id(self.placement_file), self.hashed_over)
         if self._placed_cache is None or self._placed_cache[0] != state:
             placed = place(
                 self._placed,
@@ -329,6 +333,7 @@ class AdapterService(Construct):
                 cell_cap=self.cell_cap,
                 aliases=self._aliases,
                 subject=self._subject,
+                hashed_over=self.hashed_over,
             )
             self._placed_cache = (state, placed, None)
         return self._placed_cache[1]
@@ -340,13 +345,30 @@ class AdapterService(Construct):
         state, placed, deviations = self._placed_cache
         if deviations is None:
             record = placed[0].record if placed[0] is not None else self.placement_file
-            deviations = dict(ServiceRecord.from_placement(dict.fromkeys(self._names, _NO_RECORD), record, self._pins).placement)
+            deviations = dict(
+                ServiceRecord.from_placement(
+                    dict.fromkeys(self._names, _NO_RECORD), record, self._pins, hashed_over=self.hashed_over
+                ).placement
+            )
             self._placed_cache = (state, placed, deviations)
         return deviations
 
 
-def _option_problems(subject: str, cells: object, cell_cap: object, prefix: str, first_wave: object) -> list[Problem]:
+def _option_problems(
+    subject: str, cells: object, cell_cap: object, prefix: str, first_wave: object, bake_time: object, hashed_over: object
+) -> list[Problem]:
     problems = []
+    if bake_time is not None:
+        problems += [Problem(subject, "bake_time", message) for message in bake_time_problems(bake_time)]
+    if hashed_over is not None and (
+        isinstance(hashed_over, bool)
+        or not isinstance(hashed_over, int)
+        or not isinstance(cells, int)
+        or not 1 <= hashed_over <= cells
+    ):
+        problems.append(
+            Problem(subject, "hashed_over", f"must be a whole number of cells from 1 to {cells}, got {hashed_over!r}")
+        )
     if isinstance(first_wave, bool) or not isinstance(first_wave, int) or first_wave < 1:
         problems.append(Problem(subject, "first_wave", f"must be a whole number of cells >= 1, got {first_wave!r}"))
     elif isinstance(cells, int) and cells > 1 and first_wave >= cells:

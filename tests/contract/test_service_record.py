@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_adapters.contract.cell_placement import cell_names, family_of, hashed_cell, place
+from cdk_adapters.contract.cell_placement import PlacementRecord, cell_names, family_of, hashed_cell, place
 from cdk_adapters.contract.discovery import DiscoveryRecord, DiscoveryRecordError
 from cdk_adapters.contract.service_record import ServiceRecord
 
@@ -111,3 +111,17 @@ def test_a_record_publishing_one_alias_from_two_cells_is_refused():
     text = _json.dumps({**_json.loads(ServiceRecord(cells).to_json())})
     with pytest.raises(DiscoveryRecordError, match="alias 'live' is published by cells cell-0, cell-1"):
         ServiceRecord.from_json(text)
+
+
+def test_keeping_hashed_over_when_a_cell_is_added_moves_no_unrecorded_family():
+    """A tenant stack's families are in nobody's placement file: only the hash places them."""
+    tenants = [f"tenant{index:04d}-v1" for index in range(1000)]
+    ten = ServiceRecord.from_placement(_cells(10), PlacementRecord())
+    eleven = ServiceRecord.from_placement(_cells(11), PlacementRecord(), hashed_over=10)
+    assert [ten.cell_of(name) for name in tenants] == [eleven.cell_of(name) for name in tenants]
+    assert eleven.placement == {}
+    moved = ServiceRecord.from_placement(_cells(11), PlacementRecord())
+    assert 60 <= sum(ten.cell_of(n) != moved.cell_of(n) for n in tenants) <= 125  # about 1/11 without it
+    assert ServiceRecord.from_json(eleven.to_json()) == eleven
+    with pytest.raises(DiscoveryRecordError, match="'hashed_over' must count cells of this record"):
+        ServiceRecord.from_json(eleven.to_json().replace('"hashed_over":10', '"hashed_over":12'))

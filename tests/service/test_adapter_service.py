@@ -220,3 +220,15 @@ def test_a_cap_lowered_after_the_placement_was_read_is_checked_again():
     service.cell_cap = 3
     with pytest.raises(Exception, match="over its cap of 3"):
         app.synth()
+
+
+def test_hashed_over_keeps_new_families_off_the_added_cell_and_the_record_agrees():
+    _, service = new_service(3, hashed_over=2)
+    assert {service.cell_of(name) for name in ADAPTERS} <= {"cell-0", "cell-1"}
+    record = published_record(service)
+    assert all(record.cell_of(name) == service.cell_of(name) for name in ADAPTERS)
+    pinned = new_service(3, hashed_over=2, adapters=[])[1]
+    pinned.add_adapter("noisy-v1", artifact=artifact("noisy-v1"), cell="cell-2")  # a pin still reaches it
+    assert pinned.cell_of("noisy-v1") == "cell-2"
+    with pytest.raises(ConfigurationError, match="hashed_over: must be a whole number of cells from 1 to 3, got 4"):
+        new_service(3, hashed_over=4)
