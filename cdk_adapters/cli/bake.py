@@ -43,8 +43,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if args.minutes <= 0 or args.interval <= 0:
         raise UsageError("--minutes" if args.minutes <= 0 else "--interval", "must be above 0")
-    if bool(args.parameter) == bool(args.endpoint):
-        raise UsageError("--parameter", "give the service record's --parameter (and --cells), or --endpoint, not both")
+    if not args.parameter and not args.endpoint:
+        raise UsageError("--parameter", "give the service record's --parameter (and --cells), or --endpoint")
+    if args.parameter and args.endpoint:
+        raise UsageError("--endpoint", "give --parameter (and --cells) or --endpoint, not both")
     import boto3
 
     session = boto3.session.Session(region_name=args.region)

@@ -48,6 +48,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         raise UsageError("--cells", f"must be at least 1, got {args.cells}")
     if args.cell_cap is not None and args.cell_cap < 1:
         raise UsageError("--cell-cap", f"must be at least 1, got {args.cell_cap}")
+    if args.hashed_over is not None and not 1 <= args.hashed_over <= args.cells:
+        raise UsageError("--hashed-over", f"must be 1 to --cells ({args.cells}), got {args.hashed_over}")
     manifest = load_manifest(manifest_path(args.manifest)).manifest
     path: Path = args.placement
     try:
@@ -66,23 +68,23 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     )
     if placed is None:
         raise Failure(problems, f"{len(problems)} placement problem(s); {path} is unchanged")
-    added = {family: cell for family, cell in placed.record.families.items() if recorded.families.get(family) != cell}
+    added = {family: cell for family, cell in placed.record.families.items() if family not in recorded.families}
+    moved = {f: cell for f, cell in placed.record.families.items() if f in recorded.families and recorded.families[f] != cell}
     for family, cell in added.items():
         out.write(f"{family}: {cell}\n")
+    for family, cell in moved.items():
+        out.write(f"{family}: {recorded.families[family]} -> {cell} (pinned)\n")
     if args.check:
-        if added:
+        if added or moved:
+            stale = f"{len(added)} family(ies) not recorded yet, {len(moved)} moved by a pin"
             raise Failure(
-                [
-                    Problem(
-                        str(path),
-                        "placement",
-                        f"{len(added)} family(ies) not recorded yet: run `cdk-adapters place` and commit it",
-                    )
-                ],
+                [Problem(str(path), "placement", f"{stale}: run `cdk-adapters place` and commit it")],
                 "the placement file is out of date",
             )
         err.write(f"{path} is up to date ({len(recorded.families)} families)\n")
         return
-    if added or not path.exists():
+    if added or moved or not path.exists():
         path.write_text(placed.record.to_json(), encoding="utf-8")
-    err.write(f"recorded {len(added)} new family(ies) in {path} ({len(placed.record.families)} in all)\n")
+    err.write(
+        f"recorded {len(added)} new family(ies) and {len(moved)} moved by a pin in {path} ({len(placed.record.families)} in all)\n"
+    )

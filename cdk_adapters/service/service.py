@@ -117,17 +117,7 @@ class AdapterService(Construct):
         self._subject = f"AdapterService {self.node.path!r}"
         problems = _option_problems(self._subject, cells, cell_cap, prefix, first_wave, bake_time, hashed_over)
         raise_if_any(problems, heading=f"{self._subject} is misconfigured")
-        self.hashed_over = hashed_over
-        self.cell_cap = cell_cap
-        self.placement_file = placement or PlacementRecord()
-        self._pins: dict[str, str] = {}
-        self._placed: dict[str, str] = {}
-        self._family_cells: dict[str, str] = {}
-        """Family -> its cell, as placed so far (every version of a family goes where the first went)."""
-        self._placed_cache: _PlaceCache | None = None
-        self._aliases: dict[str, dict[str, int]] = {}
-        self._alias_cells: dict[str, str] = {}
-        """Alias key -> the cell that publishes it."""
+        self._start_placement(cell_cap, placement, hashed_over)
         extra = dict(stack_props or {})
         self.cells: list[ServiceCell] = []
         for index, name in enumerate(cell_names(cells)):
@@ -143,6 +133,24 @@ class AdapterService(Construct):
         self.discovery_parameter_name = discovery_parameter_name or f"/cdk-adapters/{prefix}/service"
         self.discovery_parameter: ssm.StringParameter = self._publish(prefix)
         self.node.add_validation(_PlacementValidation(self))
+
+    def _start_placement(self, cell_cap: int | None, placement: PlacementRecord | None, hashed_over: int | None) -> None:
+        """The placement's settings and the state it keeps as adapters and aliases are added."""
+        self.hashed_over = hashed_over
+        self.cell_cap = cell_cap
+        self.placement_file = placement or PlacementRecord()
+        self._pins: dict[str, str] = {}
+        """Family -> its pinned cell."""
+        self._pin_names: dict[str, str] = {}
+        """The pins as given (adapter or family name -> cell), for `place`, which finds each family itself:
+        a family's own name may end in -v<N> (adapter acme-v2-v1 is family acme-v2)."""
+        self._placed: dict[str, str] = {}
+        self._family_cells: dict[str, str] = {}
+        """Family -> its cell, as placed so far (every version of a family goes where the first went)."""
+        self._placed_cache: _PlaceCache | None = None
+        self._aliases: dict[str, dict[str, int]] = {}
+        self._alias_cells: dict[str, str] = {}
+        """Alias key -> the cell that publishes it."""
 
     def _pin_all(self, pins: Mapping[str, str]) -> None:
         problems: list[Problem] = []
@@ -320,6 +328,7 @@ class AdapterService(Construct):
         if problems:
             raise ConfigurationError([Problem(f"adapter family {family!r} of {self._subject}", field, p) for p in problems])
         self._pins[family] = cell
+        self._pin_names[name] = cell
 
     def _place(self) -> tuple[Placement | None, list[Problem]]:
         """`place` over everything added, computed once per state (synth asks several times)."""
@@ -329,7 +338,7 @@ class AdapterService(Construct):
                 self._placed,
                 self._names,
                 record=self.placement_file,
-                pins=self._pins,
+                pins=self._pin_names,
                 cell_cap=self.cell_cap,
                 aliases=self._aliases,
                 subject=self._subject,
@@ -347,7 +356,7 @@ class AdapterService(Construct):
             record = placed[0].record if placed[0] is not None else self.placement_file
             deviations = dict(
                 ServiceRecord.from_placement(
-                    dict.fromkeys(self._names, _NO_RECORD), record, self._pins, hashed_over=self.hashed_over
+                    dict.fromkeys(self._names, _NO_RECORD), record, self._pin_names, hashed_over=self.hashed_over
                 ).placement
             )
             self._placed_cache = (state, placed, deviations)

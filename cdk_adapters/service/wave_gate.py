@@ -208,6 +208,8 @@ def bake_time_problems(bake_time: object) -> list[str]:
     if not isinstance(bake_time, Duration):
         return [f"must be a Duration (Duration.minutes(30)), got {bake_time!r}"]
     seconds = bake_time.to_seconds()
+    if seconds % 60:
+        return [f"must be whole minutes (the gate checks once a minute), got {seconds:g} seconds"]
     if not 60 <= seconds <= MAX_BAKE.to_seconds():
         return [
             f"must be 1 to {int(MAX_BAKE.to_minutes())} minutes (CloudFormation waits an hour for the gate), got {seconds / 60:g}"

@@ -69,3 +69,16 @@ def test_problems_are_listed_and_nothing_is_written(tmp_path):
     assert "pins it to 'cell-9', which is not a cell of the service of 2 cell(s)" in err
     assert "cell_cap: would hold" in err  # 30 rows over two cells of at most 10
     assert run("place", "--manifest", str(rows), "--cells", "0", "--placement", str(placement))[0] == 2
+
+
+def test_a_pin_that_moves_a_recorded_family_is_reported_as_a_move_and_hashed_over_is_a_usage_error(tmp_path):
+    rows, placement = manifest(tmp_path, 5), tmp_path / "placement.json"
+    assert run("place", "--manifest", str(rows), "--cells", "3", "--placement", str(placement))[0] == 0
+    recorded = PlacementRecord.from_json(placement.read_text()).families["tenant002"]
+    target = next(cell for cell in cell_names(3) if cell != recorded)
+    pinned = manifest(tmp_path, 5, pins={"tenant002-v1": target})
+    status, _, err = run("place", "--manifest", str(pinned), "--cells", "3", "--placement", str(placement), "--check")
+    assert status == 1 and "0 family(ies) not recorded yet, 1 moved by a pin" in err
+    status, out, err = run("place", "--manifest", str(pinned), "--cells", "3", "--placement", str(placement))
+    assert status == 0 and out == f"tenant002: {recorded} -> {target} (pinned)\n" and "0 new family(ies) and 1 moved" in err
+    assert run("place", "--manifest", str(pinned), "--cells", "3", "--placement", str(placement), "--hashed-over", "4")[0] == 2

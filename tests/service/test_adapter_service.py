@@ -232,3 +232,15 @@ def test_hashed_over_keeps_new_families_off_the_added_cell_and_the_record_agrees
     assert pinned.cell_of("noisy-v1") == "cell-2"
     with pytest.raises(ConfigurationError, match="hashed_over: must be a whole number of cells from 1 to 3, got 4"):
         new_service(3, hashed_over=4)
+
+
+def test_a_pinned_family_whose_own_name_ends_in_a_version_is_published_where_it_is_pinned():
+    _, service = new_service(3, adapters=[])
+    hashed = hashed_cell("acme-v2", cell_names(3))
+    elsewhere = next(cell for cell in cell_names(3) if cell != hashed)
+    service.add_adapter("acme-v2-v1", artifact=artifact("acme-v2-v1"), cell=elsewhere)
+    service.add_adapter("acme-v1", artifact=artifact("acme-v1"), cell=hashed)  # family acme: another family
+    record = published_record(service)
+    assert record.cell_of("acme-v2-v1") == service.cell_of("acme-v2-v1") == elsewhere
+    assert record.cell_of("acme-v1") == service.cell_of("acme-v1") == hashed
+    assert service.placement.record.families["acme-v2"] == elsewhere

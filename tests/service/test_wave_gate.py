@@ -134,3 +134,10 @@ def test_the_check_completes_after_a_quiet_bake_and_a_first_wave_alarm_stops_the
             check(baking, cloudwatch, now=lambda: 1000.0)
         stubber.assert_no_pending_responses()
     assert check({**baking, "Data": {"BakeUntil": "0.0"}}, cloudwatch) == {"IsComplete": True}
+
+
+def test_a_bake_time_of_part_minutes_is_refused_at_the_prop():
+    with pytest.raises(ConfigurationError, match="bake_time: must be whole minutes"):
+        AdapterService(
+            cdk.App(), "Chat", cells=2, endpoint_props=lambda s, _c: endpoint_props(s), bake_time=cdk.Duration.seconds(90)
+        )
