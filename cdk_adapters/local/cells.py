@@ -11,7 +11,7 @@ vLLM once per cell.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.contract.cell_placement import Placement, cell_names, place
@@ -27,13 +27,17 @@ class LocalService:
 
     service: ServiceRecord
     placement: Placement
+    _endpoints: dict[str, tuple[DiscoveryRecord, frozenset[str]]] = field(default_factory=dict, init=False, repr=False)
+    """Endpoint name -> its cell's record and adapter keys, built once: the front asks on every call."""
+
+    def __post_init__(self) -> None:
+        for cell, record in self.service.cells.items():
+            held = frozenset(map(adapter_name_key, self.placement.adapters_in(cell)))
+            self._endpoints[record.endpoint_name] = (record, held)
 
     def endpoint(self, name: str) -> tuple[DiscoveryRecord, frozenset[str]] | None:
         """The record of the cell whose endpoint is `name`, with the adapter keys it serves."""
-        for cell, record in self.service.cells.items():
-            if record.endpoint_name == name:
-                return record, frozenset(map(adapter_name_key, self.placement.adapters_in(cell)))
-        return None
+        return self._endpoints.get(name)
 
 
 def local_service(

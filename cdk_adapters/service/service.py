@@ -29,8 +29,7 @@ from constructs import Construct, IValidation
 from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.contract.adapter_names import adapter_name_key
 from cdk_adapters.contract.cell_placement import Placement, PlacementRecord, cell_for, cell_names, family_of, place
-from cdk_adapters.contract.discovery import DiscoveryRecord
-from cdk_adapters.contract.service_record import ServiceRecord
+from cdk_adapters.contract.service_record import ServiceRecord, placement_deviations
 from cdk_adapters.endpoint.components import AdapterInferenceComponent
 from cdk_adapters.endpoint.discovery_parameter import publish_record
 from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
@@ -38,8 +37,6 @@ from cdk_adapters.endpoint.invoke_grant import granted_list_problems
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 from cdk_adapters.service.wave_gate import WaveGate, bake_time_problems
 
-_NO_RECORD = DiscoveryRecord("unused", "unused-base", "unused")
-"""Stands for a cell's record where only the cells' names matter (computing the placement map)."""
 ENDPOINT_ID = "Serving"
 """Each cell's endpoint construct ID in its stack (the single-endpoint example app's too)."""
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,110}$")
@@ -145,6 +142,8 @@ class AdapterService(Construct):
         """The pins as given (adapter or family name -> cell), for `place`, which finds each family itself:
         a family's own name may end in -v<N> (adapter acme-v2-v1 is family acme-v2)."""
         self._placed: dict[str, str] = {}
+        self._homes_by_key: dict[str, str] = {}
+        """Adapter or alias key -> its cell, kept as they are added (every add_alias and cell_of asks)."""
         self._family_cells: dict[str, str] = {}
         """Family -> its cell, as placed so far (every version of a family goes where the first went)."""
         self._placed_cache: _PlaceCache | None = None
@@ -205,7 +204,7 @@ class AdapterService(Construct):
 
     def cell_of(self, name: str) -> str:
         """The cell serving `name`, an adapter or alias added to this service."""
-        homes = self._homes()
+        homes = self._homes_by_key
         if adapter_name_key(name) not in homes:
             raise KeyError(f"{name!r} is no adapter or alias added to {self._subject}")
         return homes[adapter_name_key(name)]
@@ -223,7 +222,7 @@ class AdapterService(Construct):
             or self._family_cells.get(family)
             or cell_for(family, self._names, recorded=self.placement_file.families, hashed_over=self.hashed_over)
         )
-        self._placed[name] = self._family_cells[family] = chosen
+        self._placed[name] = self._family_cells[family] = self._homes_by_key[adapter_name_key(name)] = chosen
         return self.cell(chosen)
 
     def add_adapter(
@@ -238,7 +237,7 @@ class AdapterService(Construct):
         the cell that serves them. Its targets must sit in one cell (a client calls one endpoint
         per alias; pin them there), and its name may be no adapter's nor another alias's."""
         weights = {targets: 100} if isinstance(targets, str) else dict(targets)
-        homes = self._homes()
+        homes = self._homes_by_key
         cells = sorted({homes.get(adapter_name_key(target)) or f"{target!r}, not added" for target in weights})
         subject = f"alias {alias!r} of {self._subject}"
         problems = []
@@ -261,7 +260,7 @@ class AdapterService(Construct):
         raise_if_any(problems)
         self.cell(cells[0]).endpoint.add_alias(alias, targets)  # its own checks (weights, shadowing) first
         self._aliases[alias] = weights
-        self._alias_cells[adapter_name_key(alias)] = cells[0]
+        self._alias_cells[adapter_name_key(alias)] = self._homes_by_key[adapter_name_key(alias)] = cells[0]
 
     @property
     def placement(self) -> Placement:
@@ -290,7 +289,7 @@ class AdapterService(Construct):
             grants = [cell.endpoint.grant_invoke(grantee) for cell in self.cells]
         else:
             by_cell: dict[str, list[str]] = {}
-            homes = self._homes()
+            homes = self._homes_by_key
             unknown = [
                 Problem(self._subject, "grant_invoke.adapters", f"{name!r} is no adapter or alias added to this service")
                 for name in adapters
@@ -311,10 +310,6 @@ class AdapterService(Construct):
     @property
     def _names(self) -> list[str]:
         return [cell.name for cell in self.cells]
-
-    def _homes(self) -> dict[str, str]:
-        """Adapter or alias key -> its cell."""
-        return {**{adapter_name_key(name): where for name, where in self._placed.items()}, **self._alias_cells}
 
     def _pin(self, name: str, cell: str, field: str) -> None:
         family = family_of(name)
@@ -354,11 +349,7 @@ class AdapterService(Construct):
         state, placed, deviations = self._placed_cache
         if deviations is None:
             record = placed[0].record if placed[0] is not None else self.placement_file
-            deviations = dict(
-                ServiceRecord.from_placement(
-                    dict.fromkeys(self._names, _NO_RECORD), record, self._pin_names, hashed_over=self.hashed_over
-                ).placement
-            )
+            deviations = placement_deviations(self._names, record, self._pin_names, self.hashed_over)
             self._placed_cache = (state, placed, deviations)
         return deviations
 
