@@ -17,6 +17,7 @@ from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
 from cdk_adapters.problems import Problem
 
 if TYPE_CHECKING:
+    from cdk_adapters.contract.cell_placement import PlacementRecord
     from cdk_adapters.manifest import LoadedManifest
 
 PROG = "cdk-adapters"
@@ -157,3 +158,15 @@ def expected_bucket_owner(args: argparse.Namespace) -> str:
 
     account: str = boto3.client("sts", region_name=args.region).get_caller_identity()["Account"]
     return account
+
+
+def read_placement(path: Path, *, missing_ok: bool = False) -> PlacementRecord:
+    """The placement file at `path` (empty when it is missing and `missing_ok`), or a `Failure` naming it."""
+    from cdk_adapters.contract.cell_placement import PlacementRecord
+
+    if missing_ok and not path.exists():
+        return PlacementRecord()
+    try:
+        return PlacementRecord.from_json(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, ValueError) as error:
+        raise Failure([Problem(str(path), "placement", str(error))], "cannot read the placement file") from None

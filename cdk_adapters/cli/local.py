@@ -190,7 +190,7 @@ def _preflight(
             cells=args.cells,
             allow_base_model=args.allow_base_model,
             aliases=manifest.alias_weights,
-            pins={row.name: row.cell for row in manifest.adapters if row.cell is not None},
+            pins=manifest.cell_pins,
         )
         problems += cell_problems
     base, base_problems = _base_model(args.base_model_dir, manifest)

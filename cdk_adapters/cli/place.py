@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import Failure, UsageError, manifest_path
-from cdk_adapters.contract.cell_placement import PlacementRecord, cell_names, place
+from cdk_adapters.cli.common import Failure, UsageError, manifest_path, read_placement
+from cdk_adapters.contract.cell_placement import cell_names, place
 from cdk_adapters.problems import Problem
 
 
@@ -52,15 +52,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         raise UsageError("--hashed-over", f"must be 1 to --cells ({args.cells}), got {args.hashed_over}")
     manifest = load_manifest(manifest_path(args.manifest)).manifest
     path: Path = args.placement
-    try:
-        recorded = PlacementRecord.from_json(path.read_text(encoding="utf-8"), str(path)) if path.exists() else PlacementRecord()
-    except (OSError, ValueError) as error:
-        raise Failure([Problem(str(path), "placement", str(error))], "cannot read the placement file") from None
+    recorded = read_placement(path, missing_ok=True)
     placed, problems = place(
         [row.name for row in manifest.adapters],
         cell_names(args.cells),
         record=recorded,
-        pins={row.name: row.cell for row in manifest.adapters if row.cell is not None},
+        pins=manifest.cell_pins,
         cell_cap=args.cell_cap,
         aliases=manifest.alias_weights,
         subject=f"the service of {args.cells} cell(s)",

@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import Failure, UsageError
-from cdk_adapters.contract.cell_placement import PlacementRecord, cell_names, rebalance
+from cdk_adapters.cli.common import Failure, UsageError, read_placement
+from cdk_adapters.contract.cell_placement import cell_names, rebalance
 from cdk_adapters.problems import Problem
 
 
@@ -37,16 +37,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit", f"must be 0 or more, got {args.limit}")
     path: Path = args.placement
-    try:
-        record = PlacementRecord.from_json(path.read_text(encoding="utf-8"), str(path))
-    except (OSError, ValueError) as error:
-        raise Failure([Problem(str(path), "placement", str(error))], "cannot read the placement file") from None
+    record = read_placement(path)
     cells = cell_names(args.cells)
     pins = {}
     if args.manifest is not None:
         from cdk_adapters.manifest import load_manifest
 
-        pins = {row.name: row.cell for row in load_manifest(args.manifest).manifest.adapters if row.cell is not None}
+        pins = load_manifest(args.manifest).manifest.cell_pins
         unknown = sorted({cell for cell in pins.values() if cell not in cells})
         if unknown:
             raise Failure(

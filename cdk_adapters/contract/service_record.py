@@ -17,7 +17,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cdk_adapters.contract.adapter_names import adapter_name_key
@@ -28,6 +28,17 @@ SERVICE_KIND = "cdk-adapters/service"
 SERVICE_VERSION = 1
 PLACEMENT_RULE = "rendezvous-sha256-family"
 """The rule `cell_placement.hashed_cell` implements; a reader refuses a rule it does not know."""
+
+
+def placement_deviations(
+    cells: Sequence[str], record: PlacementRecord, pins: Mapping[str, str] | None = None, hashed_over: int | None = None
+) -> dict[str, str]:
+    """A service record's ``placement`` map: the pinned families (`pins` as given, adapter or family
+    name -> cell) and the recorded families the hash alone would place elsewhere, sorted."""
+    names = hash_cells(list(cells), hashed_over)
+    deviations = {family: cell for family, cell in record.families.items() if hashed_cell(family, names) != cell}
+    deviations.update({family_of(name): cell for name, cell in (pins or {}).items()})
+    return dict(sorted(deviations.items()))
 
 
 @dataclass(frozen=True)
@@ -68,10 +79,8 @@ class ServiceRecord:
         hashed_over: int | None = None,
     ) -> ServiceRecord:
         """The record for `cells`, keeping of the placement file only what the hash does not say."""
-        names = hash_cells(list(cells), hashed_over)
-        deviations = {family: cell for family, cell in record.families.items() if hashed_cell(family, names) != cell}
-        deviations.update({family_of(name): cell for name, cell in (pins or {}).items()})
-        return cls(dict(cells), dict(sorted(deviations.items())), hashed_over, dict(parameters or {}))
+        deviations = placement_deviations(list(cells), record, pins, hashed_over)
+        return cls(dict(cells), deviations, hashed_over, dict(parameters or {}))
 
     def cell_of(self, name: str) -> str:
         """The cell that serves `name` (an adapter or an alias); remembered per family."""

@@ -87,11 +87,6 @@ class ManifestPlan:
         """Adapter -> its alarm overrides (empty: the defaults), for the rows that opt into alarms."""
         return {adapter.name: adapter.row.alarms.overrides() for adapter in self.adapters if adapter.row.alarms is not None}
 
-    @property
-    def cell_pins(self) -> dict[str, str]:
-        """Adapter -> the cell its row pins it to (``cell:``), for the rows that pin one."""
-        return {adapter.name: adapter.row.cell for adapter in self.adapters if adapter.row.cell is not None}
-
     def only(self, names: Iterable[str]) -> ManifestPlan:
         """This plan with only the adapters `names` (in manifest order), e.g. one cell's share;
         aliases are left to whoever adds them."""

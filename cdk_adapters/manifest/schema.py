@@ -477,6 +477,11 @@ class Manifest(_Strict):
         return value
 
     @property
+    def cell_pins(self) -> dict[str, str]:
+        """Adapter -> the cell its row pins it to (``cell:``), for the rows that pin one."""
+        return {row.name: row.cell for row in self.adapters if row.cell is not None}
+
+    @property
     def alias_weights(self) -> dict[str, dict[str, Any]]:
         """`aliases` with a single target written as ``{target: 100}``, the discovery record's form."""
         return {alias: {target: 100} if isinstance(target, str) else dict(target) for alias, target in self.aliases.items()}

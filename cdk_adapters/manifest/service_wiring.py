@@ -55,7 +55,7 @@ def service_from_manifest(
         return {**endpoint_props(stack, plan, vllm=vllm, weights_id=weights_id, encryption_key=encryption_key), **extra}
 
     service = AdapterService(
-        scope, id, cells=cells, endpoint_props=cell_props, placement=placement, pins=plan.cell_pins, **service_options
+        scope, id, cells=cells, endpoint_props=cell_props, placement=placement, pins=plan.manifest.cell_pins, **service_options
     )
     shares: dict[str, list[str]] = {}
     for adapter in plan.adapters:
