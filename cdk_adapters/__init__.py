@@ -43,6 +43,7 @@ _EXPORTS = {
     "AdapterLocation": "cdk_adapters.artifacts.location",
     "AdapterBucket": "cdk_adapters.artifacts.bucket",
     "FleetPlacement": "cdk_adapters.endpoint.fleet",
+    "RankTier": "cdk_adapters.endpoint.rank_tiers",
     "EndpointLogs": "cdk_adapters.hosting.logs",
     "ServingPolicy": "cdk_adapters.endpoint.serving_policy",
     "AdapterLimits": "cdk_adapters.contract.tenant_limits",

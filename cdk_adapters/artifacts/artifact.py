@@ -23,7 +23,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk_adapters.contract.s3_url import S3UrlError, parse_s3_url
-from cdk_adapters.gate import Reference, check_adapter_archive
+from cdk_adapters.gate import AdapterFacts, Reference, check_adapter_archive
+from cdk_adapters.gate.adapter_contents import AdapterContents
 from cdk_adapters.private.cdk_tokens import is_unresolved
 from cdk_adapters.problems import Problem
 
@@ -87,6 +88,11 @@ class AdapterArtifact(ABC):
     @abstractmethod
     def problems(self, subject: str) -> list[Problem]:
         """Every problem with this artifact; `subject` names the adapter in messages."""
+
+    def lora_rank(self) -> int | None:
+        """The adapter's highest LoRA rank, read from a local archive; None for a published one
+        (not at hand at synth: its lock entry or the caller states it)."""
+        return None
 
     def compatibility_problems(self, name: str, reference: Reference) -> list[Problem]:
         """The compatibility gate's findings on the archive's files, for adapter `name` checked
@@ -155,6 +161,10 @@ class _LocalArchive(AdapterArtifact):
 
     def compatibility_problems(self, name: str, reference: Reference) -> list[Problem]:
         return check_adapter_archive(name, self.path, reference)
+
+    def lora_rank(self) -> int | None:
+        facts = AdapterFacts.from_contents(AdapterContents.from_archive(self.path))  # unreadable: None, the gate says why
+        return facts.max_rank if facts is not None else None
 
     def bind(self, scope: Construct) -> AdapterArtifactConfig:
         """Stage the archive into the cloud assembly and register it as a file asset.

@@ -251,7 +251,10 @@ def _settings(args: argparse.Namespace, manifest: Manifest, work_dir: Path, limi
 
 
 def _max_lora_rank(manifest: Manifest) -> int:
-    return served_max_lora_rank(manifest.serving.max_lora_rank)
+    """The rank local mode's one engine serves: with rank tiers, the largest tier's, so every
+    adapter registers as it would on its own tier (callers name components either way)."""
+    tiers = manifest.serving.tier_ranks
+    return tiers[-1] if tiers else served_max_lora_rank(manifest.serving.max_lora_rank)
 
 
 def _listen(host: str, port: int) -> tuple[socket.socket | None, list[Problem]]:

@@ -171,6 +171,16 @@ class ServingReference:
     tenant_locations: tuple[tuple[str, str], ...] = ()
     """``(tenant, s3://bucket/prefix/)`` pairs, sorted: the locations assigned to each tenant
     (each one of `adapter_locations`). Empty: no tenant is assigned one."""
+    tiers: tuple[tuple[int, str], ...] = ()
+    """Rank tiers, ``(max_lora_rank, base inference component name)`` by rank, the first being
+    `max_lora_rank`'s; an adapter attaches to the smallest that holds its rank. Empty: one tier.
+    A reader that knows no tiers checks adapters against `max_lora_rank`, the first tier's, and
+    so refuses any it would attach to the wrong base."""
+
+    @property
+    def largest_rank(self) -> int:
+        """The highest rank any tier serves."""
+        return max((rank for rank, _ in self.tiers), default=self.max_lora_rank)
 
     @property
     def tenants(self) -> tuple[str, ...]:
@@ -208,6 +218,8 @@ class ServingReference:
         }
         if self.base_model is not None:
             document["base_model"] = self.base_model.to_document()
+        if self.tiers:
+            document["tiers"] = [{"max_lora_rank": rank, "base_inference_component_name": name} for rank, name in self.tiers]
         if self.tenant_locations:
             tenants: dict[str, list[str]] = {}
             for tenant, url in self.tenant_locations:
@@ -249,10 +261,33 @@ class ServingReference:
                 document.get("tenants"), locations if isinstance(locations, list) else []
             )
             problems += tenant_problems
+        tiers, tier_problems = _tiers_from_document(document.get("tiers"), rank)
+        problems += tier_problems
         if problems:
             return None, problems
         assert isinstance(rank, int)  # otherwise a problem was found above
-        return cls(base, rank, document.get("allow_vision_modules", False), tuple(locations), assigned), []
+        return cls(base, rank, document.get("allow_vision_modules", False), tuple(locations), assigned, tiers), []
+
+
+def _tiers_from_document(document: object, first_rank: object) -> tuple[tuple[tuple[int, str], ...], list[str]]:
+    """``serving.tiers``: a list of ``{max_lora_rank, base_inference_component_name}``, by rising
+    rank, the first at ``serving.max_lora_rank``; absent: one tier."""
+    if document is None:
+        return (), []
+    shape = "serving.tiers must be a list of {max_lora_rank, base_inference_component_name}, by rising rank"
+    if not isinstance(document, list) or len(document) < 2:
+        return (), [f"{shape}, at least two"]
+    tiers: list[tuple[int, str]] = []
+    for entry in document:
+        rank = entry.get("max_lora_rank") if isinstance(entry, dict) else None
+        name = entry.get("base_inference_component_name") if isinstance(entry, dict) else None
+        if not isinstance(rank, int) or not _positive(rank) or not isinstance(name, str) or not name:
+            return (), [f"{shape}; got {entry!r}"]
+        tiers.append((rank, name))
+    ranks = [rank for rank, _ in tiers]
+    if ranks != sorted(set(ranks)) or ranks[0] != first_rank:
+        return (), [f"{shape}, the first at serving.max_lora_rank ({first_rank!r}); got ranks {ranks}"]
+    return tuple(tiers), []
 
 
 @dataclass(frozen=True)

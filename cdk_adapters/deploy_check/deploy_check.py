@@ -135,6 +135,7 @@ class AdapterDeployCheck(Construct):
         component_prefix: str,
         base_component_name: str,
         log_settings: EndpointLogs,
+        tier_component_names: Sequence[str] = (),
         vpc: ec2.IVpc | None = None,
         vpc_subnets: ec2.SubnetSelection | None = None,
         after: Sequence[Any] = (),
@@ -145,6 +146,8 @@ class AdapterDeployCheck(Construct):
         :param endpoint_arn: the endpoint's ARN (from its literal name).
         :param component_prefix: adapter components are named ``<component_prefix>-<adapter>``.
         :param base_component_name: the base component, which the check may never invoke.
+        :param tier_component_names: the rank tiers' base components, never invoked either (their
+            names match ``<component_prefix>-*`` too). Default none.
         :param log_settings: retention, key and removal policy of the check's log groups (the endpoint's).
         :param vpc: run the check function in this VPC (the endpoint's). Default: none.
         :param after: further resources the check waits for (the base component).
@@ -172,7 +175,8 @@ class AdapterDeployCheck(Construct):
         self.log_group = log_group(self, "Logs", log_settings, group_name)
         component_pattern = inference_component_arn(self, f"{component_prefix}-*")
         log_streams = f"{self.log_group.log_group_arn}:*"
-        statements = self._function_statements(endpoint_arn, component_pattern, base_component_name, log_streams, vpc is not None)
+        bases = [base_component_name, *tier_component_names]
+        statements = self._function_statements(endpoint_arn, component_pattern, bases, log_streams, vpc is not None)
         self.policy = iam.Policy(self, "Policy", statements=statements, roles=[self.role])
         self._create_function(settings, vpc, vpc_subnets)
         framework_policy = self._create_provider(log_settings, group_name)
@@ -199,7 +203,7 @@ class AdapterDeployCheck(Construct):
             self.node.add_validation(_NamedComponentsBudget(self))
 
     def _function_statements(
-        self, endpoint_arn: str, component_pattern: str, base_component_name: str, log_streams: str, in_vpc: bool
+        self, endpoint_arn: str, component_pattern: str, base_component_names: Sequence[str], log_streams: str, in_vpc: bool
     ) -> list[iam.PolicyStatement]:
         """Invoke the adapters (never the base), write its own logs, read its stack's status; ENIs in a VPC."""
         self._invoke = iam.PolicyStatement(
@@ -207,11 +211,11 @@ class AdapterDeployCheck(Construct):
             actions=[INVOKE_ACTION],
             resources=[endpoint_arn] if self._named_components_only else [endpoint_arn, component_pattern],
         )
-        base_arn = inference_component_arn(self, base_component_name)
+        base_arns = [inference_component_arn(self, name) for name in base_component_names]
         statements = [
             self._invoke,
             iam.PolicyStatement(
-                sid="NeverTheBaseComponent", effect=iam.Effect.DENY, actions=[INVOKE_ACTION], resources=[base_arn]
+                sid="NeverTheBaseComponent", effect=iam.Effect.DENY, actions=[INVOKE_ACTION], resources=base_arns
             ),
             iam.PolicyStatement(
                 sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_streams]

@@ -76,3 +76,28 @@ def outside_locations(
     return Problem(
         subject, published.field, f"{published.url} is outside every adapter location of {whose} (declared: {declared}); {remedy}"
     )
+
+
+def owned_location_problems(artifact: AdapterArtifact, locations: Sequence[AdapterLocation], subject: str) -> list[Problem]:
+    """The owned endpoint's rule: a published archive lies in a declared location, with its location's KMS key."""
+    published = artifact.s3_object
+    if published is None:
+        return []
+    location = containing_location(published, locations)
+    if location is None:
+        remedy = (
+            "publish it under a declared location, or declare its bucket prefix with "
+            "adapter_locations=[AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/')]"
+        )
+        return [outside_locations(published, locations, subject, whose="this endpoint", remedy=remedy)]
+    key = published.encryption_key
+    if key is not None and (location.encryption_key is None or location.encryption_key.key_arn != key.key_arn):
+        return [
+            Problem(
+                subject,
+                "artifact.encryption_key",
+                f"the object is encrypted with a KMS key its location {location.describe()} does not declare; "
+                "pass the same key as the AdapterLocation's encryption_key so the role may decrypt it",
+            )
+        ]
+    return []

@@ -16,7 +16,6 @@ at synth.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from aws_cdk import Lazy, Stack, Token
@@ -40,10 +39,11 @@ from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInfe
 from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.endpoint.invoke_grant import InvokeGrants, granted_list_problems
+from cdk_adapters.endpoint.rank_tiers import RankTier, ServedTier, adapter_rank, create_tiers, tier_problems, tiers_ranks
 from cdk_adapters.endpoint.serving_policy import ServingPolicy
 from cdk_adapters.endpoint.synth_validations import AdapterNamesValidation, AliasValidation, alias_name_problems
-from cdk_adapters.gate import Acknowledgment, BaseModelFacts, Reference
-from cdk_adapters.gate.ranks import served_max_lora_rank
+from cdk_adapters.gate import Acknowledgment, BaseModelFacts
+from cdk_adapters.gate.ranks import smallest_tier_holding
 from cdk_adapters.hosting.base_copies import BaseCopies
 from cdk_adapters.hosting.compute import ComputeRequirements
 from cdk_adapters.hosting.container_image import ContainerImage, ContainerImageConfig
@@ -111,6 +111,7 @@ class MultiAdapterEndpoint(Construct):
         routing: Routing | None = None,
         data_capture: DataCapture | None = None,
         deploy_check: DeployCheck | None = None,
+        rank_tiers: Sequence[RankTier] | None = None,
         **flat_props: Any,
     ) -> None:
         """
@@ -187,6 +188,9 @@ class MultiAdapterEndpoint(Construct):
             CloudFormation creates or updates its component, and fails the deployment (rolling it
             back) when one errors, times out or is answered by the base model (docs/deploy-check.md).
             `add_adapter(check=AdapterCheck(...))` gives an adapter its own request. Default None: off.
+        :param rank_tiers: more base components of the model, each serving a higher rank
+            (`RankTier`); an adapter attaches to the smallest tier holding its rank, the first tier being
+            ``vllm.max_lora_rank`` (docs/rank-tiers.md). Default None: one tier.
         :param flat_props: the props these option objects replaced (``instance_type=``,
             ``copy_count=``, ``base_model_id=``, ``vpc=``, ...), still accepted with a
             `FlatPropWarning` naming the new spelling (`cdk_adapters.endpoint.prop_groups`).
@@ -225,6 +229,7 @@ class MultiAdapterEndpoint(Construct):
             environment=dict(environment or {}),
         )
         self.adapter_locations: list[AdapterLocation] = []
+        self._rank_tier_settings = rank_tiers
         self.aliases: dict[str, dict[str, int]] = {}
         self.prefix = self._derive_prefix()
         self.endpoint_name = self.prefix
@@ -260,15 +265,13 @@ class MultiAdapterEndpoint(Construct):
         # Everything below only creates constructs; all checks passed above.
         image_config, model_data_config = self._create_role(role, self.instances.volume_key, model_data, adapter_locations or ())
         vpc_placement = self._create_network_and_logs()
+        image_uri, weights = image_config.image_uri, model_data_config.model_data_source
+        model = HostedModel(image_uri, Lazy.any(ServingEnvironment(self.adapter_settings, container_environment)), weights)
         self.model, self.endpoint_config, self.endpoint = self.hosting.create(
             self,
             endpoint_name=self.endpoint_name,
             role=self.role,
-            model=HostedModel(
-                image_config.image_uri,
-                Lazy.any(ServingEnvironment(self.adapter_settings, container_environment)),
-                model_data_config.model_data_source,
-            ),
+            model=model,
             vpc_placement=vpc_placement,
             volume_key=self.volume_key,
             emf=self.monitoring.settings.emf,
@@ -278,6 +281,10 @@ class MultiAdapterEndpoint(Construct):
         self.endpoint_config.node.add_dependency(self.permissions.policy)
         self.endpoint_arn = endpoint_arn(self, self.endpoint_name)
         self._create_base_component(self.base_copies.count, deployment)
+        self.rank_tiers: list[ServedTier] = create_tiers(
+            self, rank_tiers or (), model=model, environment=container_environment, vpc_placement=vpc_placement
+        )
+        """The tiers above the first, by rank: each one's model, base component and log group."""
         self._create_fleet_and_checks()
         if self.hosting.local_storage:
             acknowledge_local_storage_kms(self.endpoint_config)
@@ -288,10 +295,13 @@ class MultiAdapterEndpoint(Construct):
         """Every problem of every prop at once (nothing is created when there is one), then the container's environment."""
         subject = self._subject
         container_environment, problems = self.serving_policy.render(self.vllm, subject)
-        self.compatibility_reference, reference_problems = self._compatibility_reference(base_model_facts)
+        self.compatibility_reference, reference_problems = serving_reference.owned_reference(
+            self.serving_policy, self.vllm, base_model_facts, subject, tier_ranks=self.tier_ranks
+        )
         """What `add_adapter` checks local archives against: the base facts (when given), the
         served ``--max-lora-rank`` and `allow_vision_modules`, as the container checks them."""
         problems += reference_problems
+        problems += tier_problems(self._rank_tier_settings, self.vllm, subject)
         problems += self.monitoring.problems(self.hosting.copy_count)
         problems += self.hosting.instance_type_problems(subject)
         problems += self.hosting.count_and_volume_problems(subject)
@@ -411,6 +421,7 @@ class MultiAdapterEndpoint(Construct):
             base=self.base_component,
             endpoint_name=self.endpoint.attr_endpoint_name,
             prerequisites=[self.permissions.policy.node.default_child],  # type: ignore[list-item]  # the Policy's CfnPolicy
+            tier_bases=[tier.base_component for tier in self.rank_tiers],
         )
         self.deploy_check: AdapterDeployCheck | None = None
         """The deploy check (`deploy_check=`): its function, provider and custom resource."""
@@ -423,6 +434,7 @@ class MultiAdapterEndpoint(Construct):
                 endpoint_arn=self.endpoint_arn,
                 component_prefix=self.prefix,
                 base_component_name=self.base_component_name,
+                tier_component_names=[tier.inference_component_name for tier in self.rank_tiers],
                 log_settings=self.log_settings,
                 vpc=self.networking.vpc,
                 vpc_subnets=self.networking.vpc_subnets,
@@ -441,7 +453,11 @@ class MultiAdapterEndpoint(Construct):
         self._invoke_grants = InvokeGrants(self)
         self.node.add_validation(self._invoke_grants)
         self.node.add_validation(AdapterNamesValidation(self))
-        self.dashboard = self.monitoring.create_dashboard(base_component=self.base_component, variant_name=VARIANT_NAME)
+        self.dashboard = self.monitoring.create_dashboard(
+            base_component=self.base_component,
+            variant_name=VARIANT_NAME,
+            tiers={t.max_lora_rank: t.base_component for t in self.rank_tiers},
+        )
 
     # ------------------------------------------------------------------ import
 
@@ -479,6 +495,7 @@ class MultiAdapterEndpoint(Construct):
         limits: AdapterLimits | None = None,
         capture: capture_record.CaptureSettings | None = None,
         check: AdapterCheck | None = None,
+        rank: int | None = None,
     ) -> AdapterInferenceComponent:
         """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
 
@@ -494,6 +511,8 @@ class MultiAdapterEndpoint(Construct):
         endpoint's `adapter_capture`); it is serving configuration too, with the same effect.
         `check` is this adapter's own deploy-check request and expected answer (needs the
         endpoint's `deploy_check`; default: the endpoint's request, any answer of its own).
+        `rank` (the adapter's highest LoRA rank) picks its rank tier, the smallest that holds it;
+        needed with `rank_tiers` (default None: the first tier, as with one tier).
 
         Adds exactly one resource (the component) and changes no other: its construct ID derives
         from `name` alone, its placement from `name` and the fixed shard count, and the role
@@ -516,6 +535,8 @@ class MultiAdapterEndpoint(Construct):
             subject=subject,
             how_to_add="needs the endpoint's deploy check: MultiAdapterEndpoint(deploy_check=DeployCheck(...))",
         )
+        rank, rank_problems = adapter_rank(name, artifact, rank, self.tier_ranks, subject)
+        problems += rank_problems
         if not problems:
             problems += adapter_checks.gate_problems(
                 name, artifact, self.compatibility_reference, self._location_problems, subject
@@ -524,7 +545,7 @@ class MultiAdapterEndpoint(Construct):
             what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
-        component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact)
+        component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact, base=self.tier_base(rank))
         self.adapter_settings.add(name, limits, capture)
         if self.deploy_check is not None:
             self.deploy_check.track(component, check)
@@ -606,8 +627,26 @@ class MultiAdapterEndpoint(Construct):
             allow_base_model=self.serving_policy.allow_base_model,
             aliases={alias: dict(targets) for alias, targets in self.aliases.items()},
             canary=self._canary_record(),
-            serving=serving_reference.publish(self.compatibility_reference, self.adapter_locations),
+            serving=serving_reference.publish(
+                self.compatibility_reference, self.adapter_locations, tiers=self._published_tiers()
+            ),
         )
+
+    @property
+    def tier_ranks(self) -> tuple[int, ...]:
+        """Every tier's ``max_lora_rank``, smallest (the endpoint's own base component) first."""
+        return tiers_ranks(self.vllm, self._rank_tier_settings)
+
+    def tier_base(self, rank: int | None) -> BaseInferenceComponent:
+        """The base component an adapter of `rank` attaches to (None: the first tier's)."""
+        held = smallest_tier_holding(rank, self.tier_ranks) if rank is not None else None
+        return next((tier.base_component for tier in self.rank_tiers if tier.max_lora_rank == held), self.base_component)
+
+    def _published_tiers(self) -> tuple[tuple[int, str], ...]:
+        if not self.rank_tiers:
+            return ()
+        first = (self.tier_ranks[0], self.base_component_name)
+        return (first, *((tier.max_lora_rank, tier.inference_component_name) for tier in self.rank_tiers))
 
     def _canary_record(self) -> CanaryRecord | None:
         canary = self._canary_endpoint
@@ -711,28 +750,6 @@ class MultiAdapterEndpoint(Construct):
     def _subject(self) -> str:
         return self._subject_text
 
-    def _compatibility_reference(self, facts: BaseModelFacts | None) -> tuple[Reference, list[Problem]]:
-        """The gate's reference; the identity in `base_model.facts` must agree with its model_id/revision
-        (missing fields are taken from them, as the container does from its environment)."""
-        problems: list[Problem] = []
-        policy = self.serving_policy
-        if facts is not None and not isinstance(facts, BaseModelFacts):
-            problems.append(Problem(self._subject, "base_model.facts", f"must be a BaseModelFacts, got {type(facts).__name__}"))
-            facts = None
-        if facts is not None:
-            for field, stated, prop, pinned in (
-                ("model_id", facts.model_id, "base_model.model_id", policy.base_model_id),
-                ("revision", facts.revision, "base_model.revision", policy.base_model_revision),
-            ):
-                if stated is not None and pinned is not None and stated != pinned:
-                    message = f"is {stated!r} but {prop} is {pinned!r}; both describe the one base model"
-                    problems.append(Problem(self._subject, f"base_model.facts.{field}", message))
-            facts = replace(
-                facts, model_id=facts.model_id or policy.base_model_id, revision=facts.revision or policy.base_model_revision
-            )
-        rank = served_max_lora_rank(self.vllm.max_lora_rank)
-        return Reference(facts, rank, bool(policy.allow_vision_modules), self.vllm.enable_tower_connector_lora), problems
-
     def _derive_prefix(self) -> str:
         stack_name = Stack.of(self).stack_name
         if Token.is_unresolved(stack_name):
@@ -747,27 +764,4 @@ class MultiAdapterEndpoint(Construct):
         self.permissions.add_location(location)
 
     def _location_problems(self, artifact: AdapterArtifact, subject: str) -> list[Problem]:
-        """A published archive must lie in a declared location, with its location's KMS key."""
-        published = artifact.s3_object
-        if published is None:
-            return []
-        location = adapter_checks.containing_location(published, self.adapter_locations)
-        if location is None:
-            remedy = (
-                "publish it under a declared location, or declare its bucket prefix with "
-                "adapter_locations=[AdapterLocation.from_s3_url('s3://<bucket>/<prefix>/')]"
-            )
-            return [
-                adapter_checks.outside_locations(published, self.adapter_locations, subject, whose="this endpoint", remedy=remedy)
-            ]
-        key = published.encryption_key
-        if key is not None and (location.encryption_key is None or location.encryption_key.key_arn != key.key_arn):
-            return [
-                Problem(
-                    subject,
-                    "artifact.encryption_key",
-                    f"the object is encrypted with a KMS key its location {location.describe()} does not declare; "
-                    "pass the same key as the AdapterLocation's encryption_key so the role may decrypt it",
-                )
-            ]
-        return []
+        return adapter_checks.owned_location_problems(artifact, self.adapter_locations, subject)

@@ -37,6 +37,7 @@ from cdk_adapters.artifacts.location import AdapterLocation
 from cdk_adapters.hosting.logs import log_group_arns
 from cdk_adapters.hosting.networking import VpcPlacement
 from cdk_adapters.private import nag_acknowledgments as nag
+from cdk_adapters.private.arns import log_group_arn
 from cdk_adapters.private.iam_conditions import kms_via_s3, s3_owned_by
 
 SAGEMAKER_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
@@ -174,6 +175,14 @@ class ExecutionRolePermissions(Construct):
         statements = location.statements(default_owner=Stack.of(self).account)
         self.policy.add_statements(*statements)
         nag.acknowledge_wildcards(self.policy, [(statements[0].resources, nag.REASON_ADAPTER_LOCATION)], self._wildcard_reasons)
+
+    def add_log_groups(self, group_names: Sequence[str]) -> None:
+        """Let SageMaker write the streams of more log groups (rank tiers' base components), as it
+        writes the endpoint's own (same actions, same reason for the streams' ``:*``)."""
+        arns = [arn for name in group_names for group in [log_group_arn(self, name)] for arn in (group, f"{group}:*")]
+        self.add_statements(
+            [iam.PolicyStatement(sid="WriteTierLogs", actions=list(LOG_ACTIONS), resources=arns)], nag.REASON_LOG_STREAMS
+        )
 
     def add_statements(self, statements: Sequence[iam.PolicyStatement], wildcard_reason: str) -> None:
         """Add `statements` (e.g. data capture's writes) to the role's policy; their ``*``

@@ -126,8 +126,11 @@ class AdapterFleet(Construct):
         base: BaseInferenceComponent,
         endpoint_name: str,
         prerequisites: list[CfnResource],
+        tier_bases: list[BaseInferenceComponent] | None = None,
     ) -> None:
         """
+        :param tier_bases: the base components of the endpoint's rank tiers above the first (`base`);
+            a shard waits for every base, as it may hold adapters of any tier.
         :param endpoint_name: the endpoint's name (a token in the endpoint's stack is fine; a
             shard receives it as one nested-stack parameter, which also orders it after the endpoint).
         :param prerequisites: resources every component must wait for (the role's policies).
@@ -135,6 +138,7 @@ class AdapterFleet(Construct):
         super().__init__(scope, id)
         self.placement = placement
         self._base = base
+        self._bases = [base, *(tier_bases or ())]
         self._endpoint_name = endpoint_name
         self._prerequisites = list(prerequisites)
         self._shards: dict[int, NestedStack] = {}
@@ -196,8 +200,12 @@ class AdapterFleet(Construct):
             shard = self.placement.shard_of(adapter_name)
             self._load[shard] = self._load.get(shard, 0) + resources
 
-    def add(self, adapter_name: str, component_name: str, artifact: AdapterArtifact) -> AdapterInferenceComponent:
-        """Create the adapter's component in its stack, behind its lane's last component."""
+    def add(
+        self, adapter_name: str, component_name: str, artifact: AdapterArtifact, *, base: BaseInferenceComponent | None = None
+    ) -> AdapterInferenceComponent:
+        """Create the adapter's component in its stack, behind its lane's last component, attached
+        to `base` (a rank tier's base component; default the endpoint's)."""
+        base = base or self._base
         shard = -1 if self.placement.shards == 0 else self.placement.shard_of(adapter_name)
         scope: Construct = self if shard < 0 else self._shard(shard)
         component = AdapterInferenceComponent(
@@ -206,12 +214,12 @@ class AdapterFleet(Construct):
             adapter_name=adapter_name,
             inference_component_name=component_name,
             endpoint_name=self._endpoint_name,
-            base_component_name=self._base.inference_component_name,
+            base_component_name=base.inference_component_name,
             artifact=artifact,
         )
         if shard < 0:
-            # Same stack: the component itself waits for the base and the role's policies.
-            component.resource.add_resource_dependency(self._base.resource)
+            # Same stack: the component itself waits for its base and the role's policies.
+            component.resource.add_resource_dependency(base.resource)
             for prerequisite in self._prerequisites:
                 component.resource.add_resource_dependency(prerequisite)
         self._pace(shard, component)
@@ -245,7 +253,8 @@ class AdapterFleet(Construct):
             shard.node.set_context(STACK_RESOURCE_LIMIT_CONTEXT, self.placement.shard_capacity)
             resource = shard.nested_stack_resource
             assert resource is not None
-            resource.add_resource_dependency(self._base.resource)
+            for base in self._bases:
+                resource.add_resource_dependency(base.resource)
             for prerequisite in self._prerequisites:
                 resource.add_resource_dependency(prerequisite)
             self._shards[number] = shard

@@ -33,6 +33,8 @@ MAX_ADAPTER_NAME_LENGTH = SAGEMAKER_NAME_MAX_LENGTH - PREFIX_MAX_LENGTH - 1
 BASE_COMPONENT_SUFFIX = "base"
 RESERVED_ADAPTER_NAMES = frozenset({BASE_COMPONENT_SUFFIX})
 """``base`` would give an adapter the base component's name."""
+TIER_NAME = re.compile(rf"{BASE_COMPONENT_SUFFIX}-r[0-9]+")
+"""``base-r64`` would give an adapter a rank tier's base component name (`tier_component_name`)."""
 
 
 def validate_adapter_name(name: object, subject: str | None = None) -> list[Problem]:
@@ -62,7 +64,7 @@ def validate_adapter_name(name: object, subject: str | None = None) -> list[Prob
                 "must match ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$ (letters, digits and inner hyphens; no dots, underscores or spaces)",
             )
         )
-    if adapter_name_key(name) in RESERVED_ADAPTER_NAMES:
+    if adapter_name_key(name) in RESERVED_ADAPTER_NAMES or TIER_NAME.fullmatch(adapter_name_key(name)):
         problems.append(Problem(about, "name", f"{name!r} is reserved for the base inference component"))
     return problems
 
@@ -80,3 +82,8 @@ def component_prefix(stack_name: str, construct_path: str) -> str:
 
 def base_component_name(prefix: str) -> str:
     return f"{prefix}-{BASE_COMPONENT_SUFFIX}"
+
+
+def tier_component_name(prefix: str, max_lora_rank: int) -> str:
+    """The base component of a rank tier above the first: ``<prefix>-base-r<rank>``."""
+    return f"{prefix}-{BASE_COMPONENT_SUFFIX}-r{max_lora_rank}"

@@ -26,3 +26,12 @@ def smallest_allowed_max_lora_rank(ranks: Iterable[int]) -> int:
 def served_max_lora_rank(configured: int | None) -> int:
     """The ``--max-lora-rank`` vLLM serves: the configured one, else vLLM's default."""
     return configured if configured is not None else VLLM_DEFAULT_MAX_LORA_RANK
+
+
+def smallest_tier_holding(rank: int, tier_ranks: Iterable[int]) -> int | None:
+    """The smallest tier rank that serves an adapter of `rank`, or None when none does.
+
+    The one placement rule of rank tiers: the endpoint that owns the tiers and a tenant stack
+    importing them both attach an adapter's component to this tier's base component.
+    """
+    return min((tier for tier in tier_ranks if tier >= rank), default=None)

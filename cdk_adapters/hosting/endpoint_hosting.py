@@ -246,16 +246,7 @@ class EndpointHosting:
         vpc_config: dict[str, Any] = (
             {"security_group_ids": vpc_placement.security_group_ids, "subnets": vpc_placement.subnet_ids} if vpc_placement else {}
         )
-        cfn_model = sagemaker.CfnModel(
-            scope,
-            "Model",
-            execution_role_arn=role.role_arn,
-            enable_network_isolation=self.network_isolation,
-            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                image=model.image_uri, environment=model.environment, model_data_source=model.model_data_source
-            ),
-            vpc_config=sagemaker.CfnModel.VpcConfigProperty(**vpc_config) if vpc_config else None,
-        )
+        cfn_model = self.create_model(scope, "Model", role=role, model=model, vpc_placement=vpc_placement)
         config = sagemaker.CfnEndpointConfig(
             scope,
             "EndpointConfig",
@@ -271,6 +262,25 @@ class EndpointHosting:
             scope, "Endpoint", endpoint_name=endpoint_name, endpoint_config_name=config.attr_endpoint_config_name
         )
         return cfn_model, config, endpoint
+
+    def create_model(
+        self, scope: Construct, id: str, *, role: iam.IRole, model: HostedModel, vpc_placement: VpcPlacement | None
+    ) -> sagemaker.CfnModel:
+        """One SageMaker model of the base weights in `scope`: the endpoint's, or a rank tier's with its own environment."""
+        return sagemaker.CfnModel(
+            scope,
+            id,
+            execution_role_arn=role.role_arn,
+            enable_network_isolation=self.network_isolation,
+            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+                image=model.image_uri, environment=model.environment, model_data_source=model.model_data_source
+            ),
+            vpc_config=sagemaker.CfnModel.VpcConfigProperty(
+                security_group_ids=vpc_placement.security_group_ids, subnets=vpc_placement.subnet_ids
+            )
+            if vpc_placement
+            else None,
+        )
 
     def _variant(self) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
         download, health = self.startup.seconds()

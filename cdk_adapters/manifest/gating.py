@@ -34,6 +34,7 @@ from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 if TYPE_CHECKING:
+    from cdk_adapters.endpoint.rank_tiers import RankTier
     from cdk_adapters.hosting.vllm_options import VllmOptions
 
 
@@ -67,8 +68,28 @@ class ManifestPlan:
 
     @property
     def reference(self) -> Reference:
-        """What every adapter was checked against, with the rank limit resolved."""
-        return Reference(self.base, self.max_lora_rank, self.manifest.base_model.allow_vision_modules, self.tower_connector_lora)
+        """What every adapter was checked against, with the rank limit resolved (the largest tier's)."""
+        rank = max(self.tier_ranks, default=self.max_lora_rank)
+        return Reference(self.base, rank, self.manifest.base_model.allow_vision_modules, self.tower_connector_lora)
+
+    @property
+    def tier_ranks(self) -> tuple[int, ...]:
+        """The rank tiers' ``max_lora_rank``, the first first; empty: one tier (`max_lora_rank`)."""
+        return self.manifest.serving.tier_ranks
+
+    def rank_tiers(self) -> list[RankTier]:
+        """The tiers after the first, as the endpoint takes them (`MultiAdapterEndpoint(rank_tiers=...)`)."""
+        from cdk_adapters.endpoint.rank_tiers import RankTier
+
+        return [
+            RankTier(
+                max_lora_rank=tier.max_lora_rank,
+                max_loras=tier.max_loras,
+                max_cpu_loras=tier.max_cpu_loras,
+                copy_count=tier.copies or 1,
+            )
+            for tier in (self.manifest.serving.tiers or [])[1:]
+        ]
 
     @property
     def manifest(self) -> Manifest:
@@ -76,11 +97,16 @@ class ManifestPlan:
 
     @property
     def max_loras(self) -> int:
-        return self.manifest.serving.max_loras
+        """The first tier's (the endpoint's own) GPU-resident adapters."""
+        first = self.manifest.serving.tiers[0] if self.manifest.serving.tiers else None
+        return first.max_loras if first is not None and first.max_loras is not None else self.manifest.serving.max_loras
 
     @property
     def max_cpu_loras(self) -> int | None:
-        return self.manifest.serving.max_cpu_loras
+        first = self.manifest.serving.tiers[0] if self.manifest.serving.tiers else None
+        return (
+            first.max_cpu_loras if first is not None and first.max_cpu_loras is not None else self.manifest.serving.max_cpu_loras
+        )
 
     @property
     def alarm_overrides(self) -> dict[str, dict[str, object]]:
@@ -157,9 +183,10 @@ def manifest_reference(manifest: Manifest, tower_connector_lora: bool | None = N
     :param tower_connector_lora: the engine's `VllmOptions.enable_tower_connector_lora`; None
         (its default) means on exactly when the manifest allows vision modules.
     """
+    tiers = manifest.serving.tier_ranks
     return Reference(
         base=base_facts(manifest.base_model),
-        max_lora_rank=manifest.serving.max_lora_rank,
+        max_lora_rank=tiers[-1] if tiers else manifest.serving.max_lora_rank,
         allow_vision_modules=manifest.base_model.allow_vision_modules,
         tower_connector_lora=tower_connector_lora,
     )
@@ -191,7 +218,7 @@ def check_manifest(
     if problems:
         return _deduplicated(problems), None
     assert reference.base is not None, "manifest_reference always states the manifest's base"
-    limit = reference.max_lora_rank
+    limit = manifest.serving.tier_ranks[0] if manifest.serving.tiers else reference.max_lora_rank
     rank = limit if limit is not None else covering_max_lora_rank(adapter.facts for adapter in planned)
     return [], ManifestPlan(
         loaded=loaded,

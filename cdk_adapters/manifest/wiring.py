@@ -141,6 +141,7 @@ def endpoint_props(
             model_id=plan.manifest.base_model.id, revision=plan.manifest.base_model.revision, facts=plan.base
         ),
         "allow_vision_modules": plan.manifest.base_model.allow_vision_modules,
+        **({"rank_tiers": plan.rank_tiers()} if plan.tier_ranks else {}),
     }
 
 
@@ -153,7 +154,8 @@ def add_manifest_adapters(
     """Add one adapter inference component per manifest row, in manifest order.
 
     ``s3://`` rows are read through the endpoint's adapter locations (`endpoint_props` declares
-    the manifest's); their KMS keys are the locations'.
+    the manifest's); their KMS keys are the locations'. With rank tiers, each row's rank (from the
+    lock or its files) picks its tier.
 
     :param package_dir: where local directories are packaged. Default `DEFAULT_PACKAGE_DIR`.
     """
@@ -165,6 +167,7 @@ def add_manifest_adapters(
             acknowledge=_acknowledgment(adapter),
             limits=_limits(adapter),
             capture=_capture(adapter),
+            rank=adapter.facts.max_rank if len(endpoint.tier_ranks) > 1 else None,
             **_check(endpoint, adapter),
         )
         for adapter in plan.adapters

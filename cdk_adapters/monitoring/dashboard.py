@@ -35,7 +35,7 @@ reserve), which move with both, and the base component's ``InvocationsPerCopy``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsii
@@ -119,12 +119,14 @@ class EndpointDashboard(Construct):
         base_component: Any,
         endpoint_name: str,
         variant_name: str,
+        tiers: Mapping[int, Any] | None = None,
         alarms: Sequence[cloudwatch.IAlarm] = (),
         top_n: int = DEFAULT_TOP_N,
     ) -> None:
         """
         :param rollup: the endpoint's request metrics; None (EMF off) leaves out the container rows.
         :param base_component: the `BaseInferenceComponent` (GPU utilisation, copies).
+        :param tiers: rank -> base component of each rank tier above the first, drawn beside it. Default none.
         :param top_n: adapters per top-N table (1 to 100).
         """
         super().__init__(scope, id)
@@ -149,7 +151,7 @@ class EndpointDashboard(Construct):
             fair_share = self._fair_share_row(rollup, published, period)
             if fair_share:
                 rows.append(fair_share)
-        rows.append(self._capacity_row(base_component, endpoint_name, variant_name, period))
+        rows.append(self._capacity_row(base_component, dict(tiers or {}), endpoint_name, variant_name, period))
         if alarms:
             rows.append([cloudwatch.AlarmStatusWidget(title="Endpoint alarms", alarms=list(alarms), width=WIDTH, height=3)])
         if rollup is not None:
@@ -234,7 +236,9 @@ class EndpointDashboard(Construct):
         ]
 
     @staticmethod
-    def _capacity_row(base_component: Any, endpoint_name: str, variant_name: str, period: Duration) -> list[cloudwatch.IWidget]:
+    def _capacity_row(
+        base_component: Any, tiers: dict[int, Any], endpoint_name: str, variant_name: str, period: Duration
+    ) -> list[cloudwatch.IWidget]:
         dimensions = {"EndpointName": endpoint_name, "VariantName": variant_name}
         reservation = [
             cloudwatch.Metric(
@@ -257,13 +261,20 @@ class EndpointDashboard(Construct):
                 left=[
                     base_component.metric_gpu_utilization(period=period, label="GPU"),
                     base_component.metric_gpu_memory_utilization(period=period, label="GPU memory"),
+                    *(tier.metric_gpu_utilization(period=period, label=f"GPU, rank-{rank} tier") for rank, tier in tiers.items()),
                 ],
                 width=8,
             ),
             cloudwatch.GraphWidget(
                 title="Copies and instances (reservations)",
                 left=reservation,
-                right=[base_component.metric_invocations_per_copy(period=period, label="invocations per copy")],
+                right=[
+                    base_component.metric_invocations_per_copy(period=period, label="invocations per copy"),
+                    *(
+                        tier.metric_invocations_per_copy(period=period, label=f"invocations per copy, rank-{rank} tier")
+                        for rank, tier in tiers.items()
+                    ),
+                ],
                 width=8,
             ),
             cloudwatch.GraphWidget(

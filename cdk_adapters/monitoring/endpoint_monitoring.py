@@ -199,8 +199,11 @@ class EndpointMonitoring:
         fleet.reserve(adapter, len(created))
         return created
 
-    def create_dashboard(self, *, base_component: Any, variant_name: str) -> EndpointDashboard | None:
-        """The endpoint's dashboard under ``<endpoint>/Dashboard`` (None with ``dashboard=False``)."""
+    def create_dashboard(
+        self, *, base_component: Any, variant_name: str, tiers: Mapping[int, Any] | None = None
+    ) -> EndpointDashboard | None:
+        """The endpoint's dashboard under ``<endpoint>/Dashboard`` (None with ``dashboard=False``);
+        `tiers` (rank -> base component) are the rank tiers above the first."""
         if not self._dashboard_wanted:
             return None
         endpoint = self._endpoint
@@ -212,6 +215,7 @@ class EndpointMonitoring:
             dashboard_name=f"{endpoint.prefix}-{Stack.of(endpoint).region}",
             rollup=self.rollup if self.settings.published else None,
             base_component=base_component,
+            tiers=tiers or {},
             endpoint_name=endpoint.endpoint_name,
             variant_name=variant_name,
             alarms=list(self.endpoint_alarms.values()),

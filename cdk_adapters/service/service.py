@@ -188,6 +188,7 @@ class AdapterService(Construct):
                         watched_prefixes=watched,
                         bake_time=bake_time,
                         model=cell.endpoint.model,
+                        tier_models=[tier.model for tier in cell.endpoint.rank_tiers],
                         log_settings=cell.endpoint.log_settings,
                     )
                 )

@@ -79,6 +79,7 @@ class WaveGate(Construct):
         watched_prefixes: Sequence[str],
         bake_time: Duration,
         model: sagemaker.CfnModel,
+        tier_models: Sequence[sagemaker.CfnModel] = (),
         log_settings: EndpointLogs,
     ) -> None:
         """
@@ -86,6 +87,7 @@ class WaveGate(Construct):
         :param watched_prefixes: the first wave's component prefixes, which name their alarms.
         :param bake_time: how long the first wave's alarms must stay quiet (at most 50 minutes).
         :param model: this cell's SageMaker model; it depends on the gate, and its properties are the fingerprint.
+        :param tier_models: the models of the cell's rank tiers above the first, gated and fingerprinted too.
         :param log_settings: retention, key and removal policy of the gate's log groups (the endpoint's).
         """
         super().__init__(scope, id)
@@ -129,11 +131,12 @@ class WaveGate(Construct):
                 "Cell": cell,
                 "WatchedPrefixes": list(watched_prefixes),
                 "BakeSeconds": str(int(bake_time.to_seconds())),
-                "Fingerprint": Lazy.string(_Fingerprint(model)),
+                "Fingerprint": Lazy.string(_Fingerprint(model, tier_models)),
             },
         )
         self.resource.node.add_dependency(self.policy)
-        model.node.add_dependency(self.resource)
+        for gated in (model, *tier_models):
+            gated.node.add_dependency(self.resource)
         self._acknowledge(alarm_arns, streams)
         self._quiet_framework_lint()
 
@@ -221,13 +224,16 @@ def bake_time_problems(bake_time: object) -> list[str]:
 class _Fingerprint:
     """A digest of the model's properties as synthesized: it changes exactly when an upgrade does."""
 
-    def __init__(self, model: sagemaker.CfnModel) -> None:
+    def __init__(self, model: sagemaker.CfnModel, tier_models: Sequence[sagemaker.CfnModel]) -> None:
         self._model = model
+        self._tier_models = tier_models
 
     def produce(self) -> str:
         stack = Stack.of(self._model)
-        runs = {
+        runs: dict[str, object] = {
             "container": stack.resolve(self._model.primary_container),
             "isolated": stack.resolve(self._model.enable_network_isolation),
         }
+        if self._tier_models:  # rank tiers' models run the same upgrade; without tiers the digest is as it was
+            runs["tiers"] = [stack.resolve(model.primary_container) for model in self._tier_models]
         return hashlib.sha256(json.dumps(runs, sort_keys=True, default=str).encode()).hexdigest()[:32]
