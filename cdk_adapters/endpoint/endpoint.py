@@ -301,7 +301,7 @@ class MultiAdapterEndpoint(Construct):
         """What `add_adapter` checks local archives against: the base facts (when given), the
         served ``--max-lora-rank`` and `allow_vision_modules`, as the container checks them."""
         problems += reference_problems
-        problems += tier_problems(self._rank_tier_settings, self.vllm, subject)
+        problems += tier_problems(self._rank_tier_settings, self.vllm, subject, self.deployment)
         problems += self.monitoring.problems(self.hosting.copy_count)
         problems += self.hosting.instance_type_problems(subject)
         problems += self.hosting.count_and_volume_problems(subject)

@@ -65,9 +65,11 @@ from cdk_adapters.endpoint import adapter_checks, names, serving_reference
 from cdk_adapters.endpoint.components import AdapterInferenceComponent, InferenceComponentMetrics
 from cdk_adapters.endpoint.discovery_parameter import lookup_discovery_record
 from cdk_adapters.endpoint.invoke_grant import TenantInvokeGrants, granted_list_problems
+from cdk_adapters.endpoint.rank_tiers import adapter_rank
 from cdk_adapters.endpoint.tenant_archives import TenantArchiveGrant
 from cdk_adapters.endpoint.tenant_assignment import TenantStackBudget, assigned_tenant, tenant_location_problems
 from cdk_adapters.gate import Acknowledgment, Reference
+from cdk_adapters.gate.ranks import smallest_tier_holding
 from cdk_adapters.hosting.logs import EndpointLogs, grant_read_capture
 from cdk_adapters.private.arns import endpoint_arn
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any, wrong_kind
@@ -256,8 +258,12 @@ class ImportedMultiAdapterEndpoint(Construct):
         artifact: AdapterArtifact,
         acknowledge: Acknowledgment | None = None,
         check: AdapterCheck | None = None,
+        rank: int | None = None,
     ) -> AdapterInferenceComponent:
         """Serve one adapter from this stack as ``<prefix>-<name>`` on the imported endpoint.
+
+        With rank tiers in the platform's record, `rank` (the adapter's LoRA rank; a local
+        archive's own is read) attaches it to the smallest tier holding it, by the platform's rule.
 
         Checked as the platform's `add_adapter` checks it (name, version suffix, location, and the
         gate on a local archive against the platform's serving reference). A local archive needs
@@ -280,18 +286,23 @@ class ImportedMultiAdapterEndpoint(Construct):
             subject=subject,
             how_to_add="needs this stack's deploy check: call add_deploy_check(DeployCheck(...)) before adding adapters",
         )
+        tiers = self.record.serving.tiers if self.record.serving is not None and not self.lookup_pending else ()
+        if tiers:
+            rank, rank_problems = adapter_rank(name, artifact, rank, [tier for tier, _ in tiers], subject)
+            problems += rank_problems
         if not problems:
             problems += adapter_checks.gate_problems(
                 name, artifact, self.compatibility_reference, self._location_problems, subject
             )
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
+        held = smallest_tier_holding(rank, [tier for tier, _ in tiers]) if rank is not None and tiers else None
         component = AdapterInferenceComponent(
             self,
             name,
             adapter_name=name,
             inference_component_name=self.adapter_component_name(name),
             endpoint_name=self.endpoint_name,
-            base_component_name=self.base_component_name,
+            base_component_name=next((base for tier, base in tiers if tier == held), self.base_component_name),
             artifact=artifact,
         )
         config = component.artifact_config

@@ -34,6 +34,7 @@ from cdk_adapters.hosting.endpoint_hosting import VARIANT_NAME, HostedModel
 from cdk_adapters.hosting.instance_types import instance_type as instance_type_row
 from cdk_adapters.hosting.logs import COMPONENT_LOG_GROUP_PREFIX, allow_logs_to_use_key, log_group
 from cdk_adapters.hosting.networking import VpcPlacement
+from cdk_adapters.hosting.rolling_update import RollingUpdate
 from cdk_adapters.hosting.vllm_options import VllmOptions
 from cdk_adapters.problems import Problem
 
@@ -67,8 +68,9 @@ class RankTier:
         )
 
 
-def tier_problems(tiers: object, vllm: VllmOptions, subject: str) -> list[Problem]:
-    """Every problem with `rank_tiers`: kinds, ranks (allowed, above the first tier's, distinct), copies, engines."""
+def tier_problems(tiers: object, vllm: VllmOptions, subject: str, deployment: RollingUpdate | None = None) -> list[Problem]:
+    """Every problem with `rank_tiers`: kinds, ranks (allowed, above the first tier's, distinct),
+    copies (enough for the endpoint's rolling update, which each tier's base component runs), engines."""
     if tiers is None:
         return []
     if not isinstance(tiers, (list, tuple)):
@@ -101,6 +103,12 @@ def tier_problems(tiers: object, vllm: VllmOptions, subject: str) -> list[Proble
         copies = tier.copy_count
         if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
             found.append(Problem(subject, f"{field}.copy_count", f"must be a positive integer, got {copies!r}"))
+        elif isinstance(deployment, RollingUpdate):
+            found += [
+                Problem(subject, f"{field}.copy_count", f"({copies}), with the endpoint's rolling update: {problem.message}")
+                for problem in deployment.problems(subject, copies, ())
+                if problem.field == "deployment.maximum_batch_size"
+            ]
         for problem in tier.engine(vllm).problems(subject):
             if problem.field in TIER_ENGINE_FIELDS:  # the endpoint's own options report the rest once
                 found.append(Problem(subject, f"{field}.{problem.field.removeprefix('vllm.')}", problem.message))
