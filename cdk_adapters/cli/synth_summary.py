@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdk_adapters.contract.serving_env import flag_variable
+from cdk_adapters.gate.ranks import VLLM_DEFAULT_MAX_LORA_RANK
+
 STACK_ARTIFACT = "aws:cloudformation:stack"
 VALIDATION_REPORT = "validation-report.json"
 """CDK writes it whenever a policy-validation plugin (cdk-nag, CloudFormation Validate) reports."""
@@ -41,6 +44,8 @@ class StackSummary:
     """How the endpoint's instances and base-component copies scale, one line each."""
     services: list[str] = field(default_factory=list)
     """The service records (of a service of cells) this stack publishes, one line each."""
+    tiers: list[str] = field(default_factory=list)
+    """An endpoint's rank tiers (more than one base component on it), one line each."""
 
 
 @dataclass
@@ -91,6 +96,7 @@ def summarize(outdir: Path) -> AssemblySummary:
             path = resource["Metadata"].get("aws:cdk:path", logical_id)
             summary.nested[path.split(".NestedStack/")[0]] = len(nested_resources)
             _collect_adapters(nested_resources, summary.adapters)
+        summary.tiers = describe_tiers(resources, summary.adapters)  # after the shards: their adapters count
         stacks.append(summary)
     if not stacks and not errors:
         errors.append(f"{outdir}: the cloud assembly has no stacks")
@@ -104,6 +110,32 @@ def _collect_adapters(resources: dict[str, Any], adapters: dict[str, str]) -> No
         base = properties.get("Specification", {}).get("BaseInferenceComponentName")
         if resource["Type"] == COMPONENT_TYPE and base:
             adapters[str(properties.get("InferenceComponentName"))] = str(base)
+
+
+def describe_tiers(resources: dict[str, Any], adapters: dict[str, str]) -> list[str]:
+    """Each endpoint with rank tiers: every base component with its model's rank and its adapter count."""
+    endpoints: dict[str, list[tuple[int, str]]] = {}
+    for resource in resources.values():
+        properties = resource.get("Properties", {})
+        spec: dict[str, Any] = properties.get("Specification") or next(
+            iter(properties.get("Specifications") or []), {}
+        )  # pools: one per type
+        if resource["Type"] != COMPONENT_TYPE or "BaseInferenceComponentName" in spec or "ModelName" not in spec:
+            continue
+        model = resources.get(spec["ModelName"].get("Fn::GetAtt", [""])[0], {}) if isinstance(spec["ModelName"], dict) else {}
+        environment = model.get("Properties", {}).get("PrimaryContainer", {}).get("Environment", {})
+        rank = int(environment.get(flag_variable("max_lora_rank"), VLLM_DEFAULT_MAX_LORA_RANK))
+        endpoints.setdefault(json.dumps(properties.get("EndpointName"), sort_keys=True), []).append(
+            (rank, str(properties.get("InferenceComponentName")))
+        )
+    lines = []
+    for bases in endpoints.values():
+        if len(bases) < 2:
+            continue
+        counts = Counter(adapters.values())
+        described = ", ".join(f"{name} max_lora_rank {rank} ({counts[name]} adapters)" for rank, name in sorted(bases))
+        lines.append(f"  rank tiers ({len(bases)}): {described}")
+    return lines
 
 
 def describe_services(resources: dict[str, Any]) -> list[str]:
@@ -245,6 +277,7 @@ def render(summary: AssemblySummary) -> str:
         shown = ", ".join(names[:SHOWN_ADAPTERS]) or "none"
         more = f", and {len(names) - SHOWN_ADAPTERS} more" if len(names) > SHOWN_ADAPTERS else ""
         lines.append(f"  adapters ({len(stack.adapters)}): {shown}{more}")
+        lines += stack.tiers
         lines += stack.services
         if stack.scaling:
             lines.append("  scaling:")

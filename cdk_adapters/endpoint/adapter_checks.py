@@ -17,6 +17,7 @@ from cdk_adapters.deploy_check.settings import AdapterCheck
 from cdk_adapters.endpoint import names
 from cdk_adapters.gate import Acknowledgment, Reference
 from cdk_adapters.gate.check import new_adapter_name_problems
+from cdk_adapters.gate.ranks import smallest_tier_holding
 from cdk_adapters.problems import Problem
 
 ALREADY_ADDED = "is already added (adapter names are case-insensitive, as SageMaker's are)"
@@ -101,3 +102,36 @@ def owned_location_problems(artifact: AdapterArtifact, locations: Sequence[Adapt
             )
         ]
     return []
+
+
+def adapter_rank(
+    name: str, artifact: AdapterArtifact, given: object, tier_ranks: Sequence[int], subject: str
+) -> tuple[int | None, list[Problem]]:
+    """The adapter's rank (as given, else a local archive's own) and its problems: unknown with more
+    than one tier, below the archive's own, or above every tier."""
+    listed = ", ".join(map(str, tier_ranks))
+    if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
+        return None, [Problem(subject, "rank", f"must be a positive integer (the adapter's LoRA rank), got {given!r}")]
+    own = artifact.lora_rank() if len(tier_ranks) > 1 or given is not None else None
+    if given is not None and own is not None and own > given:
+        return None, [
+            Problem(subject, "rank", f"is {given}, but the archive's adapter has rank {own}; leave rank out or give {own}")
+        ]
+    rank = given if given is not None else own
+    if rank is None:
+        if len(tier_ranks) == 1:
+            return None, []
+        return None, [
+            Problem(subject, "rank", f"is needed to choose its tier ({listed}): pass add_adapter(rank=<the adapter's r>)")
+        ]
+    assert isinstance(rank, int)
+    if smallest_tier_holding(rank, tier_ranks) is None:
+        return None, [
+            Problem(
+                subject,
+                "rank",
+                f"adapter {name!r} has rank {rank}, above every tier's max_lora_rank ({listed}); add a RankTier that "
+                "holds it, or retrain it with a lower rank",
+            )
+        ]
+    return rank, []

@@ -39,7 +39,7 @@ from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInfe
 from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.endpoint.invoke_grant import InvokeGrants, granted_list_problems
-from cdk_adapters.endpoint.rank_tiers import RankTier, ServedTier, adapter_rank, create_tiers, tier_problems, tiers_ranks
+from cdk_adapters.endpoint.rank_tiers import RankTier, ServedTier, create_tiers, tier_problems, tiers_ranks
 from cdk_adapters.endpoint.serving_policy import ServingPolicy
 from cdk_adapters.endpoint.synth_validations import AdapterNamesValidation, AliasValidation, alias_name_problems
 from cdk_adapters.gate import Acknowledgment, BaseModelFacts
@@ -63,7 +63,6 @@ from cdk_adapters.monitoring.dashboard import DEFAULT_TOP_N
 from cdk_adapters.monitoring.endpoint_monitoring import EndpointMonitoring
 from cdk_adapters.monitoring.metric_source import RequestMetrics
 from cdk_adapters.private.arns import endpoint_arn, log_group_arn
-from cdk_adapters.private.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 if TYPE_CHECKING:
@@ -188,9 +187,8 @@ class MultiAdapterEndpoint(Construct):
             CloudFormation creates or updates its component, and fails the deployment (rolling it
             back) when one errors, times out or is answered by the base model (docs/deploy-check.md).
             `add_adapter(check=AdapterCheck(...))` gives an adapter its own request. Default None: off.
-        :param rank_tiers: more base components of the model, each serving a higher rank
-            (`RankTier`); an adapter attaches to the smallest tier holding its rank, the first tier being
-            ``vllm.max_lora_rank`` (docs/rank-tiers.md). Default None: one tier.
+        :param rank_tiers: `RankTier`s, base components of the model for ranks above ``vllm.max_lora_rank``
+            (docs/rank-tiers.md); created as the `rank_tiers` attribute. Default None: one tier.
         :param flat_props: the props these option objects replaced (``instance_type=``,
             ``copy_count=``, ``base_model_id=``, ``vpc=``, ...), still accepted with a
             `FlatPropWarning` naming the new spelling (`cdk_adapters.endpoint.prop_groups`).
@@ -229,7 +227,7 @@ class MultiAdapterEndpoint(Construct):
             environment=dict(environment or {}),
         )
         self.adapter_locations: list[AdapterLocation] = []
-        self._rank_tier_settings = rank_tiers
+        self.rank_tier_settings: Sequence[RankTier] = rank_tiers or ()
         self.aliases: dict[str, dict[str, int]] = {}
         self.prefix = self._derive_prefix()
         self.endpoint_name = self.prefix
@@ -265,8 +263,8 @@ class MultiAdapterEndpoint(Construct):
         # Everything below only creates constructs; all checks passed above.
         image_config, model_data_config = self._create_role(role, self.instances.volume_key, model_data, adapter_locations or ())
         vpc_placement = self._create_network_and_logs()
-        image_uri, weights = image_config.image_uri, model_data_config.model_data_source
-        model = HostedModel(image_uri, Lazy.any(ServingEnvironment(self.adapter_settings, container_environment)), weights)
+        served_environment = Lazy.any(ServingEnvironment(self.adapter_settings, container_environment))
+        model = HostedModel(image_config.image_uri, served_environment, model_data_config.model_data_source)
         self.model, self.endpoint_config, self.endpoint = self.hosting.create(
             self,
             endpoint_name=self.endpoint_name,
@@ -281,13 +279,8 @@ class MultiAdapterEndpoint(Construct):
         self.endpoint_config.node.add_dependency(self.permissions.policy)
         self.endpoint_arn = endpoint_arn(self, self.endpoint_name)
         self._create_base_component(self.base_copies.count, deployment)
-        self.rank_tiers: list[ServedTier] = create_tiers(
-            self, rank_tiers or (), model=model, environment=container_environment, vpc_placement=vpc_placement
-        )
-        """The tiers above the first, by rank: each one's model, base component and log group."""
+        self.rank_tiers: list[ServedTier] = create_tiers(self, model=model, environment=container_environment, vpc=vpc_placement)
         self._create_fleet_and_checks()
-        if self.hosting.local_storage:
-            acknowledge_local_storage_kms(self.endpoint_config)
 
     def _checked_environment(
         self, model_data: ModelData, adapter_locations: Sequence[AdapterLocation], base_model_facts: BaseModelFacts | None
@@ -301,7 +294,7 @@ class MultiAdapterEndpoint(Construct):
         """What `add_adapter` checks local archives against: the base facts (when given), the
         served ``--max-lora-rank`` and `allow_vision_modules`, as the container checks them."""
         problems += reference_problems
-        problems += tier_problems(self._rank_tier_settings, self.vllm, subject, self.deployment)
+        problems += tier_problems(self.rank_tier_settings, self.vllm, subject, self.deployment)
         problems += self.monitoring.problems(self.hosting.copy_count)
         problems += self.hosting.instance_type_problems(subject)
         problems += self.hosting.count_and_volume_problems(subject)
@@ -535,7 +528,7 @@ class MultiAdapterEndpoint(Construct):
             subject=subject,
             how_to_add="needs the endpoint's deploy check: MultiAdapterEndpoint(deploy_check=DeployCheck(...))",
         )
-        rank, rank_problems = adapter_rank(name, artifact, rank, self.tier_ranks, subject)
+        rank, rank_problems = adapter_checks.adapter_rank(name, artifact, rank, self.tier_ranks, subject)
         problems += rank_problems
         if not problems:
             problems += adapter_checks.gate_problems(
@@ -635,7 +628,7 @@ class MultiAdapterEndpoint(Construct):
     @property
     def tier_ranks(self) -> tuple[int, ...]:
         """Every tier's ``max_lora_rank``, smallest (the endpoint's own base component) first."""
-        return tiers_ranks(self.vllm, self._rank_tier_settings)
+        return tiers_ranks(self.vllm, self.rank_tier_settings)
 
     def tier_base(self, rank: int | None) -> BaseInferenceComponent:
         """The base component an adapter of `rank` attaches to (None: the first tier's)."""

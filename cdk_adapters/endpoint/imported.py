@@ -65,7 +65,6 @@ from cdk_adapters.endpoint import adapter_checks, names, serving_reference
 from cdk_adapters.endpoint.components import AdapterInferenceComponent, InferenceComponentMetrics
 from cdk_adapters.endpoint.discovery_parameter import lookup_discovery_record
 from cdk_adapters.endpoint.invoke_grant import TenantInvokeGrants, granted_list_problems
-from cdk_adapters.endpoint.rank_tiers import adapter_rank
 from cdk_adapters.endpoint.tenant_archives import TenantArchiveGrant
 from cdk_adapters.endpoint.tenant_assignment import TenantStackBudget, assigned_tenant, tenant_location_problems
 from cdk_adapters.gate import Acknowledgment, Reference
@@ -288,7 +287,7 @@ class ImportedMultiAdapterEndpoint(Construct):
         )
         tiers = self.record.serving.tiers if self.record.serving is not None and not self.lookup_pending else ()
         if tiers:
-            rank, rank_problems = adapter_rank(name, artifact, rank, [tier for tier, _ in tiers], subject)
+            rank, rank_problems = adapter_checks.adapter_rank(name, artifact, rank, [tier for tier, _ in tiers], subject)
             problems += rank_problems
         if not problems:
             problems += adapter_checks.gate_problems(

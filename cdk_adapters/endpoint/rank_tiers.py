@@ -17,17 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jsii
 from aws_cdk import Lazy
 from constructs import Construct, IValidation
 
-from cdk_adapters.artifacts.artifact import AdapterArtifact
 from cdk_adapters.endpoint.adapter_settings import ServingEnvironment
 from cdk_adapters.endpoint.components import BaseInferenceComponent
 from cdk_adapters.endpoint.names import tier_component_name
-from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS, served_max_lora_rank, smallest_tier_holding
+from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS, served_max_lora_rank
 from cdk_adapters.hosting.compute import copies_fit_problems
 from cdk_adapters.hosting.copy_placement import render_data_cache
 from cdk_adapters.hosting.endpoint_hosting import VARIANT_NAME, HostedModel
@@ -38,9 +37,8 @@ from cdk_adapters.hosting.rolling_update import RollingUpdate
 from cdk_adapters.hosting.vllm_options import VllmOptions
 from cdk_adapters.problems import Problem
 
-if TYPE_CHECKING:
-    from cdk_adapters.endpoint.endpoint import MultiAdapterEndpoint
-
+MultiAdapterEndpoint = Any
+"""The endpoint creating the tiers (typed loosely: `cdk_adapters.endpoint.endpoint` imports this module)."""
 SEPARATE_WEIGHTS = "each tier's copy loads the base model's weights again"
 TIER_ENGINE_FIELDS = frozenset({"vllm.max_loras", "vllm.max_cpu_loras"})
 
@@ -128,39 +126,6 @@ def tiers_ranks(vllm: VllmOptions, tiers: object) -> tuple[int, ...]:
     return (first, *(rank for rank in above if rank > first))
 
 
-def adapter_rank(
-    name: str, artifact: AdapterArtifact, given: object, tier_ranks: Sequence[int], subject: str
-) -> tuple[int | None, list[Problem]]:
-    """The adapter's rank (as given, else a local archive's own) and its problems: unknown with more
-    than one tier, below the archive's own, or above every tier."""
-    listed = ", ".join(map(str, tier_ranks))
-    if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
-        return None, [Problem(subject, "rank", f"must be a positive integer (the adapter's LoRA rank), got {given!r}")]
-    own = artifact.lora_rank() if len(tier_ranks) > 1 or given is not None else None
-    if given is not None and own is not None and own > given:
-        return None, [
-            Problem(subject, "rank", f"is {given}, but the archive's adapter has rank {own}; leave rank out or give {own}")
-        ]
-    rank = given if given is not None else own
-    if rank is None:
-        if len(tier_ranks) == 1:
-            return None, []
-        return None, [
-            Problem(subject, "rank", f"is needed to choose its tier ({listed}): pass add_adapter(rank=<the adapter's r>)")
-        ]
-    assert isinstance(rank, int)
-    if smallest_tier_holding(rank, tier_ranks) is None:
-        return None, [
-            Problem(
-                subject,
-                "rank",
-                f"adapter {name!r} has rank {rank}, above every tier's max_lora_rank ({listed}); add a RankTier that "
-                "holds it, or retrain it with a lower rank",
-            )
-        ]
-    return rank, []
-
-
 class ServedTier(Construct):
     """One tier above the first: its model (its own rank in the environment), base component and log group."""
 
@@ -193,7 +158,7 @@ class ServedTier(Construct):
         )
         self.base_component.node.add_dependency(endpoint.permissions.policy)
         for group in (*endpoint.log_groups.resources, self.log_group.node.default_child):
-            self.base_component.resource.add_resource_dependency(group)  # type: ignore[arg-type]  # a CfnLogGroup
+            self.base_component.resource.add_resource_dependency(group)
 
 
 def base_component_options(endpoint: MultiAdapterEndpoint) -> dict[str, Any]:
@@ -212,25 +177,21 @@ def base_component_options(endpoint: MultiAdapterEndpoint) -> dict[str, Any]:
 
 
 def create_tiers(
-    endpoint: MultiAdapterEndpoint,
-    tiers: Sequence[RankTier],
-    *,
-    model: HostedModel,
-    environment: dict[str, str],
-    vpc_placement: VpcPlacement | None,
+    endpoint: MultiAdapterEndpoint, *, model: HostedModel, environment: dict[str, str], vpc: VpcPlacement | None
 ) -> list[ServedTier]:
-    """The tiers above the first, by rank (never by the order given): each with the container
-    environment of its own engine and the endpoint's rolling update."""
+    """The endpoint's tiers above the first, by rank (never by the order given): each one's model
+    (with the container environment of its own engine), base component (with the endpoint's
+    rolling update) and log group."""
     served = []
     engine_keys = set(endpoint.vllm.environment())
-    for tier in sorted(tiers, key=lambda t: t.max_lora_rank):
+    for tier in sorted(endpoint.rank_tier_settings, key=lambda t: t.max_lora_rank):
         own = {key: value for key, value in environment.items() if key not in engine_keys}
         own.update(tier.engine(endpoint.vllm).environment())
         tier_model = HostedModel(
             model.image_uri, Lazy.any(ServingEnvironment(endpoint.adapter_settings, own)), model.model_data_source
         )
         served_tier = ServedTier(
-            endpoint, f"RankTier{tier.max_lora_rank}", tier=tier, endpoint=endpoint, model=tier_model, vpc_placement=vpc_placement
+            endpoint, f"RankTier{tier.max_lora_rank}", tier=tier, endpoint=endpoint, model=tier_model, vpc_placement=vpc
         )
         if endpoint.deployment is not None:
             served_tier.base_component.resource.deployment_config = endpoint.deployment.render(endpoint.endpoint_alarms)

@@ -39,6 +39,7 @@ from cdk_adapters.hosting.networking import Networking, VpcPlacement
 from cdk_adapters.hosting.routing import Routing
 from cdk_adapters.hosting.sagemaker_metrics import Observability
 from cdk_adapters.hosting.vllm_options import VllmOptions
+from cdk_adapters.private.nag_acknowledgments import acknowledge_local_storage_kms
 from cdk_adapters.problems import Problem, wrong_kind
 
 VARIANT_NAME = "AllTraffic"
@@ -258,6 +259,8 @@ class EndpointHosting:
             enable_network_isolation=self.network_isolation,
             vpc_config=sagemaker.CfnEndpointConfig.VpcConfigProperty(**vpc_config) if vpc_config else None,
         )
+        if self.local_storage:
+            acknowledge_local_storage_kms(config)
         endpoint = sagemaker.CfnEndpoint(
             scope, "Endpoint", endpoint_name=endpoint_name, endpoint_config_name=config.attr_endpoint_config_name
         )

@@ -20,7 +20,8 @@ from cdk_adapters.manifest.gating import (
 )
 from cdk_adapters.manifest.loader import DEFAULT_MANIFEST_PATH, LoadedManifest, load_manifest, parse_manifest
 from cdk_adapters.manifest.lock import LockEntry, LockFile, load_lock, lock_path_for, write_lock
-from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest, ServingLimits
+from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest
+from cdk_adapters.manifest.serving_schema import ServingLimits, TierSpec
 
 _WIRING = (
     "add_manifest_adapters",
@@ -42,6 +43,7 @@ __all__ = [
     "ManifestPlan",
     "PlannedAdapter",
     "ServingLimits",
+    "TierSpec",
     "base_facts",
     "check_manifest",
     "load_lock",

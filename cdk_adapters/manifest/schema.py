@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PositiveInt,
     StringConstraints,
@@ -26,7 +24,7 @@ from cdk_adapters.contract.s3_url import S3Url, S3UrlError, as_prefix, parse_s3_
 from cdk_adapters.deploy_check.request import body_messages
 from cdk_adapters.gate import vlm_traps
 from cdk_adapters.gate.acknowledgments import reason_error, rule_error
-from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS
+from cdk_adapters.manifest.serving_schema import ServingLimits, StrictModel
 from cdk_adapters.monitoring import thresholds as alarm_thresholds
 from cdk_adapters.private.traffic_bounds import TRAFFIC_BOUNDS
 
@@ -44,10 +42,7 @@ _NEEDED_FOR = {
 """Which gate rule needs each vision-language fact of the base (for the messages)."""
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = StrictModel
 
 
 class BaseModelSpec(_Strict):
@@ -136,80 +131,6 @@ class BaseModelSpec(_Strict):
         if duplicates:
             raise ValueError(f"lists {', '.join(duplicates)} more than once")
         return value
-
-
-class TierSpec(_Strict):
-    """One rank tier (docs/rank-tiers.md): a base component serving adapters up to `max_lora_rank`."""
-
-    max_lora_rank: int
-    """Highest rank this tier serves; one of 1, 8, 16, 32, 64, 128, 256, 320, 512."""
-    max_loras: int | None = Field(default=None, ge=1)
-    """Adapters on one copy's GPU at once. Default: ``serving.max_loras``."""
-    max_cpu_loras: int | None = Field(default=None, ge=1)
-    """Adapters in one copy's host cache. Default: ``serving.max_cpu_loras``."""
-    copies: int | None = Field(default=None, ge=1)
-    """Copies at creation, for a tier after the first (the first tier's are the environment's copy count). Default 1."""
-
-    @field_validator("max_lora_rank")
-    @classmethod
-    def _allowed_rank(cls, value: int) -> int:
-        if value not in ALLOWED_MAX_LORA_RANKS:
-            raise ValueError(f"vLLM accepts only {', '.join(map(str, ALLOWED_MAX_LORA_RANKS))}")
-        return value
-
-
-class ServingLimits(_Strict):
-    """vLLM's LoRA capacity: GPU-resident adapters, host cache, and the highest rank."""
-
-    max_loras: int = Field(default=4, ge=1)
-    """Adapters on the GPU at once; a batch mixes at most this many."""
-    max_cpu_loras: int | None = Field(default=None, ge=1)
-    """Adapters cached in host memory (>= max_loras). Default: vLLM's (= max_loras)."""
-    max_lora_rank: int | None = None
-    """Highest rank served; one of 1, 8, 16, 32, 64, 128, 256, 320, 512. Default: the smallest that covers every adapter."""
-
-    @field_validator("max_lora_rank")
-    @classmethod
-    def _allowed_rank(cls, value: int | None) -> int | None:
-        if value is not None and value not in ALLOWED_MAX_LORA_RANKS:
-            raise ValueError(f"vLLM accepts only {', '.join(map(str, ALLOWED_MAX_LORA_RANKS))}")
-        return value
-
-    tiers: list[TierSpec] | None = None
-    """Rank tiers, by rising rank, the first being the endpoint's own base component; each
-    adapter attaches to the smallest that holds its rank. Default: one tier."""
-
-    @model_validator(mode="after")
-    def _tiers_rise(self) -> ServingLimits:
-        tiers = self.tiers
-        if tiers is None:
-            return self
-        ranks = [tier.max_lora_rank for tier in tiers]
-        if len(tiers) < 2:
-            raise ValueError("tiers: list at least two (one tier is the default: leave tiers out)")
-        if ranks != sorted(set(ranks)):
-            raise ValueError(f"tiers: ranks must rise, each once; got {ranks}")
-        if self.max_lora_rank is not None and self.max_lora_rank != ranks[0]:
-            raise ValueError(f"max_lora_rank ({self.max_lora_rank}) must be the first tier's ({ranks[0]}), or left out")
-        if tiers[0].copies is not None:
-            raise ValueError(
-                "tiers[0].copies: the first tier is the endpoint's own base component; its copies are the environment's"
-            )
-        return self
-
-    @property
-    def tier_ranks(self) -> tuple[int, ...]:
-        """The tiers' ranks, first first; empty without tiers."""
-        return tuple(tier.max_lora_rank for tier in self.tiers or ())
-
-    @model_validator(mode="after")
-    def _cache_holds_resident(self) -> ServingLimits:
-        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
-            raise ValueError(
-                f"max_cpu_loras ({self.max_cpu_loras}) must be >= max_loras ({self.max_loras}): "
-                "the host cache holds every adapter that is on the GPU"
-            )
-        return self
 
 
 class TrafficSpec(_Strict):

@@ -1,0 +1,97 @@
+"""A manifest's ``serving.tiers``: checked by the schema, carried into the endpoint, and shown by the
+example app's synth summary only when the manifest asks for tiers."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+import yaml
+
+import app as example_app
+from cdk_adapters.cli import synth_summary
+from cdk_adapters.manifest import load_manifest, plan_manifest
+from cdk_adapters.problems import ConfigurationError
+from tests.constructs.conftest import app_context
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "example.yaml"
+TIERS = [{"max_lora_rank": 16}, {"max_lora_rank": 64, "max_loras": 2, "copies": 2}]
+
+
+def tiered_manifest(directory: Path, *, tiers=TIERS, big_rank: int = 64, **serving) -> Path:
+    """The example manifest with rank tiers and one more published row, ``legal-v1``, of `big_rank`."""
+    document = yaml.safe_load(EXAMPLE.read_text())
+    document["serving"] = {"max_loras": 4, "max_cpu_loras": 8, "tiers": tiers, **serving}
+    document["adapters"].append({"name": "legal-v1", "source": "s3://example-ml-adapters/adapters/legal-v1/adapter.tar.gz"})
+    lock = json.loads(EXAMPLE.with_suffix(".lock.json").read_text())
+    entry = copy.deepcopy(lock["adapters"]["support-de-v1"])
+    entry["facts"].update(rank=big_rank, max_rank=big_rank, alpha=2.0 * big_rank)
+    entry["uri"] = document["adapters"][-1]["source"]
+    lock["adapters"]["legal-v1"] = entry
+    path = directory / "tiered.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    path.with_suffix(".lock.json").write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def test_the_plan_carries_the_tiers_and_checks_against_the_largest(tmp_path):
+    plan = plan_manifest(load_manifest(tiered_manifest(tmp_path)))
+    assert plan.tier_ranks == (16, 64) and plan.max_lora_rank == 16 and plan.reference.max_lora_rank == 64
+    [tier] = plan.rank_tiers()
+    assert (tier.max_lora_rank, tier.max_loras, tier.max_cpu_loras, tier.copy_count) == (64, 2, None, 2)
+
+
+def test_a_row_no_tier_holds_fails_the_gate_naming_it(tmp_path):
+    with pytest.raises(ConfigurationError) as caught:
+        plan_manifest(load_manifest(tiered_manifest(tmp_path, big_rank=128)))
+    assert "legal-v1" in str(caught.value) and "rank 128 exceeds max_lora_rank 64" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("tiers", "serving", "message"),
+    [
+        ([{"max_lora_rank": 64}, {"max_lora_rank": 16}], {}, "ranks must rise, each once"),
+        ([{"max_lora_rank": 16}], {}, "list at least two"),
+        (TIERS, {"max_lora_rank": 32}, "max_lora_rank (32) must be the first tier's (16)"),
+        ([{"max_lora_rank": 16, "copies": 2}, {"max_lora_rank": 64}], {}, "tiers[0].copies: the first tier is the endpoint's own"),
+        ([{"max_lora_rank": 16}, {"max_lora_rank": 48}], {}, "vLLM accepts only"),
+    ],
+)
+def test_the_schema_refuses_malformed_tiers(tmp_path, tiers, serving, message):
+    with pytest.raises(ConfigurationError) as caught:
+        plan_manifest(load_manifest(tiered_manifest(tmp_path, tiers=tiers, **serving)))
+    assert message in str(caught.value)
+
+
+def synth_prod(tmp_path: Path, manifest: Path | None, **settings) -> str:
+    """The example app's prod environment, synthesized in-process, as the synth summary renders it."""
+    context = app_context("prod")
+    context["environments"]["prod"].update(settings)
+    if manifest is not None:
+        context["manifest"] = str(manifest)
+    context["aws:cdk:enable-asset-metadata"] = True  # as the CLI sets it: the summary finds the shards by it
+    outdir = tmp_path / "cdk.out"
+    app = cdk.App(context=context, outdir=str(outdir))
+    example_app.build(app)
+    app.synth()
+    return synth_summary.render(synth_summary.summarize(outdir))
+
+
+def test_prod_shows_two_tiers_only_when_its_manifest_asks(tmp_path):
+    tiered = synth_prod(tmp_path / "tiered", tiered_manifest(tmp_path), initial_instance_count=4, max_instance_count=10)
+    [line] = [line for line in tiered.splitlines() if "rank tiers" in line]
+    assert line.startswith("  rank tiers (2): ")
+    assert "-base max_lora_rank 16 (2 adapters)" in line and "-base-r64 max_lora_rank 64 (1 adapters)" in line
+    plain = synth_prod(tmp_path / "plain", None)
+    assert "rank tiers" not in plain
+
+
+def test_prod_refuses_tiers_its_instances_cannot_hold(tmp_path):
+    with pytest.raises(RuntimeError) as caught:
+        synth_prod(tmp_path, tiered_manifest(tmp_path))
+    message = str(caught.value)
+    assert "the tiers' copies at creation" in message and "instances.initial_count=2" in message
+    assert "each tier's copy loads the base model's weights again" in message
