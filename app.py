@@ -107,6 +107,7 @@ class AdapterServingStack(cdk.Stack):
         scaling = settings.get("copy_scaling")
         if scaling:
             apply_copy_scaling(self.endpoint, scaling)
+        apply_tier_scaling(self.endpoint, plan, scaling)
 
 
 def endpoint_options(scope: Construct, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -155,8 +156,10 @@ def build_service(
         hashed_over=settings.get("hashed_over"),
     )
     scaling = settings.get("copy_scaling")
-    for cell in service.cells if scaling else ():
-        apply_copy_scaling(cell.endpoint, scaling)
+    for cell in service.cells:
+        if scaling:
+            apply_copy_scaling(cell.endpoint, scaling)
+        apply_tier_scaling(cell.endpoint, plan, scaling)
     return service
 
 
@@ -203,16 +206,36 @@ def instance_settings_problems(name: str, settings: Mapping[str, Any]) -> list[P
     return []
 
 
-def apply_copy_scaling(endpoint: Any, scaling: Mapping[str, Any]) -> None:
-    """Autoscale the endpoint's base component as cdk.json's "copy_scaling" says (checked by
-    `copy_scaling_problems`; the construct checks the values and the instance capacity)."""
-    copies = endpoint.base_component.auto_scale_copy_count(min_copies=scaling["min_copies"], max_copies=scaling["max_copies"])
+def apply_copy_scaling(endpoint: Any, scaling: Mapping[str, Any], base: Any = None) -> None:
+    """Autoscale the endpoint's base component (or `base`, a rank tier's) as cdk.json's
+    "copy_scaling" says (checked by `copy_scaling_problems`; the construct checks the values and
+    the instance capacity)."""
+    base = base if base is not None else endpoint.base_component
+    copies = base.auto_scale_copy_count(min_copies=scaling["min_copies"], max_copies=scaling["max_copies"])
     if "concurrent_requests_per_copy" in scaling:
         copies.scale_on_concurrent_requests(scaling["concurrent_requests_per_copy"])
     if "invocations_per_copy" in scaling:
         copies.scale_on_invocations(scaling["invocations_per_copy"])
     if scaling.get("scale_to_zero"):
         copies.scale_to_zero()
+
+
+def apply_tier_scaling(endpoint: Any, plan: ManifestPlan, scaling: Mapping[str, Any] | None) -> None:
+    """Autoscale each rank tier whose manifest entry gives min_copies/max_copies, on the
+    environment's "copy_scaling" targets (the range is the tier's own)."""
+    ranges = plan.tier_scaling()
+    if ranges and not scaling:
+        problem = Problem(
+            "cdk.json",
+            "copy_scaling",
+            "the manifest autoscales rank tiers (min_copies/max_copies): set the environment's copy_scaling, "
+            "whose targets they scale on",
+        )
+        raise ConfigurationError([problem], heading="cannot autoscale the rank tiers")
+    for tier in endpoint.rank_tiers:
+        if tier.max_lora_rank in ranges:
+            low, high = ranges[tier.max_lora_rank]
+            apply_copy_scaling(endpoint, {**(scaling or {}), "min_copies": low, "max_copies": high}, tier.base_component)
 
 
 def copy_scaling_problems(name: str, scaling: object) -> list[Problem]:

@@ -77,6 +77,14 @@ class ManifestPlan:
         """The rank tiers' ``max_lora_rank``, the first first; empty: one tier (`max_lora_rank`)."""
         return self.manifest.serving.tier_ranks
 
+    def tier_scaling(self) -> dict[int, tuple[int, int]]:
+        """Tier rank -> (min_copies, max_copies), for the tiers the manifest autoscales."""
+        return {
+            tier.max_lora_rank: (tier.min_copies, tier.max_copies)
+            for tier in self.manifest.serving.tiers or []
+            if tier.min_copies is not None and tier.max_copies is not None
+        }
+
     def rank_tiers(self) -> list[RankTier]:
         """The tiers after the first, as the endpoint takes them (`MultiAdapterEndpoint(rank_tiers=...)`)."""
         from cdk_adapters.endpoint.rank_tiers import RankTier

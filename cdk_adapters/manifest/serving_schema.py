@@ -24,6 +24,17 @@ class TierSpec(StrictModel):
     """Adapters in one copy's host cache. Default: ``serving.max_cpu_loras``."""
     copies: int | None = Field(default=None, ge=1)
     """Copies at creation, for a tier after the first (the first tier's are the environment's copy count). Default 1."""
+    min_copies: int | None = Field(default=None, ge=0)
+    """With `max_copies`: autoscale this tier's copies in that range, on the environment's scaling
+    targets (the example app's ``copy_scaling``). Default: not autoscaled."""
+    max_copies: int | None = Field(default=None, ge=1)
+    """The most copies autoscaling may run of this tier (with `min_copies`)."""
+
+    @model_validator(mode="after")
+    def _range_given_whole(self) -> TierSpec:
+        if (self.min_copies is None) != (self.max_copies is None):
+            raise ValueError("min_copies and max_copies: give both (an autoscaled tier) or neither")
+        return self
 
     @field_validator("max_lora_rank")
     @classmethod
@@ -66,9 +77,10 @@ class ServingLimits(StrictModel):
             raise ValueError(f"tiers: ranks must rise, each once; got {ranks}")
         if self.max_lora_rank is not None and self.max_lora_rank != ranks[0]:
             raise ValueError(f"max_lora_rank ({self.max_lora_rank}) must be the first tier's ({ranks[0]}), or left out")
-        if tiers[0].copies is not None:
+        if tiers[0].copies is not None or tiers[0].max_copies is not None:
             raise ValueError(
-                "tiers[0].copies: the first tier is the endpoint's own base component; its copies are the environment's"
+                "tiers[0].copies, min_copies, max_copies: the first tier is the endpoint's own base component; "
+                "its copies and their scaling are the environment's"
             )
         return self
 

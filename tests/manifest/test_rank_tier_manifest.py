@@ -10,6 +10,7 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 import yaml
+from aws_cdk.assertions import Template
 
 import app as example_app
 from cdk_adapters.cli import synth_summary
@@ -56,7 +57,11 @@ def test_a_row_no_tier_holds_fails_the_gate_naming_it(tmp_path):
         ([{"max_lora_rank": 64}, {"max_lora_rank": 16}], {}, "ranks must rise, each once"),
         ([{"max_lora_rank": 16}], {}, "list at least two"),
         (TIERS, {"max_lora_rank": 32}, "max_lora_rank (32) must be the first tier's (16)"),
-        ([{"max_lora_rank": 16, "copies": 2}, {"max_lora_rank": 64}], {}, "tiers[0].copies: the first tier is the endpoint's own"),
+        (
+            [{"max_lora_rank": 16, "copies": 2}, {"max_lora_rank": 64}],
+            {},
+            "tiers[0].copies, min_copies, max_copies: the first tier is the endpoint's own",
+        ),
         ([{"max_lora_rank": 16}, {"max_lora_rank": 48}], {}, "vLLM accepts only"),
     ],
 )
@@ -95,3 +100,20 @@ def test_prod_refuses_tiers_its_instances_cannot_hold(tmp_path):
     message = str(caught.value)
     assert "the tiers' copies at creation" in message and "instances.initial_count=2" in message
     assert "each tier's copy loads the base model's weights again" in message
+
+
+def test_a_tier_autoscales_in_its_own_range_on_the_environments_targets(tmp_path):
+    tiers = [TIERS[0], {**TIERS[1], "min_copies": 2, "max_copies": 4}]
+    context = app_context("prod")
+    context["environments"]["prod"].update(initial_instance_count=4, max_instance_count=12)
+    context["manifest"] = str(tiered_manifest(tmp_path, tiers=tiers))
+    stack = example_app.build(cdk.App(context=context, outdir=str(tmp_path / "out")))
+    resources = Template.from_stack(stack).find_resources("AWS::ApplicationAutoScaling::ScalableTarget")
+    ranges = sorted((r["Properties"]["MinCapacity"], r["Properties"]["MaxCapacity"]) for r in resources.values())
+    assert ranges == [(2, 4), (2, 8)], "the first tier keeps cdk.json's range, the rank-64 tier has its own"
+    policies = Template.from_stack(stack).find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")
+    assert len(policies) == 2, "each tier tracks the environment's target"
+    with pytest.raises(ConfigurationError, match=r"tiers\[0\]\.copies, min_copies, max_copies"):
+        plan_manifest(load_manifest(tiered_manifest(tmp_path, tiers=[{**TIERS[0], "min_copies": 1, "max_copies": 2}, TIERS[1]])))
+    with pytest.raises(ConfigurationError, match="give both"):
+        plan_manifest(load_manifest(tiered_manifest(tmp_path, tiers=[TIERS[0], {**TIERS[1], "max_copies": 2}])))
