@@ -35,6 +35,7 @@ COMMANDS = (
     "cdk_adapters.cli.place",
     "cdk_adapters.cli.rebalance",
     "cdk_adapters.cli.bake",
+    "cdk_adapters.cli.tiers",
 )
 """Modules with a ``register(commands)`` function, one per sub-command."""
 

@@ -104,34 +104,40 @@ def owned_location_problems(artifact: AdapterArtifact, locations: Sequence[Adapt
     return []
 
 
-def adapter_rank(
-    name: str, artifact: AdapterArtifact, given: object, tier_ranks: Sequence[int], subject: str
+def attach_tier(
+    name: str, artifact: AdapterArtifact, given: int | None, tier: int | None, tier_ranks: Sequence[int], subject: str
 ) -> tuple[int | None, list[Problem]]:
-    """The adapter's rank (as given, else a local archive's own) and its problems: unknown with more
-    than one tier, below the archive's own, or above every tier."""
+    """The rank tier an adapter attaches to, and its problems. The tier is `tier` when given (a pin:
+    one of the tiers, holding the rank), else the smallest holding its rank (as given, else a local
+    archive's own). Refused: a rank unknown with more than one tier, below the archive's own, or
+    above every tier."""
     listed = ", ".join(map(str, tier_ranks))
-    if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
-        return None, [Problem(subject, "rank", f"must be a positive integer (the adapter's LoRA rank), got {given!r}")]
+    for field, value in (("rank", given), ("tier", tier)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            return None, [Problem(subject, field, f"must be a positive integer, got {value!r}")]
     own = artifact.lora_rank() if len(tier_ranks) > 1 or given is not None else None
     if given is not None and own is not None and own > given:
         return None, [
             Problem(subject, "rank", f"is {given}, but the archive's adapter has rank {own}; leave rank out or give {own}")
         ]
     rank = given if given is not None else own
+    if tier is not None and tier not in tier_ranks:
+        return None, [Problem(subject, "tier", f"({tier}) is none of the tiers' max_lora_rank ({listed})")]
     if rank is None:
-        if len(tier_ranks) == 1:
-            return None, []
+        if tier is not None or len(tier_ranks) == 1:
+            return tier, []
         return None, [
             Problem(subject, "rank", f"is needed to choose its tier ({listed}): pass add_adapter(rank=<the adapter's r>)")
         ]
     assert isinstance(rank, int)
-    if smallest_tier_holding(rank, tier_ranks) is None:
+    held = smallest_tier_holding(rank, tier_ranks)
+    if held is None or (isinstance(tier, int) and tier < rank):
+        where = f"above the pinned tier ({tier})" if held is not None else f"above every tier's max_lora_rank ({listed})"
         return None, [
             Problem(
                 subject,
                 "rank",
-                f"adapter {name!r} has rank {rank}, above every tier's max_lora_rank ({listed}); add a RankTier that "
-                "holds it, or retrain it with a lower rank",
+                f"adapter {name!r} has rank {rank}, {where}; add a RankTier that holds it, or retrain it with a lower rank",
             )
         ]
-    return rank, []
+    return tier if isinstance(tier, int) else held, []

@@ -489,6 +489,7 @@ class MultiAdapterEndpoint(Construct):
         capture: capture_record.CaptureSettings | None = None,
         check: AdapterCheck | None = None,
         rank: int | None = None,
+        tier: int | None = None,
     ) -> AdapterInferenceComponent:
         """Serve one LoRA adapter as its own inference component, named ``<prefix>-<name>``.
 
@@ -505,7 +506,8 @@ class MultiAdapterEndpoint(Construct):
         `check` is this adapter's own deploy-check request and expected answer (needs the
         endpoint's `deploy_check`; default: the endpoint's request, any answer of its own).
         `rank` (the adapter's highest LoRA rank) picks its rank tier, the smallest that holds it;
-        needed with `rank_tiers` (default None: the first tier, as with one tier).
+        needed with `rank_tiers` (default None: the first tier, as with one tier). `tier` (a tier's
+        ``max_lora_rank``) pins the tier instead, e.g. to keep an adapter where it is when a tier is inserted below it.
 
         Adds exactly one resource (the component) and changes no other: its construct ID derives
         from `name` alone, its placement from `name` and the fixed shard count, and the role
@@ -528,7 +530,7 @@ class MultiAdapterEndpoint(Construct):
             subject=subject,
             how_to_add="needs the endpoint's deploy check: MultiAdapterEndpoint(deploy_check=DeployCheck(...))",
         )
-        rank, rank_problems = adapter_checks.adapter_rank(name, artifact, rank, self.tier_ranks, subject)
+        tier_rank, rank_problems = adapter_checks.attach_tier(name, artifact, rank, tier, self.tier_ranks, subject)
         problems += rank_problems
         if not problems:
             problems += adapter_checks.gate_problems(
@@ -538,7 +540,7 @@ class MultiAdapterEndpoint(Construct):
             what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
-        component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact, base=self.tier_base(rank))
+        component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact, base=self.tier_base(tier_rank))
         self.adapter_settings.add(name, limits, capture)
         if self.deploy_check is not None:
             self.deploy_check.track(component, check)

@@ -68,7 +68,6 @@ from cdk_adapters.endpoint.invoke_grant import TenantInvokeGrants, granted_list_
 from cdk_adapters.endpoint.tenant_archives import TenantArchiveGrant
 from cdk_adapters.endpoint.tenant_assignment import TenantStackBudget, assigned_tenant, tenant_location_problems
 from cdk_adapters.gate import Acknowledgment, Reference
-from cdk_adapters.gate.ranks import smallest_tier_holding
 from cdk_adapters.hosting.logs import EndpointLogs, grant_read_capture
 from cdk_adapters.private.arns import endpoint_arn
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any, wrong_kind
@@ -286,15 +285,15 @@ class ImportedMultiAdapterEndpoint(Construct):
             how_to_add="needs this stack's deploy check: call add_deploy_check(DeployCheck(...)) before adding adapters",
         )
         tiers = self.record.serving.tiers if self.record.serving is not None and not self.lookup_pending else ()
+        held = None
         if tiers:
-            rank, rank_problems = adapter_checks.adapter_rank(name, artifact, rank, [tier for tier, _ in tiers], subject)
+            held, rank_problems = adapter_checks.attach_tier(name, artifact, rank, None, [tier for tier, _ in tiers], subject)
             problems += rank_problems
         if not problems:
             problems += adapter_checks.gate_problems(
                 name, artifact, self.compatibility_reference, self._location_problems, subject
             )
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
-        held = smallest_tier_holding(rank, [tier for tier, _ in tiers]) if rank is not None and tiers else None
         component = AdapterInferenceComponent(
             self,
             name,

@@ -8,7 +8,7 @@ derived ``max_lora_rank`` when the manifest leaves it unset). It imports no aws-
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,7 @@ from cdk_adapters.gate.checks.co_hosted import IDENTICAL_TARGET_MODULES, UNIQUE_
 from cdk_adapters.manifest.loader import LoadedManifest, load_manifest, load_valid_rows
 from cdk_adapters.manifest.lock import LockEntry
 from cdk_adapters.manifest.schema import AdapterRow, BaseModelSpec, Manifest
+from cdk_adapters.manifest.tier_record import load_tier_record, place_on_tiers, tier_record_path_for
 from cdk_adapters.problems import ConfigurationError, Problem, raise_if_any
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class ManifestPlan:
     tower_connector_lora: bool | None = None
     """The engine's ``enable_tower_connector_lora`` the adapters were checked for (None: it follows
     ``allow_vision_modules``, as the construct renders it)."""
+    tiers: dict[str, int] = field(default_factory=dict)
+    """Adapter -> the rank tier it attaches to (pins and the tier record honoured); empty: one tier."""
 
     @property
     def reference(self) -> Reference:
@@ -228,6 +231,9 @@ def check_manifest(
     assert reference.base is not None, "manifest_reference always states the manifest's base"
     limit = manifest.serving.tier_ranks[0] if manifest.serving.tiers else reference.max_lora_rank
     rank = limit if limit is not None else covering_max_lora_rank(adapter.facts for adapter in planned)
+    tiers, tier_problems = _tier_placement(loaded, planned, manifest.serving.tier_ranks or (rank,))
+    if tier_problems:
+        return tier_problems, None
     return [], ManifestPlan(
         loaded=loaded,
         base=reference.base,
@@ -235,7 +241,21 @@ def check_manifest(
         max_lora_rank=rank,
         acknowledged=tuple(acknowledged),
         tower_connector_lora=tower_connector_lora,
+        tiers=tiers,
     )
+
+
+def _tier_placement(
+    loaded: LoadedManifest, planned: list[PlannedAdapter], tier_ranks: tuple[int, ...]
+) -> tuple[dict[str, int], list[Problem]]:
+    """Each row's rank tier, checked against the committed tier record (`tier_record`); nothing to
+    place or check for one tier without pins or a record."""
+    recorded = load_tier_record(tier_record_path_for(loaded.path))
+    pins = {adapter.name: adapter.row.tier for adapter in planned if adapter.row.tier is not None}
+    if len(tier_ranks) == 1 and not pins and not recorded:
+        return {}, []
+    rows = [(adapter.name, adapter.facts.max_rank, adapter.row.tier) for adapter in planned]
+    return place_on_tiers(rows, tier_ranks, recorded)
 
 
 def _check_row(row: AdapterRow, loaded: LoadedManifest, reference: Reference) -> tuple[list[Problem], PlannedAdapter | None]:

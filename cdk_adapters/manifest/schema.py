@@ -322,6 +322,10 @@ class AdapterRow(_Strict):
     """In a service of several cells: the cell (``cell-0``, ``cell-1``, ...) this adapter's family
     is pinned to, e.g. a noisy or regulated tenant alone in its own. Default: the placement file,
     else the placement hash. Ignored by a single endpoint."""
+    tier: int | None = Field(default=None, ge=1)
+    """With ``serving.tiers``: the tier (its ``max_lora_rank``) this adapter is attached to, instead
+    of the smallest holding its rank; how a row says to stay on, or move to, a tier when the tiers
+    change (docs/rank-tiers.md). Default: the smallest tier holding its rank."""
 
     @property
     def is_s3(self) -> bool:

@@ -168,6 +168,7 @@ def add_manifest_adapters(
             limits=_limits(adapter),
             capture=_capture(adapter),
             rank=adapter.facts.max_rank if len(endpoint.tier_ranks) > 1 else None,
+            tier=plan.tiers.get(adapter.name) if len(endpoint.tier_ranks) > 1 else None,
             **_check(endpoint, adapter),
         )
         for adapter in plan.adapters
@@ -210,7 +211,7 @@ def _capture(adapter: PlannedAdapter) -> CaptureSettings | None:
     return None if given is None else given.to_settings()
 
 
-def _check(endpoint: MultiAdapterEndpoint, adapter: PlannedAdapter) -> dict[str, AdapterCheck]:
+def _check(endpoint: MultiAdapterEndpoint, adapter: PlannedAdapter) -> dict[str, Any]:
     """The row's ``check:`` for the endpoint's deploy check; an endpoint without one ignores it
     (the same manifest serves environments with the check on and off)."""
     given = adapter.row.check

@@ -286,3 +286,14 @@ def test_a_reader_without_tiers_keeps_the_first_tiers_rank_and_bad_tiers_are_nam
     ):
         _, problems = ServingReference.from_document({**document, "tiers": tiers})
         assert problems and "serving.tiers must be a list" in problems[0]
+
+
+def test_a_tier_pin_holds_an_adapter_where_it_is():
+    endpoint = tiered()
+    kept = endpoint.add_adapter("kept-v1", artifact=published("kept-v1"), rank=8, tier=64)
+    spec = cdk.Stack.of(endpoint).resolve(kept.resource.specification)
+    assert spec["baseInferenceComponentName"] == f"{endpoint.prefix}-base-r64"
+    with pytest.raises(ConfigurationError, match=r"tier: \(32\) is none of the tiers' max_lora_rank \(16, 64\)"):
+        endpoint.add_adapter("nowhere-v1", artifact=published("nowhere-v1"), rank=8, tier=32)
+    with pytest.raises(ConfigurationError, match=r"has rank 64, above the pinned tier \(16\)"):
+        endpoint.add_adapter("squeezed-v1", artifact=published("squeezed-v1"), rank=64, tier=16)

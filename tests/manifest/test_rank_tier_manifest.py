@@ -4,6 +4,7 @@ example app's synth summary only when the manifest asks for tiers."""
 from __future__ import annotations
 
 import copy
+import io
 import json
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import yaml
 from aws_cdk.assertions import Template
 
 import app as example_app
-from cdk_adapters.cli import synth_summary
+from cdk_adapters import ComputeRequirements, Instances, endpoint_from_manifest
+from cdk_adapters.cli import main, synth_summary
 from cdk_adapters.manifest import load_manifest, plan_manifest
 from cdk_adapters.problems import ConfigurationError
 from tests.constructs.conftest import app_context
@@ -117,3 +119,76 @@ def test_a_tier_autoscales_in_its_own_range_on_the_environments_targets(tmp_path
         plan_manifest(load_manifest(tiered_manifest(tmp_path, tiers=[{**TIERS[0], "min_copies": 1, "max_copies": 2}, TIERS[1]])))
     with pytest.raises(ConfigurationError, match="give both"):
         plan_manifest(load_manifest(tiered_manifest(tmp_path, tiers=[TIERS[0], {**TIERS[1], "max_copies": 2}])))
+
+
+def cli(*arguments: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(arguments), stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def set_row(path: Path, name: str, **fields) -> None:
+    document = yaml.safe_load(path.read_text())
+    for row in document["adapters"]:
+        if row["name"] == name:
+            row.update(fields)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def set_tiers(path: Path, tiers: list[dict]) -> None:
+    document = yaml.safe_load(path.read_text())
+    document["serving"]["tiers"] = tiers
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def test_the_tier_record_refuses_a_move_the_row_does_not_ask_for(tmp_path):
+    manifest = tiered_manifest(tmp_path, big_rank=32)  # legal-v1, rank 32, on the rank-64 tier
+    status, out, _ = cli("tiers", "--manifest", str(manifest))
+    assert status == 0 and "legal-v1: rank-64 tier" in out
+    record = json.loads(manifest.with_suffix("").with_suffix(".tiers.json").read_text())
+    assert record["tiers"] == {"legal-v1": 64, "support-de-v1": 16, "support-en-v1": 16}
+    assert cli("tiers", "--manifest", str(manifest), "--check")[0] == 0
+
+    set_tiers(manifest, [TIERS[0], {"max_lora_rank": 32}, TIERS[1]])  # a tier inserted below legal-v1's
+    with pytest.raises(ConfigurationError) as caught:
+        plan_manifest(load_manifest(manifest))
+    message = str(caught.value)
+    assert "adapter 'legal-v1': tier: would move from the rank-64 tier" in message and "to the rank-32 tier" in message
+    assert "support-en-v1" not in message, "rows the new tier does not touch stay where they are"
+    status, _, err = cli("tiers", "--manifest", str(manifest))
+    assert status == 1 and "would move" in err, "the record is not rewritten over an unconfirmed move"
+
+    set_row(manifest, "legal-v1", tier=64)  # stay
+    assert plan_manifest(load_manifest(manifest)).tiers["legal-v1"] == 64
+    set_row(manifest, "legal-v1", tier=32)  # move, on purpose
+    assert plan_manifest(load_manifest(manifest)).tiers["legal-v1"] == 32
+    status, _, err = cli("tiers", "--manifest", str(manifest), "--check")
+    assert status == 1 and "out of date" in err
+    assert cli("tiers", "--manifest", str(manifest))[0] == 0 and cli("tiers", "--manifest", str(manifest), "--check")[0] == 0
+
+
+def test_a_pin_must_be_a_tier_that_holds_the_rank(tmp_path):
+    manifest = tiered_manifest(tmp_path, big_rank=32)
+    set_row(manifest, "legal-v1", tier=16)
+    with pytest.raises(ConfigurationError, match="tier: \\(16\\) cannot hold the adapter's rank 32"):
+        plan_manifest(load_manifest(manifest))
+    set_row(manifest, "legal-v1", tier=128)
+    with pytest.raises(ConfigurationError, match="tier: \\(128\\) is none of the tiers' max_lora_rank \\(16, 64\\)"):
+        plan_manifest(load_manifest(manifest))
+
+
+def test_the_endpoint_attaches_each_row_where_the_plan_places_it(tmp_path):
+    manifest = tiered_manifest(tmp_path, big_rank=32)
+    set_tiers(manifest, [TIERS[0], {"max_lora_rank": 32}, TIERS[1]])
+    set_row(manifest, "legal-v1", tier=64)
+    stack = cdk.Stack(cdk.App(), "Tiered")
+    endpoint = endpoint_from_manifest(
+        stack,
+        "Serving",
+        manifest=manifest,
+        instances=Instances(instance_type="ml.g6.12xlarge"),
+        compute=ComputeRequirements(min_memory_required_in_mb=16384),
+    )
+    spec = stack.resolve(endpoint.adapters["legal-v1"].resource.specification)
+    assert spec["baseInferenceComponentName"] == f"{endpoint.prefix}-base-r64"
+    assert [tier.max_lora_rank for tier in endpoint.rank_tiers] == [32, 64]

@@ -1,0 +1,90 @@
+"""The tier record: which rank tier each manifest row is attached to, committed beside the manifest.
+
+An adapter component names its base component once. When the tiers change under it (a tier
+inserted below its own, or its own removed), the placement rule would attach it to another base,
+and whether SageMaker moves a component between base components in place is unconfirmed. So
+``cdk-adapters tiers`` records each row's tier in ``<manifest>.tiers.json``, and synth refuses a row
+the rule would move from its recorded tier unless the row says so: ``tier:`` names the tier it is
+to be on (its recorded one, to stay; another, to move it on purpose). Rows the record does not name
+yet (new ones) are placed by the rule. No record file: nothing was recorded, nothing is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cdk_adapters.gate.ranks import smallest_tier_holding
+from cdk_adapters.problems import ConfigurationError, Problem
+
+TIER_RECORD_SUFFIX = ".tiers.json"
+TIER_RECORD_VERSION = 1
+
+
+def tier_record_path_for(manifest_path: Path) -> Path:
+    """``manifests/example.yaml`` -> ``manifests/example.tiers.json``."""
+    manifest_path = Path(manifest_path)
+    return manifest_path.with_name(manifest_path.name.rsplit(".", 1)[0] + TIER_RECORD_SUFFIX)
+
+
+def load_tier_record(path: Path) -> dict[str, int]:
+    """Adapter -> the ``max_lora_rank`` of the tier it was recorded on; an absent file records none."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    subject = f"tier record '{path}'"
+    try:
+        document = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ConfigurationError([Problem(subject, "(file)", f"is not valid JSON: {error}")]) from None
+    tiers = document.get("tiers") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or document.get("version") != TIER_RECORD_VERSION or not isinstance(tiers, dict):
+        raise ConfigurationError(
+            [Problem(subject, "(file)", f'must be {{"version": {TIER_RECORD_VERSION}, "tiers": {{adapter: rank}}}}')]
+        )
+    bad = [name for name, rank in tiers.items() if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1]
+    if bad:
+        raise ConfigurationError([Problem(subject, f"tiers.{name}", "must be a tier's max_lora_rank") for name in bad])
+    return dict(tiers)
+
+
+def tier_record_text(placement: Mapping[str, int]) -> str:
+    """The file's text: sorted, indented JSON that diffs well in review."""
+    return json.dumps({"version": TIER_RECORD_VERSION, "tiers": dict(sorted(placement.items()))}, indent=2) + "\n"
+
+
+def place_on_tiers(
+    rows: Sequence[tuple[str, int | None, int | None]], tier_ranks: Sequence[int], recorded: Mapping[str, int]
+) -> tuple[dict[str, int], list[Problem]]:
+    """Each row's tier, from ``(name, rank, pin)``: its pin, else the smallest tier holding its rank
+    (no rank known: the first tier); and every problem: a pin that is no tier or is below the
+    rank, and a row the rule moves off its recorded tier without a pin saying so."""
+    listed = ", ".join(map(str, tier_ranks))
+    placement: dict[str, int] = {}
+    problems: list[Problem] = []
+    for name, rank, pin in rows:
+        subject = f"adapter '{name}'"
+        if pin is not None and pin not in tier_ranks:
+            problems.append(Problem(subject, "tier", f"({pin}) is none of the tiers' max_lora_rank ({listed})"))
+            continue
+        if pin is not None and rank is not None and pin < rank:
+            problems.append(Problem(subject, "tier", f"({pin}) cannot hold the adapter's rank {rank} (tiers: {listed})"))
+            continue
+        tier = pin if pin is not None else smallest_tier_holding(rank or 1, tier_ranks)
+        if tier is None:
+            continue  # above every tier: the gate's rank rule reports it
+        was = recorded.get(name)
+        if pin is None and was is not None and was != tier:
+            problems.append(
+                Problem(
+                    subject,
+                    "tier",
+                    f"would move from the rank-{was} tier, where the tier record has it, to the rank-{tier} tier: "
+                    f"say which with `tier: {was}` (stay; that tier must still exist) or `tier: {tier}` (move, which "
+                    "changes the component's base in place), then run `cdk-adapters tiers`",
+                )
+            )
+            continue
+        placement[name] = tier
+    return placement, problems
