@@ -9,7 +9,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from cdk_adapters import AdapterArtifact, BaseCopies, DeployCheck, Instances, RankTier, RollingUpdate, VllmOptions
+from cdk_adapters import AdapterArtifact, BaseCopies, DeployCheck, FleetPlacement, Instances, RankTier, RollingUpdate, VllmOptions
 from cdk_adapters.artifacts.packaging import package_adapter
 from cdk_adapters.contract.discovery import DiscoveryRecord, ServingReference
 from cdk_adapters.endpoint.imported import ImportedMultiAdapterEndpoint
@@ -297,3 +297,13 @@ def test_a_tier_pin_holds_an_adapter_where_it_is():
         endpoint.add_adapter("nowhere-v1", artifact=published("nowhere-v1"), rank=8, tier=32)
     with pytest.raises(ConfigurationError, match=r"has rank 64, above the pinned tier \(16\)"):
         endpoint.add_adapter("squeezed-v1", artifact=published("squeezed-v1"), rank=64, tier=16)
+
+
+def test_a_shard_waits_for_every_tier_base_it_may_hold_adapters_of():
+    stack = new_stack()
+    endpoint = tiered(stack, placement=FleetPlacement())  # nested shards, as by default
+    template = Template.from_stack(stack)
+    tier_base = stack.get_logical_id(endpoint.rank_tiers[0].base_component.resource)
+    first_base = stack.get_logical_id(endpoint.base_component.resource)
+    shards = template.find_resources("AWS::CloudFormation::Stack").values()
+    assert shards and all({tier_base, first_base} <= set(shard["DependsOn"]) for shard in shards)

@@ -13,6 +13,7 @@ import pytest
 from aws_cdk.assertions import Template
 from botocore.stub import Stubber
 
+from cdk_adapters import Instances, RankTier
 from cdk_adapters.hosting.container_image import ContainerImage
 from cdk_adapters.problems import ConfigurationError
 from cdk_adapters.service import AdapterService
@@ -24,18 +25,18 @@ from tests.service.test_adapter_service import artifact
 STACK_ID = "arn:aws:cloudformation:us-east-1:123456789012:stack/Chat-cell-1/0"
 
 
-def gated(image: str = "a" * 64) -> tuple[cdk.App, AdapterService]:
+def gated(image: str = "a" * 64, **props) -> tuple[cdk.App, AdapterService]:
     app = cdk.App()
     uri = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-adapters-vllm@sha256:{image}"
     service = AdapterService(
         app,
         "Chat",
         cells=3,
-        endpoint_props=lambda stack, _cell: endpoint_props(stack, image=ContainerImage.from_digest_uri(uri)),
+        endpoint_props=lambda stack, _cell: endpoint_props(stack, image=ContainerImage.from_digest_uri(uri), **props),
         bake_time=cdk.Duration.minutes(30),
     )
     for name in ("tenant01-v1", "tenant02-v1", "tenant03-v1"):
-        service.add_adapter(name, artifact=artifact(name))
+        service.add_adapter(name, artifact=artifact(name), rank=8)
     return app, service
 
 
@@ -69,6 +70,19 @@ def test_the_fingerprint_changes_with_the_image_and_only_then():
     _, upgraded = gated("b" * 64)
     fingerprint = [gate_of(s, "cell-1")["Properties"]["Fingerprint"] for s in (before, same, upgraded)]
     assert fingerprint[0] == fingerprint[1] != fingerprint[2]
+
+
+def test_a_rank_tiers_model_waits_for_the_gate_and_its_engine_is_in_the_fingerprint():
+    tiers = {"instances": Instances(instance_type="ml.g6.12xlarge")}
+    _, plain = gated()
+    _, tiered = gated(rank_tiers=[RankTier(max_lora_rank=64)], **tiers)
+    _, more_slots = gated(rank_tiers=[RankTier(max_lora_rank=64, max_loras=8, max_cpu_loras=8)], **tiers)
+    template = Template.from_stack(tiered.cell("cell-1").stack)
+    [gate_id] = template.find_resources("Custom::CellWaveGate")
+    models = template.find_resources("AWS::SageMaker::Model").values()
+    assert len(models) == 2 and all(gate_id in model["DependsOn"] for model in models)
+    fingerprints = [gate_of(s, "cell-1")["Properties"]["Fingerprint"] for s in (plain, tiered, more_slots)]
+    assert len(set(fingerprints)) == 3, "a change of a tier's engine alone is an upgrade the first wave bakes"
 
 
 def test_a_bake_time_outside_what_cloudformation_waits_is_refused():
