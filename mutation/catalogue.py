@@ -29,6 +29,7 @@ GRANTS = ("tests/constructs/test_invoke_grants.py", "tests/tenancy/test_tenant_g
 DISCOVERY = ("tests/contract/test_discovery_record.py",)
 VERDICT = ("tests/evaluation/test_verdict.py", "tests/evaluation/test_golden_set_refusals.py")
 PLANNER = ("tests/planner/test_plan_cost_model.py", "tests/planner/test_plan_bad_input.py")
+TIERS = ("tests/constructs/test_rank_tiers.py",)
 CAPTURE = (
     "tests/container/test_capture_outcomes.py",
     "tests/container/test_capture_log.py",
@@ -444,5 +445,62 @@ MUTANTS: tuple[Mutant, ...] = (
         "        self._names.extend(hash_cells(list(self.cells), self.hashed_over))",
         "        self._names.extend(self.cells)",
         ("tests/contract/test_service_record.py",),
+    ),
+    # --- rank tiers
+    Mutant(
+        "tier-adapter-on-the-first-base",
+        "tiers",
+        "cdk_adapters/endpoint/fleet.py",
+        "        base = base or self._base",
+        "        base = self._base",
+        TIERS,
+    ),
+    Mutant(
+        "tier-largest-holding",
+        "tiers",
+        "cdk_adapters/gate/ranks.py",
+        "    return min((tier for tier in tier_ranks if tier >= rank), default=None)",
+        "    return max((tier for tier in tier_ranks if tier >= rank), default=None)",
+        TIERS,
+    ),
+    Mutant(
+        "tier-engine-is-the-first-tiers",
+        "tiers",
+        "cdk_adapters/endpoint/rank_tiers.py",
+        "        own.update(tier.engine(endpoint.vllm).environment())",
+        "        own.update(endpoint.vllm.environment())",
+        TIERS,
+    ),
+    Mutant(
+        "tier-copies-uncounted",
+        "tiers",
+        "cdk_adapters/endpoint/rank_tiers.py",
+        "        bases = [endpoint.base_component] + [tier.base_component for tier in self._tiers]",
+        "        bases = [endpoint.base_component]",
+        TIERS,
+    ),
+    Mutant(
+        "deploy-check-may-invoke-a-tier-base",
+        "tiers",
+        "cdk_adapters/deploy_check/deploy_check.py",
+        "        bases = [base_component_name, *tier_component_names]",
+        "        bases = [base_component_name]",
+        TIERS,
+    ),
+    Mutant(
+        "tier-move-unnoticed",
+        "tiers",
+        "cdk_adapters/manifest/tier_record.py",
+        "        if pin is None and was is not None and was != tier:",
+        "        if False:",
+        ("tests/manifest/test_rank_tier_manifest.py",),
+    ),
+    Mutant(
+        "import-ignores-tiers",
+        "tiers",
+        "cdk_adapters/endpoint/imported.py",
+        "            base_component_name=next((base for tier, base in tiers if tier == held), self.base_component_name),",
+        "            base_component_name=self.base_component_name,",
+        TIERS,
     ),
 )
