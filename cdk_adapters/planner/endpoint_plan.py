@@ -154,6 +154,7 @@ class EndpointPlanner:
                 max_loras=self.max_loras,
                 max_cpu_loras=self.max_cpu_loras,
                 base_weight_gib=self.base.weight_bytes(settings.dtype) / GIB,
+                copy_monthly_usd=price.usd_per_hour * settings.hours / max(1, instance.gpu_count),
             ),
             cells=cells,
         )

@@ -43,6 +43,8 @@ class TierSplit:
     small_in_own_tier: tuple[LoraStepCost, ...]
     extra_base_copy_gib: float | None
     """A second tier holds the base weights again, on the same instances (None: base size unknown)."""
+    extra_copy_monthly_usd: float | None = None
+    """What one more base copy costs a month: one GPU's share of an instance (None: price unknown)."""
 
     @property
     def speedup(self) -> float:
@@ -84,10 +86,16 @@ class GpuLoraPlan:
             if split.extra_base_copy_gib is not None
             else ""
         )
+        dollars = (
+            f", at least one more copy: about ${split.extra_copy_monthly_usd:,.0f}/month"
+            if split.extra_copy_monthly_usd is not None
+            else ""
+        )
         return (
             f"split by rank: {len(split.small_tenants)} tenant(s) of rank <= {split.small_rank} spend {split.speedup:.1f}x the LoRA "
-            f"time in slots of rank {split.large_rank} that {len(split.large_tenants)} tenant(s) need{copy}; "
-            f"until rank tiers exist in the construct, serve the rank-{split.large_rank} tenant(s) from an endpoint of their own"
+            f"time in slots of rank {split.large_rank} that {len(split.large_tenants)} tenant(s) need{copy}{dollars}; "
+            f"serve them as two rank tiers: serving.tiers: [{{max_lora_rank: {split.small_rank}}}, "
+            f"{{max_lora_rank: {split.large_rank}}}] (RankTier in the construct)"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -131,6 +139,9 @@ class GpuLoraPlan:
                 "small_in_own_tier": [cost(c) for c in split.small_in_own_tier],
                 "speedup": round(split.speedup, 2),
                 "extra_base_copy_gib": None if split.extra_base_copy_gib is None else round(split.extra_base_copy_gib, 2),
+                "extra_copy_monthly_usd": None
+                if split.extra_copy_monthly_usd is None
+                else round(split.extra_copy_monthly_usd, 2),
             }
         return document
 
@@ -157,10 +168,15 @@ def plan_gpu_lora(
     max_loras: int,
     max_cpu_loras: int,
     base_weight_gib: float | None,
+    copy_monthly_usd: float | None = None,
     requests: int = swaps.DEFAULT_REQUESTS,
     seed: int = 0,
 ) -> GpuLoraPlan:
-    """The LoRA cost of `tenants` on one endpoint whose slots are sized for the largest rank."""
+    """The LoRA cost of `tenants` on one endpoint whose slots are sized for the largest rank.
+
+    :param copy_monthly_usd: what one base copy (one GPU's share of an instance) costs a month,
+        the price of a second tier's extra copy. Default None: not priced.
+    """
     max_rank = smallest_allowed_max_lora_rank(t.rank for t in tenants) if tenants else VLLM_DEFAULT_MAX_LORA_RANK
     active = sum(1 for t in tenants if t.requests_per_minute > 0) or 1
     targets = _common_targets(tenants)
@@ -185,6 +201,7 @@ def plan_gpu_lora(
             small_at_endpoint_rank=at(max_rank, small_active),
             small_in_own_tier=at(small_rank, small_active),
             extra_base_copy_gib=base_weight_gib,
+            extra_copy_monthly_usd=copy_monthly_usd,
         )
         split = candidate if candidate.speedup >= WORTH_SPLITTING else None
     rates = {t.name: t.requests_per_minute for t in tenants}
