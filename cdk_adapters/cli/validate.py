@@ -106,3 +106,6 @@ def validate_manifest(args: argparse.Namespace, path: Path, out: TextIO, err: Te
         f"max_cpu_loras {plan.max_cpu_loras if plan.max_cpu_loras is not None else 'default'}, "
         f"max_lora_rank {plan.max_lora_rank}{derived}\n"
     )
+    if plan.tier_ranks:
+        counts = {rank: sum(1 for tier in plan.tiers.values() if tier == rank) for rank in plan.tier_ranks}
+        out.write("ok: rank tiers: " + ", ".join(f"rank {rank} ({count} adapter(s))" for rank, count in counts.items()) + "\n")

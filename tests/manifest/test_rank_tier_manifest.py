@@ -192,3 +192,8 @@ def test_the_endpoint_attaches_each_row_where_the_plan_places_it(tmp_path):
     spec = stack.resolve(endpoint.adapters["legal-v1"].resource.specification)
     assert spec["baseInferenceComponentName"] == f"{endpoint.prefix}-base-r64"
     assert [tier.max_lora_rank for tier in endpoint.rank_tiers] == [32, 64]
+
+
+def test_validate_lists_each_tier_with_its_adapters(tmp_path):
+    status, out, _ = cli("validate", str(tiered_manifest(tmp_path)))
+    assert status == 0 and "ok: rank tiers: rank 16 (2 adapter(s)), rank 64 (1 adapter(s))" in out

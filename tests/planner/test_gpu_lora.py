@@ -154,6 +154,9 @@ def test_the_plan_command_shows_the_split_and_its_basis():
     document = plan("--num-layers", "32", "--tenants", "11", "--ranks", "16x10,64", "--json").json()
     gpu = document["gpu_lora"]
     assert gpu["max_lora_rank"] == 64 and gpu["split"]["small_rank"] == 16
+    # One more copy on the example's one-GPU ml.g6.2xlarge: an instance's month at the shipped $1.20/hour.
+    assert gpu["split"]["extra_copy_monthly_usd"] == pytest.approx(1.20 * 730)
+    assert "serving.tiers: [{max_lora_rank: 16}, {max_lora_rank: 64}]" in gpu["recommendation"]
     assert gpu["source"] == lora_kernels.SOURCE
     assert all("estimated" in row["basis"] for row in gpu["per_decoder_layer"])  # the default instance's L4, not an H200
     assert document["memory"]["max_lora_rank"] == 64  # the slots are sized for the rank-64 tenant too
