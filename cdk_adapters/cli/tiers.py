@@ -34,6 +34,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    from cdk_adapters.endpoint.names import tier_suffix
     from cdk_adapters.manifest import plan_manifest_file
     from cdk_adapters.manifest.tier_record import load_tier_record, tier_record_path_for, tier_record_text
 
@@ -44,11 +45,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if not plan.tiers:
         err.write(f"{manifest} serves one tier and {path} records none: nothing to record\n")
         return
-    changed = {name: tier for name, tier in plan.tiers.items() if recorded.get(name) != tier}
+    first = (plan.tier_ranks or (plan.max_lora_rank,))[0]
+    bases = {name: tier_suffix(tier, first_rank=first) for name, tier in plan.tiers.items()}
+    changed = {name: base for name, base in bases.items() if recorded.get(name) != base}
     dropped = sorted(set(recorded) - set(plan.tiers))
-    for name, tier in changed.items():
+    for name, base in changed.items():
         was = recorded.get(name)
-        out.write(f"{name}: rank-{tier} tier{'' if was is None else f' (was rank-{was})'}\n")
+        out.write(f"{name}: {base}, the rank-{plan.tiers[name]} tier{'' if was is None else f' (was {was})'}\n")
     for name in dropped:
         out.write(f"{name}: no longer in the manifest\n")
     if args.check:
@@ -61,5 +64,5 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         err.write(f"{path} is up to date ({len(recorded)} rows)\n")
         return
     if changed or dropped or not path.exists():
-        path.write_text(tier_record_text(plan.tiers), encoding="utf-8")
+        path.write_text(tier_record_text(plan.tiers, first), encoding="utf-8")
     err.write(f"recorded {len(changed)} new or moved row(s), dropped {len(dropped)}, in {path} ({len(plan.tiers)} in all)\n")

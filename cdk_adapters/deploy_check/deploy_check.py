@@ -305,10 +305,11 @@ class AdapterDeployCheck(Construct):
         self.provider.node.find_child("framework-onEvent").node.add_dependency(framework_policy)
         return framework_policy
 
-    def track(self, component: CheckedComponent, check: AdapterCheck | None) -> None:
-        """Check `component` whenever it is new or changed, after its stack is deployed."""
+    def track(self, component: CheckedComponent, check: AdapterCheck | None, tier_base: str | None = None) -> None:
+        """Check `component` whenever it is new or changed, after its stack is deployed; `tier_base`
+        is the rank tier's base component it is on, when not the first tier's (a move is a change)."""
         name = component.adapter_name
-        self._adapters[name] = adapter_digest(component.artifact_url, check, self._stack)
+        self._adapters[name] = adapter_digest(component.artifact_url, check, self._stack, tier_base)
         if self._named_components_only:
             self._invoke.add_resources(inference_component_arn(self._stack, component.inference_component_name))
         if check is not None and check.render():

@@ -127,11 +127,14 @@ def body_problems(body: object, subject: str, field_name: str) -> list[Problem]:
     return [Problem(subject, f"{field_name}.{sub}" if sub else field_name, message) for sub, message in body_messages(body)]
 
 
-def adapter_digest(artifact_url: str, check: AdapterCheck | None, stack: Stack) -> str:
+def adapter_digest(artifact_url: str, check: AdapterCheck | None, stack: Stack, tier_base: str | None = None) -> str:
     """What makes an adapter 'changed' for the check: its artifact URL (as CloudFormation will see
-    it) and its own check request. Content-addressed URLs change with the bytes."""
+    it), its own check request, and the rank tier's base component it is on when that is not the
+    first tier's (so a move between tiers is checked; one tier digests as it always did).
+    Content-addressed URLs change with the bytes."""
     url = artifact_url
     if Token.is_unresolved(url):
         url = json.dumps(stack.resolve(url), sort_keys=True)
     request = json.dumps(check.render(), sort_keys=True) if check is not None else ""
-    return hashlib.sha256(f"{url}\0{request}".encode()).hexdigest()[:16]
+    base = f"\0{tier_base}" if tier_base is not None else ""
+    return hashlib.sha256(f"{url}\0{request}{base}".encode()).hexdigest()[:16]

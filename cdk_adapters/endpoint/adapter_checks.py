@@ -124,7 +124,7 @@ def attach_tier(
     if tier is not None and tier not in tier_ranks:
         return None, [Problem(subject, "tier", f"({tier}) is none of the tiers' max_lora_rank ({listed})")]
     if rank is None:
-        if tier is not None or len(tier_ranks) == 1:
+        if len(tier_ranks) == 1:
             return tier, []
         return None, [
             Problem(subject, "rank", f"is needed to choose its tier ({listed}): pass add_adapter(rank=<the adapter's r>)")

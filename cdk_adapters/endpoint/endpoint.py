@@ -39,7 +39,7 @@ from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInfe
 from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.endpoint.invoke_grant import InvokeGrants, granted_list_problems
-from cdk_adapters.endpoint.rank_tiers import RankTier, ServedTier, create_tiers, tier_problems, tiers_ranks
+from cdk_adapters.endpoint.rank_tiers import RankTier, ServedTier, create_tiers, fixed_tiers, tier_problems, tiers_ranks
 from cdk_adapters.endpoint.serving_policy import ServingPolicy
 from cdk_adapters.endpoint.synth_validations import AdapterNamesValidation, AliasValidation, alias_name_problems
 from cdk_adapters.gate import Acknowledgment, BaseModelFacts
@@ -227,7 +227,7 @@ class MultiAdapterEndpoint(Construct):
             environment=dict(environment or {}),
         )
         self.adapter_locations: list[AdapterLocation] = []
-        self.rank_tier_settings: Sequence[RankTier] = rank_tiers or ()
+        self.rank_tier_settings: Sequence[RankTier] = fixed_tiers(rank_tiers)
         self.aliases: dict[str, dict[str, int]] = {}
         self.prefix = self._derive_prefix()
         self.endpoint_name = self.prefix
@@ -540,10 +540,11 @@ class MultiAdapterEndpoint(Construct):
             what = "its component" if not alarms else f"its component and {alarms} alarm(s)"
             problems += self.fleet.capacity_problems(name, subject, resources=1 + alarms, what=what)
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
-        component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact, base=self.tier_base(tier_rank))
+        base = self.tier_base(tier_rank)
+        component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact, base=base)
         self.adapter_settings.add(name, limits, capture)
         if self.deploy_check is not None:
-            self.deploy_check.track(component, check)
+            self.deploy_check.track(component, check, None if base is self.base_component else base.inference_component_name)
         self.monitoring.bind_adapter(name, component, subject)
         config = component.artifact_config
         if config.asset_object_arn is not None:
@@ -635,7 +636,10 @@ class MultiAdapterEndpoint(Construct):
     def tier_base(self, rank: int | None) -> BaseInferenceComponent:
         """The base component an adapter of `rank` attaches to (None: the first tier's)."""
         held = smallest_tier_holding(rank, self.tier_ranks) if rank is not None else None
-        return next((tier.base_component for tier in self.rank_tiers if tier.max_lora_rank == held), self.base_component)
+        if held is None or held == self.tier_ranks[0]:
+            return self.base_component
+        [tier] = [tier for tier in self.rank_tiers if tier.max_lora_rank == held]
+        return tier.base_component
 
     def _published_tiers(self) -> tuple[tuple[int, str], ...]:
         if not self.rank_tiers:

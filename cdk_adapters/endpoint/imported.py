@@ -284,7 +284,8 @@ class ImportedMultiAdapterEndpoint(Construct):
             subject=subject,
             how_to_add="needs this stack's deploy check: call add_deploy_check(DeployCheck(...)) before adding adapters",
         )
-        tiers = self.record.serving.tiers if self.record.serving is not None and not self.lookup_pending else ()
+        serving = self.record.serving if not self.lookup_pending else None
+        tiers = (serving.tiers or ((serving.max_lora_rank, self.base_component_name),)) if serving is not None else ()
         held = None
         if tiers:
             held, rank_problems = adapter_checks.attach_tier(name, artifact, rank, None, [tier for tier, _ in tiers], subject)
@@ -294,13 +295,14 @@ class ImportedMultiAdapterEndpoint(Construct):
                 name, artifact, self.compatibility_reference, self._location_problems, subject
             )
         raise_if_any(problems, heading=f"cannot add adapter {name!r} to {self._subject}")
+        base = next((b for tier, b in tiers if tier == held), self.base_component_name)
         component = AdapterInferenceComponent(
             self,
             name,
             adapter_name=name,
             inference_component_name=self.adapter_component_name(name),
             endpoint_name=self.endpoint_name,
-            base_component_name=next((base for tier, base in tiers if tier == held), self.base_component_name),
+            base_component_name=base,
             artifact=artifact,
         )
         config = component.artifact_config
@@ -310,7 +312,7 @@ class ImportedMultiAdapterEndpoint(Construct):
             component.resource.add_resource_dependency(policy.node.default_child)  # type: ignore[arg-type]  # its CfnPolicy
         self._components[adapter_names.adapter_name_key(name)] = component
         if self.deploy_check is not None:
-            self.deploy_check.track(component, check)
+            self.deploy_check.track(component, check, None if base == self.base_component_name else base)
         return component
 
     def add_deploy_check(

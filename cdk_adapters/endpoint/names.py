@@ -86,4 +86,10 @@ def base_component_name(prefix: str) -> str:
 
 def tier_component_name(prefix: str, max_lora_rank: int) -> str:
     """The base component of a rank tier above the first: ``<prefix>-base-r<rank>``."""
-    return f"{prefix}-{BASE_COMPONENT_SUFFIX}-r{max_lora_rank}"
+    return f"{prefix}-{tier_suffix(max_lora_rank, first_rank=0)}"
+
+
+def tier_suffix(max_lora_rank: int, *, first_rank: int) -> str:
+    """A tier's base component name after the prefix: the first tier's ``base`` (the endpoint's
+    own base component), a later tier's ``base-r<rank>``. Which base an adapter is on is this, not the rank."""
+    return BASE_COMPONENT_SUFFIX if max_lora_rank == first_rank else f"{BASE_COMPONENT_SUFFIX}-r{max_lora_rank}"

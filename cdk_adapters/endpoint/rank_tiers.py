@@ -66,6 +66,12 @@ class RankTier:
         )
 
 
+def fixed_tiers(tiers: Any) -> Any:
+    """The `rank_tiers` prop as built: a copy of a list (changing the caller's list later changes
+    nothing), anything else kept for `tier_problems` to name."""
+    return tuple(tiers) if isinstance(tiers, (list, tuple)) else tiers or ()
+
+
 def tier_problems(tiers: object, vllm: VllmOptions, subject: str, deployment: RollingUpdate | None = None) -> list[Problem]:
     """Every problem with `rank_tiers`: kinds, ranks (allowed, above the first tier's, distinct),
     copies (enough for the endpoint's rolling update, which each tier's base component runs), engines."""
@@ -82,7 +88,7 @@ def tier_problems(tiers: object, vllm: VllmOptions, subject: str, deployment: Ro
             found.append(Problem(subject, field, f"must be a RankTier, got {type(tier).__name__}"))
             continue
         rank = tier.max_lora_rank
-        if isinstance(rank, bool) or rank not in ALLOWED_MAX_LORA_RANKS:
+        if type(rank) is not int or rank not in ALLOWED_MAX_LORA_RANKS:
             allowed = ", ".join(map(str, ALLOWED_MAX_LORA_RANKS))
             found.append(Problem(subject, f"{field}.max_lora_rank", f"vLLM accepts only {allowed}; got {rank!r}"))
             continue
@@ -117,7 +123,11 @@ def tiers_ranks(vllm: VllmOptions, tiers: object) -> tuple[int, ...]:
     """Every tier's rank, the first (``vllm.max_lora_rank``) first; entries `tier_problems` refuses are left out."""
     above = (
         sorted(
-            {tier.max_lora_rank for tier in tiers if isinstance(tier, RankTier) and tier.max_lora_rank in ALLOWED_MAX_LORA_RANKS}
+            {
+                t.max_lora_rank
+                for t in tiers
+                if isinstance(t, RankTier) and type(t.max_lora_rank) is int and t.max_lora_rank in ALLOWED_MAX_LORA_RANKS
+            }
         )
         if isinstance(tiers, (list, tuple))
         else []

@@ -92,14 +92,15 @@ class ManifestPlan:
         """The tiers after the first, as the endpoint takes them (`MultiAdapterEndpoint(rank_tiers=...)`)."""
         from cdk_adapters.endpoint.rank_tiers import RankTier
 
+        serving = self.manifest.serving  # a later tier's slots default to serving's, never to the first tier's
         return [
             RankTier(
                 max_lora_rank=tier.max_lora_rank,
-                max_loras=tier.max_loras,
-                max_cpu_loras=tier.max_cpu_loras,
+                max_loras=tier.max_loras if tier.max_loras is not None else serving.max_loras,
+                max_cpu_loras=tier.max_cpu_loras if tier.max_cpu_loras is not None else serving.max_cpu_loras,
                 copy_count=tier.copies or 1,
             )
-            for tier in (self.manifest.serving.tiers or [])[1:]
+            for tier in (serving.tiers or [])[1:]
         ]
 
     @property

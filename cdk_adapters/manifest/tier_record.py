@@ -12,14 +12,18 @@ yet (new ones) are placed by the rule. No record file: nothing was recorded, not
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cdk_adapters.endpoint.names import tier_suffix
 from cdk_adapters.gate.ranks import smallest_tier_holding
 from cdk_adapters.problems import ConfigurationError, Problem
 
 TIER_RECORD_SUFFIX = ".tiers.json"
 TIER_RECORD_VERSION = 1
+RECORDED_BASE = re.compile(r"base(-r[0-9]+)?")
+"""What the record holds per adapter: its base component's name after the endpoint's prefix."""
 
 
 def tier_record_path_for(manifest_path: Path) -> Path:
@@ -28,8 +32,9 @@ def tier_record_path_for(manifest_path: Path) -> Path:
     return manifest_path.with_name(manifest_path.name.rsplit(".", 1)[0] + TIER_RECORD_SUFFIX)
 
 
-def load_tier_record(path: Path) -> dict[str, int]:
-    """Adapter -> the ``max_lora_rank`` of the tier it was recorded on; an absent file records none."""
+def load_tier_record(path: Path) -> dict[str, str]:
+    """Adapter -> the base component it was recorded on (``base``, ``base-r64``: the name after the
+    endpoint's prefix); an absent file records none."""
     path = Path(path)
     if not path.exists():
         return {}
@@ -41,25 +46,34 @@ def load_tier_record(path: Path) -> dict[str, int]:
     tiers = document.get("tiers") if isinstance(document, dict) else None
     if not isinstance(document, dict) or document.get("version") != TIER_RECORD_VERSION or not isinstance(tiers, dict):
         raise ConfigurationError(
-            [Problem(subject, "(file)", f'must be {{"version": {TIER_RECORD_VERSION}, "tiers": {{adapter: rank}}}}')]
+            [
+                Problem(
+                    subject,
+                    "(file)",
+                    f'must be {{"version": {TIER_RECORD_VERSION}, "tiers": {{adapter: "base" or "base-r<rank>"}}}}',
+                )
+            ]
         )
-    bad = [name for name, rank in tiers.items() if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1]
+    bad = [name for name, base in tiers.items() if not isinstance(base, str) or not RECORDED_BASE.fullmatch(base)]
     if bad:
-        raise ConfigurationError([Problem(subject, f"tiers.{name}", "must be a tier's max_lora_rank") for name in bad])
+        raise ConfigurationError([Problem(subject, f"tiers.{name}", 'must be "base" or "base-r<rank>"') for name in bad])
     return dict(tiers)
 
 
-def tier_record_text(placement: Mapping[str, int]) -> str:
-    """The file's text: sorted, indented JSON that diffs well in review."""
-    return json.dumps({"version": TIER_RECORD_VERSION, "tiers": dict(sorted(placement.items()))}, indent=2) + "\n"
+def tier_record_text(placement: Mapping[str, int], first_rank: int) -> str:
+    """The file's text for `placement` (adapter -> tier rank): each adapter's base component, sorted,
+    indented JSON that diffs well in review."""
+    bases = {name: tier_suffix(rank, first_rank=first_rank) for name, rank in sorted(placement.items())}
+    return json.dumps({"version": TIER_RECORD_VERSION, "tiers": bases}, indent=2) + "\n"
 
 
 def place_on_tiers(
-    rows: Sequence[tuple[str, int | None, int | None]], tier_ranks: Sequence[int], recorded: Mapping[str, int]
+    rows: Sequence[tuple[str, int | None, int | None]], tier_ranks: Sequence[int], recorded: Mapping[str, str]
 ) -> tuple[dict[str, int], list[Problem]]:
-    """Each row's tier, from ``(name, rank, pin)``: its pin, else the smallest tier holding its rank
-    (no rank known: the first tier); and every problem: a pin that is no tier or is below the
-    rank, and a row the rule moves off its recorded tier without a pin saying so."""
+    """Each row's tier rank, from ``(name, rank, pin)``: its pin, else the smallest tier holding its
+    rank (no rank known: the first tier); and every problem: a pin that is no tier or is below the
+    rank, and a row placed on another base component than its recorded one without a pin saying so
+    (the first tier's rank changing moves its adapters too: its base is ``base`` whatever its rank)."""
     listed = ", ".join(map(str, tier_ranks))
     placement: dict[str, int] = {}
     problems: list[Problem] = []
@@ -74,17 +88,22 @@ def place_on_tiers(
         tier = pin if pin is not None else smallest_tier_holding(rank or 1, tier_ranks)
         if tier is None:
             continue  # above every tier: the gate's rank rule reports it
-        was = recorded.get(name)
-        if pin is None and was is not None and was != tier:
-            problems.append(
-                Problem(
-                    subject,
-                    "tier",
-                    f"would move from the rank-{was} tier, where the tier record has it, to the rank-{tier} tier: "
-                    f"say which with `tier: {was}` (stay; that tier must still exist) or `tier: {tier}` (move, which "
-                    "changes the component's base in place), then run `cdk-adapters tiers`",
-                )
-            )
+        was, now = recorded.get(name), tier_suffix(tier, first_rank=tier_ranks[0])
+        if pin is None and was is not None and was != now:
+            problems.append(_move_problem(subject, was, now, tier, rank, tier_ranks))
             continue
         placement[name] = tier
     return placement, problems
+
+
+def _move_problem(subject: str, was: str, now: str, tier: int, rank: int | None, tier_ranks: Sequence[int]) -> Problem:
+    """A row the rule would put on another base component than the record's, and how to say which."""
+    stay = next((r for r in tier_ranks if tier_suffix(r, first_rank=tier_ranks[0]) == was and r >= (rank or 1)), None)
+    keep = f"`tier: {stay}` keeps it on {was}, " if stay is not None else f"{was} cannot hold it any more; "
+    return Problem(
+        subject,
+        "tier",
+        f"would move from base component {was}, where the tier record has it, to {now} (the rank-{tier} tier): "
+        f"name its tier: {keep}`tier: {tier}` moves it (which changes the component's base in place); then run "
+        "`cdk-adapters tiers`",
+    )

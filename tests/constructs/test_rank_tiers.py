@@ -307,3 +307,50 @@ def test_a_shard_waits_for_every_tier_base_it_may_hold_adapters_of():
     first_base = stack.get_logical_id(endpoint.base_component.resource)
     shards = template.find_resources("AWS::CloudFormation::Stack").values()
     assert shards and all({tier_base, first_base} <= set(shard["DependsOn"]) for shard in shards)
+
+
+def test_a_move_between_tiers_is_a_change_the_deploy_check_invokes():
+    def digest(**where) -> str:
+        endpoint = tiered(deploy_check=DeployCheck())
+        endpoint.add_adapter("mover-v1", artifact=published("mover-v1"), rank=8, **where)
+        return endpoint.deploy_check.adapters["mover-v1"]
+
+    assert digest() != digest(tier=64)
+    one_tier = build_endpoint(new_stack(), deploy_check=DeployCheck())
+    one_tier.add_adapter("mover-v1", artifact=published("mover-v1"), rank=8)
+    assert one_tier.deploy_check.adapters["mover-v1"] == digest(), "the first tier digests as one tier always did"
+
+
+def test_the_tiers_are_fixed_when_the_endpoint_is_built():
+    given = [RankTier(max_lora_rank=64)]
+    endpoint = build_endpoint(new_stack(), rank_tiers=given, instances=BIG)
+    given.append(RankTier(max_lora_rank=128))
+    assert endpoint.tier_ranks == (16, 64)
+    with pytest.raises(ConfigurationError, match=r"rank 128, above every tier's max_lora_rank \(16, 64\)"):
+        endpoint.add_adapter("big-v1", artifact=published("big-v1"), rank=128)
+
+
+def test_a_rank_must_be_an_integer_and_a_pin_needs_one_for_a_published_archive():
+    with pytest.raises(ConfigurationError, match=r"rank_tiers\[0\].max_lora_rank: vLLM accepts only"):
+        build_endpoint(new_stack(), rank_tiers=[RankTier(max_lora_rank=64.0)], instances=BIG)
+    with pytest.raises(ConfigurationError, match="rank: is needed to choose its tier"):
+        tiered().add_adapter("pinned-v1", artifact=published("pinned-v1"), tier=64)
+
+
+def test_an_import_of_one_tier_refuses_a_rank_above_it():
+    record = DiscoveryRecord.from_json(build_endpoint(new_stack()).discovery_record().to_json())
+    imported = ImportedMultiAdapterEndpoint.from_endpoint_attributes(
+        new_stack("Tenant"),
+        "Serving",
+        endpoint_name=record.endpoint_name,
+        base_component_name=record.base_inference_component_name,
+        component_prefix=record.component_prefix,
+        serving_reference=record.serving,
+    )
+    with pytest.raises(ConfigurationError, match=r"rank 128, above every tier's max_lora_rank \(16\)"):
+        imported.add_adapter("acme-big-v1", artifact=published("acme-big-v1"), rank=128)
+    small = imported.add_adapter("acme-small-v1", artifact=published("acme-small-v1"), rank=16)
+    assert (
+        cdk.Stack.of(small).resolve(small.resource.specification)["baseInferenceComponentName"]
+        == record.base_inference_component_name
+    )

@@ -44,7 +44,7 @@ def test_the_plan_carries_the_tiers_and_checks_against_the_largest(tmp_path):
     plan = plan_manifest(load_manifest(tiered_manifest(tmp_path)))
     assert plan.tier_ranks == (16, 64) and plan.max_lora_rank == 16 and plan.reference.max_lora_rank == 64
     [tier] = plan.rank_tiers()
-    assert (tier.max_lora_rank, tier.max_loras, tier.max_cpu_loras, tier.copy_count) == (64, 2, None, 2)
+    assert (tier.max_lora_rank, tier.max_loras, tier.max_cpu_loras, tier.copy_count) == (64, 2, 8, 2)
 
 
 def test_a_row_no_tier_holds_fails_the_gate_naming_it(tmp_path):
@@ -144,16 +144,17 @@ def set_tiers(path: Path, tiers: list[dict]) -> None:
 def test_the_tier_record_refuses_a_move_the_row_does_not_ask_for(tmp_path):
     manifest = tiered_manifest(tmp_path, big_rank=32)  # legal-v1, rank 32, on the rank-64 tier
     status, out, _ = cli("tiers", "--manifest", str(manifest))
-    assert status == 0 and "legal-v1: rank-64 tier" in out
+    assert status == 0 and "legal-v1: base-r64, the rank-64 tier" in out
     record = json.loads(manifest.with_suffix("").with_suffix(".tiers.json").read_text())
-    assert record["tiers"] == {"legal-v1": 64, "support-de-v1": 16, "support-en-v1": 16}
+    assert record["tiers"] == {"legal-v1": "base-r64", "support-de-v1": "base", "support-en-v1": "base"}
     assert cli("tiers", "--manifest", str(manifest), "--check")[0] == 0
 
     set_tiers(manifest, [TIERS[0], {"max_lora_rank": 32}, TIERS[1]])  # a tier inserted below legal-v1's
     with pytest.raises(ConfigurationError) as caught:
         plan_manifest(load_manifest(manifest))
     message = str(caught.value)
-    assert "adapter 'legal-v1': tier: would move from the rank-64 tier" in message and "to the rank-32 tier" in message
+    assert "adapter 'legal-v1': tier: would move from base component base-r64" in message
+    assert "to base-r32 (the rank-32 tier)" in message and "`tier: 64` keeps it on base-r64" in message
     assert "support-en-v1" not in message, "rows the new tier does not touch stay where they are"
     status, _, err = cli("tiers", "--manifest", str(manifest))
     assert status == 1 and "would move" in err, "the record is not rewritten over an unconfirmed move"
@@ -197,3 +198,24 @@ def test_the_endpoint_attaches_each_row_where_the_plan_places_it(tmp_path):
 def test_validate_lists_each_tier_with_its_adapters(tmp_path):
     status, out, _ = cli("validate", str(tiered_manifest(tmp_path)))
     assert status == 0 and "ok: rank tiers: rank 16 (2 adapter(s)), rank 64 (1 adapter(s))" in out
+
+
+def test_a_tier_below_the_first_moves_the_first_tiers_adapters_and_is_refused(tmp_path):
+    manifest = tiered_manifest(tmp_path, big_rank=32)
+    assert cli("tiers", "--manifest", str(manifest))[0] == 0
+    set_tiers(manifest, [{"max_lora_rank": 8}, *TIERS])  # base now serves rank 8: its rank-16 adapters would go to base-r16
+    with pytest.raises(ConfigurationError) as caught:
+        plan_manifest(load_manifest(manifest))
+    message = str(caught.value)
+    for row in ("support-en-v1", "support-de-v1"):
+        assert f"adapter '{row}': tier: would move from base component base, where the tier record has it, to base-r16" in message
+    assert "base cannot hold it any more" in message
+    assert "legal-v1" not in message, "base-r64 is the same base component whatever the first tier's rank"
+    status, _, err = cli("tiers", "--manifest", str(manifest), "--check")
+    assert status == 1 and "would move" in err
+
+
+def test_a_later_tier_takes_serving_slots_not_the_first_tiers(tmp_path):
+    tiers = [{"max_lora_rank": 16, "max_loras": 8, "max_cpu_loras": 16}, {"max_lora_rank": 64}]
+    [tier] = plan_manifest(load_manifest(tiered_manifest(tmp_path, tiers=tiers))).rank_tiers()
+    assert (tier.max_loras, tier.max_cpu_loras) == (4, 8)
