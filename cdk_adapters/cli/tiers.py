@@ -1,8 +1,8 @@
 """``cdk-adapters tiers``: write the tier record a manifest with rank tiers commits, like the lock file.
 
 It places every row as synth does (a row's ``tier:``, else the smallest tier holding its rank)
-and records each row's tier in ``<manifest>.tiers.json``. Once committed, synth refuses a row that
-a change of the tiers would move off its recorded tier unless the row names its tier
+and records each row's base component (``base``, ``base-r64``) in ``<manifest>.tiers.json``. Once
+committed, synth refuses a row that a change of the tiers would put on another base component unless the row names its tier
 (`cdk_adapters.manifest.tier_record`). ``--check`` changes nothing and fails when the record is not
 up to date (for CI).
 """
@@ -20,7 +20,7 @@ from cdk_adapters.problems import Problem
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "tiers",
-        help="record which rank tier each manifest row is attached to (the tier record a manifest commits)",
+        help="record which base component (rank tier) each manifest row is attached to (the tier record a manifest commits)",
         description=(
             "Gate the manifest, place every row on its rank tier (its tier: pin, else the smallest tier holding its "
             "rank), print each row whose tier is new or changed, and write <manifest>.tiers.json. Every problem is "

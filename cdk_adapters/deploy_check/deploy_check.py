@@ -63,6 +63,8 @@ class CheckedComponent(IConstruct, Protocol):
     @property
     def artifact_url(self) -> str: ...
     @property
+    def base_component_name(self) -> str: ...
+    @property
     def resource(self) -> CfnResource: ...
 
 
@@ -157,6 +159,7 @@ class AdapterDeployCheck(Construct):
         super().__init__(scope, id)
         self.settings = settings
         self.component_prefix = component_prefix
+        self._first_base = base_component_name
         stack = Stack.of(self)
         self._stack = stack
         self._adapters: dict[str, str] = {}
@@ -305,10 +308,12 @@ class AdapterDeployCheck(Construct):
         self.provider.node.find_child("framework-onEvent").node.add_dependency(framework_policy)
         return framework_policy
 
-    def track(self, component: CheckedComponent, check: AdapterCheck | None, tier_base: str | None = None) -> None:
-        """Check `component` whenever it is new or changed, after its stack is deployed; `tier_base`
-        is the rank tier's base component it is on, when not the first tier's (a move is a change)."""
+    def track(self, component: CheckedComponent, check: AdapterCheck | None) -> None:
+        """Check `component` whenever it is new or changed, after its stack is deployed; on a rank
+        tier's base (not the first tier's), a move between tiers is a change too."""
         name = component.adapter_name
+        base = component.base_component_name
+        tier_base = None if base == self._first_base else base
         self._adapters[name] = adapter_digest(component.artifact_url, check, self._stack, tier_base)
         if self._named_components_only:
             self._invoke.add_resources(inference_component_arn(self._stack, component.inference_component_name))

@@ -259,6 +259,8 @@ class AdapterInferenceComponent(RequestMetricMethods, InferenceComponentMetrics,
         self.artifact_config = artifact.bind(self)
         self.adapter_name = adapter_name
         self.inference_component_name = inference_component_name
+        self.base_component_name = base_component_name
+        """The base component it is attached to (a rank tier's, or the endpoint's)."""
         self.artifact_url = self.artifact_config.s3_url
         self.resource = sagemaker.CfnInferenceComponent(
             self,

@@ -544,7 +544,7 @@ class MultiAdapterEndpoint(Construct):
         component = self.fleet.add(name, adapter_component_name(self.prefix, name), artifact, base=base)
         self.adapter_settings.add(name, limits, capture)
         if self.deploy_check is not None:
-            self.deploy_check.track(component, check, None if base is self.base_component else base.inference_component_name)
+            self.deploy_check.track(component, check)
         self.monitoring.bind_adapter(name, component, subject)
         config = component.artifact_config
         if config.asset_object_arn is not None:
@@ -636,6 +636,10 @@ class MultiAdapterEndpoint(Construct):
     def tier_base(self, rank: int | None) -> BaseInferenceComponent:
         """The base component an adapter of `rank` attaches to (None: the first tier's)."""
         held = smallest_tier_holding(rank, self.tier_ranks) if rank is not None else None
+        if rank is not None and held is None:
+            raise ConfigurationError(
+                [Problem(self._subject, "rank", f"{rank} is above every tier's max_lora_rank {self.tier_ranks}")]
+            )
         if held is None or held == self.tier_ranks[0]:
             return self.base_component
         [tier] = [tier for tier in self.rank_tiers if tier.max_lora_rank == held]

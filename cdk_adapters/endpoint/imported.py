@@ -312,7 +312,7 @@ class ImportedMultiAdapterEndpoint(Construct):
             component.resource.add_resource_dependency(policy.node.default_child)  # type: ignore[arg-type]  # its CfnPolicy
         self._components[adapter_names.adapter_name_key(name)] = component
         if self.deploy_check is not None:
-            self.deploy_check.track(component, check, None if base == self.base_component_name else base)
+            self.deploy_check.track(component, check)
         return component
 
     def add_deploy_check(

@@ -70,7 +70,9 @@ class VllmOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 bad(name, f"must be a positive integer, got {value!r}")
-        if self.max_lora_rank is not None and self.max_lora_rank not in ALLOWED_MAX_LORA_RANKS:
+        if self.max_lora_rank is not None and (
+            type(self.max_lora_rank) is not int or self.max_lora_rank not in ALLOWED_MAX_LORA_RANKS
+        ):
             allowed = ", ".join(map(str, ALLOWED_MAX_LORA_RANKS))
             bad("max_lora_rank", f"vLLM accepts only {allowed}; got {self.max_lora_rank!r}")
         if isinstance(self.max_loras, int) and isinstance(self.max_cpu_loras, int) and self.max_cpu_loras < self.max_loras:

@@ -96,8 +96,8 @@ class ManifestPlan:
         return [
             RankTier(
                 max_lora_rank=tier.max_lora_rank,
-                max_loras=tier.max_loras if tier.max_loras is not None else serving.max_loras,
-                max_cpu_loras=tier.max_cpu_loras if tier.max_cpu_loras is not None else serving.max_cpu_loras,
+                max_loras=serving.tier_slots(tier)[0],
+                max_cpu_loras=serving.tier_slots(tier)[1],
                 copy_count=tier.copies or 1,
             )
             for tier in (serving.tiers or [])[1:]

@@ -82,7 +82,21 @@ class ServingLimits(StrictModel):
                 "tiers[0].copies, min_copies, max_copies: the first tier is the endpoint's own base component; "
                 "its copies and their scaling are the environment's"
             )
+        for index, tier in enumerate(tiers):
+            loras, cpu = self.tier_slots(tier)
+            if cpu < loras:
+                raise ValueError(
+                    f"tiers[{index}]: max_cpu_loras ({cpu}) must be >= max_loras ({loras}): the host cache holds every "
+                    "adapter that is on the GPU"
+                )
         return self
+
+    def tier_slots(self, tier: TierSpec) -> tuple[int, int]:
+        """A tier's (max_loras, max_cpu_loras): its own, else serving's; the host cache defaults to
+        the GPU slots, as vLLM's does."""
+        loras = tier.max_loras if tier.max_loras is not None else self.max_loras
+        cpu = tier.max_cpu_loras if tier.max_cpu_loras is not None else self.max_cpu_loras
+        return loras, cpu if cpu is not None else loras
 
     @property
     def tier_ranks(self) -> tuple[int, ...]:

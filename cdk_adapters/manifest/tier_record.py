@@ -1,10 +1,10 @@
-"""The tier record: which rank tier each manifest row is attached to, committed beside the manifest.
+"""The tier record: which base component (rank tier) each manifest row is attached to, committed beside the manifest.
 
 An adapter component names its base component once. When the tiers change under it (a tier
 inserted below its own, or its own removed), the placement rule would attach it to another base,
 and whether SageMaker moves a component between base components in place is unconfirmed. So
-``cdk-adapters tiers`` records each row's tier in ``<manifest>.tiers.json``, and synth refuses a row
-the rule would move from its recorded tier unless the row says so: ``tier:`` names the tier it is
+``cdk-adapters tiers`` records each row's base component (``base``, ``base-r64``) in
+``<manifest>.tiers.json``, and synth refuses a row the rule would put on another base component unless the row says so: ``tier:`` names the tier it is
 to be on (its recorded one, to stay; another, to move it on purpose). Rows the record does not name
 yet (new ones) are placed by the rule. No record file: nothing was recorded, nothing is refused.
 """
@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cdk_adapters.endpoint.names import tier_suffix
-from cdk_adapters.gate.ranks import smallest_tier_holding
+from cdk_adapters.gate.ranks import ALLOWED_MAX_LORA_RANKS, smallest_tier_holding
 from cdk_adapters.problems import ConfigurationError, Problem
 
 TIER_RECORD_SUFFIX = ".tiers.json"
 TIER_RECORD_VERSION = 1
-RECORDED_BASE = re.compile(r"base(-r[0-9]+)?")
+RECORDED_BASE = re.compile(rf"base(-r({'|'.join(map(str, ALLOWED_MAX_LORA_RANKS))}))?")
 """What the record holds per adapter: its base component's name after the endpoint's prefix."""
 
 
@@ -40,9 +40,9 @@ def load_tier_record(path: Path) -> dict[str, str]:
         return {}
     subject = f"tier record '{path}'"
     try:
-        document = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ConfigurationError([Problem(subject, "(file)", f"is not valid JSON: {error}")]) from None
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigurationError([Problem(subject, "(file)", f"cannot be read as JSON: {error}")]) from None
     tiers = document.get("tiers") if isinstance(document, dict) else None
     if not isinstance(document, dict) or document.get("version") != TIER_RECORD_VERSION or not isinstance(tiers, dict):
         raise ConfigurationError(

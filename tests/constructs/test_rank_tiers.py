@@ -354,3 +354,29 @@ def test_an_import_of_one_tier_refuses_a_rank_above_it():
         cdk.Stack.of(small).resolve(small.resource.specification)["baseInferenceComponentName"]
         == record.base_inference_component_name
     )
+
+
+def test_an_imports_deploy_check_added_after_its_adapters_still_sees_their_tier():
+    endpoint = tiered()
+    record = DiscoveryRecord.from_json(endpoint.discovery_record().to_json())
+
+    def digest(rank: int) -> str:
+        imported = ImportedMultiAdapterEndpoint.from_endpoint_attributes(
+            new_stack("Tenant"),
+            "Serving",
+            endpoint_name=record.endpoint_name,
+            base_component_name=record.base_inference_component_name,
+            component_prefix=record.component_prefix,
+            serving_reference=record.serving,
+        )
+        imported.add_adapter("acme-v1", artifact=published("acme-v1"), rank=rank)
+        return imported.add_deploy_check().adapters["acme-v1"]
+
+    assert digest(64) != digest(8)
+
+
+def test_a_rank_no_tier_holds_has_no_base_and_the_first_rank_must_be_an_integer():
+    with pytest.raises(ConfigurationError, match="128 is above every tier's max_lora_rank"):
+        tiered().tier_base(128)
+    with pytest.raises(ConfigurationError, match=r"vllm\.max_lora_rank: vLLM accepts only"):
+        build_endpoint(new_stack(), vllm=VllmOptions(max_lora_rank=16.0))

@@ -219,3 +219,23 @@ def test_a_later_tier_takes_serving_slots_not_the_first_tiers(tmp_path):
     tiers = [{"max_lora_rank": 16, "max_loras": 8, "max_cpu_loras": 16}, {"max_lora_rank": 64}]
     [tier] = plan_manifest(load_manifest(tiered_manifest(tmp_path, tiers=tiers))).rank_tiers()
     assert (tier.max_loras, tier.max_cpu_loras) == (4, 8)
+
+
+def test_a_later_tiers_host_cache_defaults_to_its_own_slots_and_is_checked_in_the_schema(tmp_path):
+    tiers = [{"max_lora_rank": 16, "max_cpu_loras": 16}, {"max_lora_rank": 64}]
+    manifest = tiered_manifest(tmp_path, tiers=tiers)
+    document = yaml.safe_load(manifest.read_text())
+    del document["serving"]["max_cpu_loras"]
+    manifest.write_text(yaml.safe_dump(document, sort_keys=False))
+    [tier] = plan_manifest(load_manifest(manifest)).rank_tiers()
+    assert (tier.max_loras, tier.max_cpu_loras) == (4, 4), "vLLM's default (= max_loras), not the first tier's 16"
+    with pytest.raises(ConfigurationError, match=r"tiers\[1\]: max_cpu_loras \(8\) must be >= max_loras \(16\)"):
+        plan_manifest(load_manifest(tiered_manifest(tmp_path, tiers=[TIERS[0], {"max_lora_rank": 64, "max_loras": 16}])))
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe not utf-8", b'{"version": 1, "tiers": {"legal-v1": "base-r48"}}'])
+def test_a_bad_tier_record_is_named(tmp_path, content):
+    manifest = tiered_manifest(tmp_path)
+    manifest.with_suffix("").with_suffix(".tiers.json").write_bytes(content)
+    with pytest.raises(ConfigurationError, match=r"tier record '.*tiered\.tiers\.json'"):
+        plan_manifest(load_manifest(manifest))
