@@ -305,3 +305,38 @@ def test_a_grant_follows_the_records_canary_and_a_bad_cached_value_is_named(tmp_
         MultiAdapterEndpoint.from_discovery_parameter(
             tenant_stack(cdk.App(context={key: "oops"})), "Serving", parameter_name="/cdk-adapters/x/inference-components"
         )
+
+
+def test_a_tenant_adapter_attaches_to_the_platforms_rank_tier_through_the_lookup(tmp_path):
+    from cdk_adapters import Instances, RankTier
+
+    platform = cdk.App(outdir=str(tmp_path / "platform.out"))
+    endpoint = build_endpoint(
+        cdk.Stack(platform, "Platform", env=ENV),
+        rank_tiers=[RankTier(max_lora_rank=64)],
+        instances=Instances(instance_type="ml.g6.12xlarge"),
+    )
+    endpoint.add_adapter(
+        "platform-v1", artifact=AdapterArtifact.from_s3_url(f"{ADAPTER_BUCKET_URL}platform-v1/adapter.tar.gz"), rank=16
+    )
+    text = published_record(synth_templates(platform)["Platform"])
+    big = AdapterArtifact.from_s3_url(f"{ADAPTER_BUCKET_URL}acme-big-v1/adapter.tar.gz")
+
+    first_pass = cdk.App(outdir=str(tmp_path / "first-pass"))
+    pending = MultiAdapterEndpoint.from_discovery_parameter(
+        tenant_stack(first_pass), "Serving", parameter_name=endpoint.discovery_parameter_name
+    )
+    pending.add_adapter("acme-big-v1", artifact=big, rank=64)  # no record yet: nothing to refuse it by
+    key = lookup_key(tmp_path / "key", endpoint.discovery_parameter_name)
+
+    app = cdk.App(outdir=str(tmp_path / "tenant.out"), context={key: text})
+    imported = MultiAdapterEndpoint.from_discovery_parameter(
+        tenant_stack(app), "Serving", parameter_name=endpoint.discovery_parameter_name
+    )
+    imported.add_adapter("acme-big-v1", artifact=big, rank=64)
+    with pytest.raises(ConfigurationError, match=r"rank 128, above every tier's max_lora_rank \(16, 64\)"):
+        imported.add_adapter("acme-huge-v1", artifact=big, rank=128)
+    [component] = [
+        r for r in synth_templates(app)["Tenant-Acme"]["Resources"].values() if r["Type"] == "AWS::SageMaker::InferenceComponent"
+    ]
+    assert component["Properties"]["Specification"]["BaseInferenceComponentName"] == f"{endpoint.prefix}-base-r64"
