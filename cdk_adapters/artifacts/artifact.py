@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from aws_cdk import AssetStaging, Aws, FileAssetPackaging, Stack
@@ -23,8 +24,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk_adapters.contract.s3_url import S3UrlError, parse_s3_url
-from cdk_adapters.gate import AdapterFacts, Reference, check_adapter_archive
+from cdk_adapters.gate import AdapterFacts, Reference
 from cdk_adapters.gate.adapter_contents import AdapterContents
+from cdk_adapters.gate.check import check_adapter_contents
 from cdk_adapters.private.cdk_tokens import is_unresolved
 from cdk_adapters.problems import Problem
 
@@ -159,11 +161,16 @@ class _LocalArchive(AdapterArtifact):
             return [Problem(subject, "artifact.path", f"{str(self.path)!r} does not exist")]
         return []
 
+    @cached_property
+    def _contents(self) -> AdapterContents:
+        """The archive's file list, config and weights header, read once for the rank and the gate."""
+        return AdapterContents.from_archive(self.path)
+
     def compatibility_problems(self, name: str, reference: Reference) -> list[Problem]:
-        return check_adapter_archive(name, self.path, reference)
+        return check_adapter_contents(name, self._contents, reference)
 
     def lora_rank(self) -> int | None:
-        facts = AdapterFacts.from_contents(AdapterContents.from_archive(self.path))  # unreadable: None, the gate says why
+        facts = AdapterFacts.from_contents(self._contents)  # unreadable: None, the gate says why
         return facts.max_rank if facts is not None else None
 
     def bind(self, scope: Construct) -> AdapterArtifactConfig:

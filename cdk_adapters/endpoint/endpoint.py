@@ -39,7 +39,15 @@ from cdk_adapters.endpoint.components import AdapterInferenceComponent, BaseInfe
 from cdk_adapters.endpoint.execution_role import ExecutionRolePermissions, sagemaker_principal
 from cdk_adapters.endpoint.fleet import AdapterFleet, FleetPlacement
 from cdk_adapters.endpoint.invoke_grant import InvokeGrants, granted_list_problems
-from cdk_adapters.endpoint.rank_tiers import RankTier, ServedTier, create_tiers, fixed_tiers, tier_problems, tiers_ranks
+from cdk_adapters.endpoint.rank_tiers import (
+    RankTier,
+    ServedTier,
+    base_component_options,
+    create_tiers,
+    fixed_tiers,
+    tier_problems,
+    tiers_ranks,
+)
 from cdk_adapters.endpoint.serving_policy import ServingPolicy
 from cdk_adapters.endpoint.synth_validations import AdapterNamesValidation, AliasValidation, alias_name_problems
 from cdk_adapters.gate import Acknowledgment, BaseModelFacts
@@ -47,7 +55,6 @@ from cdk_adapters.gate.ranks import smallest_tier_holding
 from cdk_adapters.hosting.base_copies import BaseCopies
 from cdk_adapters.hosting.compute import ComputeRequirements
 from cdk_adapters.hosting.container_image import ContainerImage, ContainerImageConfig
-from cdk_adapters.hosting.copy_placement import render_data_cache
 from cdk_adapters.hosting.data_capture import REASON_CAPTURE_PREFIX, DataCapture
 from cdk_adapters.hosting.endpoint_hosting import VARIANT_NAME, EndpointHosting, HostedModel
 from cdk_adapters.hosting.instances import Instances
@@ -380,21 +387,13 @@ class MultiAdapterEndpoint(Construct):
 
     def _create_base_component(self, copy_count: int, deployment: RollingUpdate | None) -> None:
         """The base component, after the log groups; the endpoint's alarms and its rolling update."""
-        hosting = self.hosting
         self.base_component = BaseInferenceComponent(
             self,
             "BaseComponent",
             inference_component_name=self.base_component_name,
-            endpoint_name=self.endpoint.attr_endpoint_name,
-            variant_name=VARIANT_NAME,
             model_name=self.model.attr_model_name,
-            compute=self.compute,
-            startup=self.base_copies.startup,
             copy_count=copy_count,
-            instance_scaling=hosting.instance_scaling,
-            container=hosting.observability.render_container(self.monitoring.settings.emf),
-            scheduling=hosting.copy_placement.render() if hosting.copy_placement is not None else None,
-            data_cache=render_data_cache(hosting.data_cache),
+            **base_component_options(self),
         )
         self.base_component.node.add_dependency(self.permissions.policy)
         for resource in (self.endpoint, self.base_component.resource):

@@ -172,7 +172,8 @@ class ServedTier(Construct):
 
 
 def base_component_options(endpoint: MultiAdapterEndpoint) -> dict[str, Any]:
-    """What every tier's base component shares: the endpoint, variant, reservation, timeouts and placement."""
+    """What every tier's base component shares, the first tier's included: the endpoint, variant,
+    reservation, timeouts, metrics endpoint, copy placement and data cache."""
     hosting = endpoint.hosting
     return {
         "endpoint_name": endpoint.endpoint.attr_endpoint_name,
