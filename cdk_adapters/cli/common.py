@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -43,6 +44,33 @@ def print_problems(err: TextIO, heading: str, problems: list[Problem]) -> None:
     err.write(f"{PROG}: {heading}\n")
     for problem in problems:
         err.write(f"  - {problem}\n")
+
+
+def write_or_check_committed(
+    path: Path,
+    text: Callable[[], str],
+    *,
+    stale: str,
+    check: bool,
+    what: str,
+    field: str,
+    command: str,
+    up_to_date: str,
+    err: TextIO,
+) -> bool:
+    """A file the repository commits beside the manifest, like the lock (the placement file, the
+    tier record). With `check`: fail when `stale` says what is out of date (for CI), else say that
+    it is up to date (`up_to_date` counts what it holds). Without: write it when stale or missing.
+    True when the caller should report what it wrote."""
+    if check:
+        if stale:
+            problem = Problem(str(path), field, f"{stale}: run `{PROG} {command}` and commit it")
+            raise Failure([problem], f"the {what} is out of date")
+        err.write(f"{path} is up to date ({up_to_date})\n")
+        return False
+    if stale or not path.exists():
+        path.write_text(text(), encoding="utf-8")
+    return True
 
 
 def manifest_path(given: Path | None) -> Path:

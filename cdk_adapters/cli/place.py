@@ -13,9 +13,8 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import Failure, UsageError, manifest_path, read_placement
+from cdk_adapters.cli.common import Failure, UsageError, manifest_path, read_placement, write_or_check_committed
 from cdk_adapters.contract.cell_placement import cell_names, place
-from cdk_adapters.problems import Problem
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,17 +70,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         out.write(f"{family}: {cell}\n")
     for family, cell in moved.items():
         out.write(f"{family}: {recorded.families[family]} -> {cell} (pinned)\n")
-    if args.check:
-        if added or moved:
-            stale = f"{len(added)} family(ies) not recorded yet, {len(moved)} moved by a pin"
-            raise Failure(
-                [Problem(str(path), "placement", f"{stale}: run `cdk-adapters place` and commit it")],
-                "the placement file is out of date",
-            )
-        err.write(f"{path} is up to date ({len(recorded.families)} families)\n")
-        return
-    if added or moved or not path.exists():
-        path.write_text(placed.record.to_json(), encoding="utf-8")
-    err.write(
-        f"recorded {len(added)} new family(ies) and {len(moved)} moved by a pin in {path} ({len(placed.record.families)} in all)\n"
-    )
+    stale = f"{len(added)} family(ies) not recorded yet, {len(moved)} moved by a pin" if added or moved else ""
+    if write_or_check_committed(
+        path,
+        placed.record.to_json,
+        stale=stale,
+        check=args.check,
+        what="placement file",
+        field="placement",
+        command="place",
+        up_to_date=f"{len(recorded.families)} families",
+        err=err,
+    ):
+        families = len(placed.record.families)
+        err.write(f"recorded {len(added)} new family(ies) and {len(moved)} moved by a pin in {path} ({families} in all)\n")

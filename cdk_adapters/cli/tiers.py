@@ -13,8 +13,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from cdk_adapters.cli.common import Failure, manifest_path
-from cdk_adapters.problems import Problem
+from cdk_adapters.cli.common import manifest_path, write_or_check_committed
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,15 +53,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         out.write(f"{name}: {base}, the rank-{plan.tiers[name]} tier{'' if was is None else f' (was {was})'}\n")
     for name in dropped:
         out.write(f"{name}: no longer in the manifest\n")
-    if args.check:
-        if changed or dropped:
-            stale = f"{len(changed)} row(s) new or moved, {len(dropped)} gone"
-            raise Failure(
-                [Problem(str(path), "tiers", f"{stale}: run `cdk-adapters tiers` and commit it")],
-                "the tier record is out of date",
-            )
-        err.write(f"{path} is up to date ({len(recorded)} rows)\n")
-        return
-    if changed or dropped or not path.exists():
-        path.write_text(tier_record_text(plan.tiers, first), encoding="utf-8")
-    err.write(f"recorded {len(changed)} new or moved row(s), dropped {len(dropped)}, in {path} ({len(plan.tiers)} in all)\n")
+    if write_or_check_committed(
+        path,
+        lambda: tier_record_text(plan.tiers, first),
+        stale=f"{len(changed)} row(s) new or moved, {len(dropped)} gone" if changed or dropped else "",
+        check=args.check,
+        what="tier record",
+        field="tiers",
+        command="tiers",
+        up_to_date=f"{len(recorded)} rows",
+        err=err,
+    ):
+        err.write(f"recorded {len(changed)} new or moved row(s), dropped {len(dropped)}, in {path} ({len(plan.tiers)} in all)\n")
