@@ -129,10 +129,10 @@ def describe_tiers(resources: dict[str, Any], adapters: dict[str, str]) -> list[
             (rank, str(properties.get("InferenceComponentName")))
         )
     lines = []
+    counts = Counter(adapters.values())
     for bases in endpoints.values():
         if len(bases) < 2:
             continue
-        counts = Counter(adapters.values())
         described = ", ".join(f"{name} max_lora_rank {rank} ({counts[name]} adapters)" for rank, name in sorted(bases))
         lines.append(f"  rank tiers ({len(bases)}): {described}")
     return lines

@@ -93,15 +93,13 @@ class ManifestPlan:
         from cdk_adapters.endpoint.rank_tiers import RankTier
 
         serving = self.manifest.serving  # a later tier's slots default to serving's, never to the first tier's
-        return [
-            RankTier(
-                max_lora_rank=tier.max_lora_rank,
-                max_loras=serving.tier_slots(tier)[0],
-                max_cpu_loras=serving.tier_slots(tier)[1],
-                copy_count=tier.copies or 1,
+        tiers = []
+        for tier in (serving.tiers or [])[1:]:
+            loras, cpu = serving.tier_slots(tier)
+            tiers.append(
+                RankTier(max_lora_rank=tier.max_lora_rank, max_loras=loras, max_cpu_loras=cpu, copy_count=tier.copies or 1)
             )
-            for tier in (serving.tiers or [])[1:]
-        ]
+        return tiers
 
     @property
     def manifest(self) -> Manifest:

@@ -25,6 +25,18 @@ BIG = Instances(instance_type="ml.g6.12xlarge")
 """Four GPUs: room for a copy of each tier."""
 
 
+def tenant_import(record: DiscoveryRecord, stack: cdk.Stack) -> ImportedMultiAdapterEndpoint:
+    """A tenant stack's import of the platform's endpoint, from its published record."""
+    return ImportedMultiAdapterEndpoint.from_endpoint_attributes(
+        stack,
+        "Serving",
+        endpoint_name=record.endpoint_name,
+        base_component_name=record.base_inference_component_name,
+        component_prefix=record.component_prefix,
+        serving_reference=record.serving,
+    )
+
+
 def published(name: str):
     return AdapterArtifact.from_s3_url(URL.format(name))
 
@@ -249,14 +261,7 @@ def test_a_tenant_import_attaches_by_the_same_rule(tmp_path):
     endpoint = tiered()
     record = DiscoveryRecord.from_json(endpoint.discovery_record().to_json())
     stack = new_stack("Tenant")
-    imported = ImportedMultiAdapterEndpoint.from_endpoint_attributes(
-        stack,
-        "Serving",
-        endpoint_name=record.endpoint_name,
-        base_component_name=record.base_inference_component_name,
-        component_prefix=record.component_prefix,
-        serving_reference=record.serving,
-    )
+    imported = tenant_import(record, stack)
     small = imported.add_adapter("acme-small-v1", artifact=published("acme-small-v1"), rank=16)
     big = imported.add_adapter("acme-big-v1", artifact=published("acme-big-v1"), rank=33)
     bases = [stack.resolve(c.resource.specification)["baseInferenceComponentName"] for c in (small, big)]
@@ -339,14 +344,7 @@ def test_a_rank_must_be_an_integer_and_a_pin_needs_one_for_a_published_archive()
 
 def test_an_import_of_one_tier_refuses_a_rank_above_it():
     record = DiscoveryRecord.from_json(build_endpoint(new_stack()).discovery_record().to_json())
-    imported = ImportedMultiAdapterEndpoint.from_endpoint_attributes(
-        new_stack("Tenant"),
-        "Serving",
-        endpoint_name=record.endpoint_name,
-        base_component_name=record.base_inference_component_name,
-        component_prefix=record.component_prefix,
-        serving_reference=record.serving,
-    )
+    imported = tenant_import(record, new_stack("Tenant"))
     with pytest.raises(ConfigurationError, match=r"rank 128, above every tier's max_lora_rank \(16\)"):
         imported.add_adapter("acme-big-v1", artifact=published("acme-big-v1"), rank=128)
     small = imported.add_adapter("acme-small-v1", artifact=published("acme-small-v1"), rank=16)
@@ -361,14 +359,7 @@ def test_an_imports_deploy_check_added_after_its_adapters_still_sees_their_tier(
     record = DiscoveryRecord.from_json(endpoint.discovery_record().to_json())
 
     def digest(rank: int) -> str:
-        imported = ImportedMultiAdapterEndpoint.from_endpoint_attributes(
-            new_stack("Tenant"),
-            "Serving",
-            endpoint_name=record.endpoint_name,
-            base_component_name=record.base_inference_component_name,
-            component_prefix=record.component_prefix,
-            serving_reference=record.serving,
-        )
+        imported = tenant_import(record, new_stack("Tenant"))
         imported.add_adapter("acme-v1", artifact=published("acme-v1"), rank=rank)
         return imported.add_deploy_check().adapters["acme-v1"]
 
