@@ -371,3 +371,18 @@ def test_a_rank_no_tier_holds_has_no_base_and_the_first_rank_must_be_an_integer(
         tiered().tier_base(128)
     with pytest.raises(ConfigurationError, match=r"vllm\.max_lora_rank: vLLM accepts only"):
         build_endpoint(new_stack(), vllm=VllmOptions(max_lora_rank=16.0))
+
+
+def test_the_serving_container_launches_each_tier_with_its_own_rank_and_slots(two_tiers, tmp_path):
+    """Each tier model's environment, as CloudFormation renders it, through the container's own launcher."""
+    from adapter_server.launch import resolve_launch
+    from tests.constructs.conftest import deployed
+
+    _, template, _ = two_tiers
+    launched = {}
+    for model in template.find_resources("AWS::SageMaker::Model").values():
+        environment = {name: deployed(value) for name, value in model["Properties"]["PrimaryContainer"]["Environment"].items()}
+        command = list(resolve_launch(environment, python="python", no_custom_code_dir=tmp_path, model_dir=tmp_path).command)
+        rank = command[command.index("--max-lora-rank") + 1]
+        launched[rank] = command[command.index("--max-loras") + 1]
+    assert launched == {"16": "4", "64": "2"}
